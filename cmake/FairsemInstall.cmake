@@ -1,0 +1,37 @@
+# Installs the library, headers, CMake package files and fairsem.pc.
+include(CMakePackageConfigHelpers)
+
+set(FAIRSEM_CMAKE_DIR "${CMAKE_INSTALL_LIBDIR}/cmake/fairsem" CACHE STRING
+    "Where fairsemConfig.cmake is installed, relative to the prefix")
+set(FAIRSEM_PKGCONFIG_DIR "${CMAKE_INSTALL_LIBDIR}/pkgconfig" CACHE STRING
+    "Where fairsem.pc is installed, relative to the prefix")
+
+install(TARGETS fairsem
+  EXPORT fairsemTargets
+  ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
+  INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(DIRECTORY include/fairsem DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
+  FILES_MATCHING PATTERN "*.hpp")
+
+install(EXPORT fairsemTargets
+  NAMESPACE fairsem::
+  DESTINATION ${FAIRSEM_CMAKE_DIR})
+configure_package_config_file(cmake/fairsemConfig.cmake.in
+  "${CMAKE_CURRENT_BINARY_DIR}/fairsemConfig.cmake"
+  INSTALL_DESTINATION ${FAIRSEM_CMAKE_DIR})
+write_basic_package_version_file("${CMAKE_CURRENT_BINARY_DIR}/fairsemConfigVersion.cmake"
+  VERSION ${PROJECT_VERSION}
+  COMPATIBILITY SameMinorVersion)
+install(FILES
+  "${CMAKE_CURRENT_BINARY_DIR}/fairsemConfig.cmake"
+  "${CMAKE_CURRENT_BINARY_DIR}/fairsemConfigVersion.cmake"
+  cmake/Findhiredis.cmake
+  DESTINATION ${FAIRSEM_CMAKE_DIR})
+
+# pkg-config: the prefix is found relative to the .pc file, so the tree stays relocatable.
+file(RELATIVE_PATH _fairsem_pc_to_prefix "/prefix/${FAIRSEM_PKGCONFIG_DIR}" "/prefix")
+string(REGEX REPLACE "/$" "" _fairsem_pc_to_prefix "${_fairsem_pc_to_prefix}")
+configure_file(cmake/fairsem.pc.in "${CMAKE_CURRENT_BINARY_DIR}/fairsem.pc" @ONLY)
+install(FILES "${CMAKE_CURRENT_BINARY_DIR}/fairsem.pc" DESTINATION ${FAIRSEM_PKGCONFIG_DIR})

@@ -1,0 +1,81 @@
+// fairsem-probe: connects to Redis the way fairsem does and reports what a semaphore call
+// will cost there: server version, clock, and PING / script round trips.
+//
+//   fairsem-probe [--url URL] [--samples N]
+//
+// URL defaults to $FAIRSEM_URL, then $REDIS_URL, then redis://127.0.0.1:6379.
+// Exit codes: 0 ok, 64 usage error, 69 Redis unreachable or auth failed, 70 other error.
+
+#include <fairsem/fairsem.hpp>
+#include <fmt/chrono.h>
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+namespace {
+
+constexpr int kExitUsage = 64;
+constexpr int kExitUnavailable = 69;
+constexpr int kExitInternal = 70;
+
+double micros(std::chrono::nanoseconds d) { return static_cast<double>(d.count()) / 1000.0; }
+
+int usage(const char* problem) {
+  if (problem != nullptr) fmt::print(stderr, "fairsem-probe: {}\n", problem);
+  fmt::print(stderr, "usage: fairsem-probe [--url URL] [--samples N]\n");
+  return kExitUsage;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string url = "redis://127.0.0.1:6379";
+  if (const char* env = std::getenv("REDIS_URL")) url = env;
+  if (const char* env = std::getenv("FAIRSEM_URL")) url = env;
+  int samples = 1000;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h") {
+      usage(nullptr);
+      return 0;
+    }
+    if (i + 1 >= argc) return usage(fmt::format("{} needs a value", arg).c_str());
+    if (arg == "--url") {
+      url = argv[++i];
+    } else if (arg == "--samples") {
+      char* end = nullptr;
+      long n = std::strtol(argv[++i], &end, 10);
+      if (*end != '\0' || n < 1 || n > 1000000) return usage("--samples takes 1..1000000");
+      samples = static_cast<int>(n);
+    } else {
+      return usage(fmt::format("unknown option {}", arg).c_str());
+    }
+  }
+
+  try {
+    auto options = fairsem::ConnectionOptions::from_url(url);
+    fairsem::ServerInfo info = fairsem::probe_server(options, samples);
+    auto skew = std::chrono::duration_cast<std::chrono::milliseconds>(
+        std::chrono::system_clock::now() - info.server_time);
+    fmt::print("fairsem {} talking to Redis {} ({}) at {}\n", fairsem::version(),
+               info.redis_version, info.redis_mode, info.endpoint);
+    fmt::print("server clock (used for every lease): {:%Y-%m-%d %H:%M:%S} UTC, local clock {:+} ms\n",
+               std::chrono::time_point_cast<std::chrono::seconds>(info.server_time), skew.count());
+    fmt::print("PING round trip over {} calls: min {:.1f} us, median {:.1f} us\n", info.samples,
+               micros(info.ping_min), micros(info.ping_median));
+    fmt::print("EVALSHA of an embedded script: median {:.1f} us\n", micros(info.script_median));
+    return 0;
+  } catch (const fairsem::InvalidArgument& e) {
+    fmt::print(stderr, "{}\n", e.what());
+    return kExitUsage;
+  } catch (const fairsem::ConnectionError& e) {
+    fmt::print(stderr, "{}\n", e.what());
+    return kExitUnavailable;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "{}\n", e.what());
+    return kExitInternal;
+  }
+}

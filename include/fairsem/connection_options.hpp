@@ -1,0 +1,272 @@
+#pragma once
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <climits>
+#include <string>
+#include <string_view>
+
+#include "fairsem/detail/text.hpp"
+#include "fairsem/errors.hpp"
+
+namespace fairsem {
+
+/// Where and how to reach Redis. An aggregate: set fields directly, or parse a URL with
+/// `from_url`. Every connection fairsem opens checks these with `validate()` first.
+struct ConnectionOptions {
+  /// TCP host name or address (IPv4, or IPv6 without brackets). Ignored when `unix_path` is set.
+  std::string host = "127.0.0.1";
+  /// TCP port, 1-65535. Ignored when `unix_path` is set.
+  int port = 6379;
+  /// Absolute path of a Unix domain socket; when non-empty it is used instead of host/port.
+  std::string unix_path;
+  /// ACL user for AUTH. Empty: AUTH with the password only (the `default` user).
+  std::string user;
+  /// Password for AUTH. With user and password both empty, no AUTH is sent.
+  std::string password;
+  /// Logical database selected on every (re)connect, >= 0.
+  int db = 0;
+  /// Limit for establishing the connection (TCP/Unix connect), > 0.
+  std::chrono::milliseconds connect_timeout{std::chrono::seconds(1)};
+  /// Limit for each reply to arrive, > 0. After a timeout the connection is re-established.
+  std::chrono::milliseconds command_timeout{std::chrono::seconds(2)};
+  /// How many connect attempts a reconnect makes before it gives up, >= 1.
+  int reconnect_attempts = 5;
+  /// First pause between reconnect attempts; doubles after each failure (with jitter), > 0.
+  std::chrono::milliseconds reconnect_backoff_min{50};
+  /// Upper bound of the pause between reconnect attempts, >= reconnect_backoff_min.
+  std::chrono::milliseconds reconnect_backoff_max{std::chrono::seconds(2)};
+
+  /// Parses `redis://[user[:password]@]host[:port][/db]`, `redis://[::1]:6379`, or
+  /// `unix://[user[:password]@]/path/to.sock[?db=N]`. User, password and socket path may be
+  /// percent-encoded. Throws InvalidArgument naming the part that is wrong; the message
+  /// never contains the password.
+  static ConnectionOptions from_url(std::string_view url);
+
+  /// Throws InvalidArgument when a field is out of range (port, db, timeouts, backoff).
+  void validate() const;
+
+  /// "host:port", "[v6addr]:port" or "unix:/path": for messages and logs; no credentials.
+  std::string endpoint() const;
+
+  /// The options as a URL with the password replaced by "***" (safe to log).
+  std::string redacted_url() const;
+};
+
+namespace detail {
+
+/// Replaces the user-info part of a URL with "***" so it can be quoted in a message.
+inline std::string redact_url(std::string_view url) {
+  std::size_t scheme_end = url.find("://");
+  std::size_t start = scheme_end == std::string_view::npos ? 0 : scheme_end + 3;
+  std::size_t at = url.rfind('@');
+  if (at == std::string_view::npos || at < start) return std::string(url);
+  std::string out(url.substr(0, start));
+  out += "***";
+  out += url.substr(at);
+  return out;
+}
+
+struct UrlParser {
+  std::string_view url;
+
+  [[noreturn]] void fail(std::string_view what) const {
+    throw InvalidArgument(fmt::format("fairsem: invalid Redis URL '{}': {}", redact_url(url), what));
+  }
+
+  void parse_userinfo(std::string_view userinfo, ConnectionOptions& out) const {
+    std::size_t colon = userinfo.find(':');
+    auto user = percent_decode(userinfo.substr(0, colon));
+    if (!user) fail("malformed percent-encoding in the user name");
+    out.user = std::move(*user);
+    if (colon != std::string_view::npos) {
+      auto password = percent_decode(userinfo.substr(colon + 1));
+      if (!password) fail("malformed percent-encoding in the password");
+      out.password = std::move(*password);
+    }
+  }
+
+  int parse_db(std::string_view s) const {
+    if (s.empty()) return 0;
+    if (s[0] == '-' && all_digits(s.substr(1))) {
+      fail(fmt::format("database index {} is negative", s));
+    }
+    if (!all_digits(s)) fail(fmt::format("database '{}' is not a number", s));
+    auto value = parse_decimal(s, INT_MAX);
+    if (!value) fail(fmt::format("database index {} is too large", s));
+    return static_cast<int>(*value);
+  }
+
+  int parse_port(std::string_view s) const {
+    if (s.empty()) fail("port is empty");
+    if (!all_digits(s)) fail(fmt::format("port '{}' is not a number", s));
+    auto value = parse_decimal(s, 65535);
+    if (!value || *value == 0) fail(fmt::format("port {} is out of range 1-65535", s));
+    return static_cast<int>(*value);
+  }
+
+  void parse_tcp(std::string_view rest, ConnectionOptions& out) const {
+    // The last '@' ends the user info, so an unencoded '@' or '/' in a password still parses.
+    std::size_t at = rest.rfind('@');
+    if (at != std::string_view::npos) {
+      parse_userinfo(rest.substr(0, at), out);
+      rest = rest.substr(at + 1);
+    }
+    std::size_t end = rest.find_first_of("/?#");
+    std::string_view authority = rest.substr(0, end);
+    std::string_view tail = end == std::string_view::npos ? std::string_view{} : rest.substr(end);
+
+    std::string_view host;
+    std::string_view port;
+    bool has_port = false;
+    if (!authority.empty() && authority[0] == '[') {
+      std::size_t close = authority.find(']');
+      if (close == std::string_view::npos) fail("IPv6 host is missing its closing ']'");
+      host = authority.substr(1, close - 1);
+      std::string_view after = authority.substr(close + 1);
+      if (!after.empty()) {
+        if (after[0] != ':') fail("unexpected characters after the IPv6 host");
+        has_port = true;
+        port = after.substr(1);
+      }
+    } else {
+      std::size_t colon = authority.find(':');
+      if (colon != std::string_view::npos && authority.find(':', colon + 1) != std::string_view::npos) {
+        fail("an IPv6 host must be in brackets, e.g. redis://[::1]:6379");
+      }
+      host = authority.substr(0, colon);
+      if (colon != std::string_view::npos) {
+        has_port = true;
+        port = authority.substr(colon + 1);
+      }
+    }
+    if (host.empty()) fail("host is missing");
+    if (has_space_or_control(host)) fail("host contains whitespace or control characters");
+    out.host = std::string(host);
+    out.port = has_port ? parse_port(port) : 6379;
+
+    if (tail.empty()) return;
+    if (tail[0] == '#') fail("a fragment ('#') is not allowed");
+    if (tail[0] == '?') {
+      fail("query parameters are not supported in redis:// URLs; put the database in the path "
+           "(redis://host:6379/2)");
+    }
+    std::string_view path = tail.substr(1);
+    std::size_t stop = path.find_first_of("?#/");
+    if (stop != std::string_view::npos) {
+      if (path[stop] == '/') fail("the path may only hold the database number");
+      fail("query parameters and fragments are not supported in redis:// URLs");
+    }
+    out.db = parse_db(path);
+  }
+
+  void parse_unix(std::string_view rest, ConnectionOptions& out) const {
+    if (rest.empty() || rest[0] != '/') {
+      std::size_t at = rest.rfind("@/");
+      if (at == std::string_view::npos) {
+        fail("the socket path must be absolute, e.g. unix:///run/redis/redis.sock");
+      }
+      parse_userinfo(rest.substr(0, at), out);
+      rest = rest.substr(at + 1);
+    }
+    std::size_t q = rest.find_first_of("?#");
+    auto path = percent_decode(rest.substr(0, q));
+    if (!path) fail("malformed percent-encoding in the socket path");
+    if (path->size() <= 1) fail("the socket path is missing");
+    out.unix_path = std::move(*path);
+    if (q == std::string_view::npos) return;
+    if (rest[q] == '#') fail("a fragment ('#') is not allowed");
+    std::string_view query = rest.substr(q + 1);
+    while (!query.empty()) {
+      std::size_t amp = query.find('&');
+      std::string_view param = query.substr(0, amp);
+      std::size_t eq = param.find('=');
+      std::string_view key = param.substr(0, eq);
+      if (key != "db") {
+        fail(fmt::format("unknown query parameter '{}' (only db=N is supported)", key));
+      }
+      if (eq == std::string_view::npos) fail("query parameter 'db' needs a value (db=N)");
+      out.db = parse_db(param.substr(eq + 1));
+      query = amp == std::string_view::npos ? std::string_view{} : query.substr(amp + 1);
+    }
+  }
+
+  ConnectionOptions parse() const {
+    ConnectionOptions out;
+    if (url.empty()) fail("the URL is empty");
+    if (starts_with(url, "redis://")) {
+      parse_tcp(url.substr(8), out);
+    } else if (starts_with(url, "unix://")) {
+      parse_unix(url.substr(7), out);
+    } else if (starts_with(url, "rediss://")) {
+      fail("TLS (rediss://) is not supported; use redis:// or unix://");
+    } else {
+      fail("the scheme must be redis:// or unix://");
+    }
+    out.validate();
+    return out;
+  }
+};
+
+}  // namespace detail
+
+inline ConnectionOptions ConnectionOptions::from_url(std::string_view url) {
+  return detail::UrlParser{url}.parse();
+}
+
+inline void ConnectionOptions::validate() const {
+  auto fail = [](const std::string& what) {
+    throw InvalidArgument(fmt::format("fairsem: invalid connection options: {}", what));
+  };
+  if (unix_path.empty()) {
+    if (host.empty()) fail("host is empty (set host or unix_path)");
+    if (detail::has_space_or_control(host)) fail("host contains whitespace or control characters");
+    if (port < 1 || port > 65535) fail(fmt::format("port {} is out of range 1-65535", port));
+  } else if (unix_path[0] != '/') {
+    fail(fmt::format("unix_path '{}' is not an absolute path", unix_path));
+  }
+  if (db < 0) fail(fmt::format("db {} is negative", db));
+  if (connect_timeout.count() <= 0) {
+    fail(fmt::format("connect_timeout must be positive, got {} ms", connect_timeout.count()));
+  }
+  if (command_timeout.count() <= 0) {
+    fail(fmt::format("command_timeout must be positive, got {} ms", command_timeout.count()));
+  }
+  if (reconnect_attempts < 1) {
+    fail(fmt::format("reconnect_attempts must be at least 1, got {}", reconnect_attempts));
+  }
+  if (reconnect_backoff_min.count() <= 0) {
+    fail(fmt::format("reconnect_backoff_min must be positive, got {} ms",
+                     reconnect_backoff_min.count()));
+  }
+  if (reconnect_backoff_max < reconnect_backoff_min) {
+    fail(fmt::format("reconnect_backoff_max ({} ms) is below reconnect_backoff_min ({} ms)",
+                     reconnect_backoff_max.count(), reconnect_backoff_min.count()));
+  }
+}
+
+inline std::string ConnectionOptions::endpoint() const {
+  if (!unix_path.empty()) return "unix:" + unix_path;
+  if (host.find(':') != std::string::npos) return fmt::format("[{}]:{}", host, port);
+  return fmt::format("{}:{}", host, port);
+}
+
+inline std::string ConnectionOptions::redacted_url() const {
+  std::string auth;
+  if (!user.empty() || !password.empty()) {
+    auth = user;
+    if (!password.empty()) auth += ":***";
+    auth += '@';
+  }
+  if (!unix_path.empty()) {
+    std::string url = "unix://" + auth + unix_path;
+    if (db != 0) url += fmt::format("?db={}", db);
+    return url;
+  }
+  std::string url = "redis://" + auth + endpoint();
+  if (db != 0) url += fmt::format("/{}", db);
+  return url;
+}
+
+}  // namespace fairsem

@@ -1,0 +1,23 @@
+#pragma once
+
+// The Lua scripts fairsem runs on the server. Their bodies live in src/lua/*.lua and are
+// compiled in by cmake/FairsemEmbedScripts.cmake, which also computes each SHA1.
+
+#include <string_view>
+
+namespace fairsem::detail {
+
+struct Script {
+  std::string_view name;  // file name without ".lua"
+  std::string_view body;  // the Lua source as SCRIPT LOAD receives it
+  std::string_view sha1;  // lower-case hex SHA1 of body: the EVALSHA handle
+};
+
+namespace scripts {
+
+/// Returns the server clock as {seconds, microseconds} from TIME; every lease deadline is
+/// computed from the same clock, never from a client's.
+extern const Script server_clock;
+
+}  // namespace scripts
+}  // namespace fairsem::detail

@@ -1,0 +1,71 @@
+#pragma once
+
+// Small string helpers shared by option parsing and reply decoding. No I/O, no hiredis.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace fairsem::detail {
+
+inline bool starts_with(std::string_view s, std::string_view prefix) noexcept {
+  return s.size() >= prefix.size() && s.compare(0, prefix.size(), prefix) == 0;
+}
+
+/// Parses an unsigned decimal number made of digits only (no sign, no spaces).
+/// Returns nullopt for anything else, or when the value exceeds `max`.
+inline std::optional<std::uint64_t> parse_decimal(std::string_view s, std::uint64_t max) noexcept {
+  if (s.empty() || s.size() > 19) return std::nullopt;
+  std::uint64_t value = 0;
+  for (char c : s) {
+    if (c < '0' || c > '9') return std::nullopt;
+    value = value * 10 + static_cast<std::uint64_t>(c - '0');
+  }
+  if (value > max) return std::nullopt;
+  return value;
+}
+
+inline bool all_digits(std::string_view s) noexcept {
+  if (s.empty()) return false;
+  for (char c : s) {
+    if (c < '0' || c > '9') return false;
+  }
+  return true;
+}
+
+/// True when `s` holds a byte that is ASCII whitespace or a control character.
+inline bool has_space_or_control(std::string_view s) noexcept {
+  for (char ch : s) {
+    auto c = static_cast<unsigned char>(ch);
+    if (c <= 0x20 || c == 0x7f) return true;
+  }
+  return false;
+}
+
+/// Decodes %XX escapes. Returns nullopt when a '%' is not followed by two hex digits.
+inline std::optional<std::string> percent_decode(std::string_view s) {
+  auto hex = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  std::string out;
+  out.reserve(s.size());
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (s[i] != '%') {
+      out.push_back(s[i]);
+      continue;
+    }
+    if (i + 2 >= s.size()) return std::nullopt;
+    int hi = hex(s[i + 1]);
+    int lo = hex(s[i + 2]);
+    if (hi < 0 || lo < 0) return std::nullopt;
+    out.push_back(static_cast<char>(hi * 16 + lo));
+    i += 2;
+  }
+  return out;
+}
+
+}  // namespace fairsem::detail

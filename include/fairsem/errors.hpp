@@ -1,0 +1,84 @@
+#pragma once
+
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+namespace fairsem {
+
+/// Root of every exception fairsem throws. Messages name what failed and where (the
+/// semaphore, the server endpoint); they never contain a password.
+class Error : public std::runtime_error {
+ public:
+  explicit Error(const std::string& message) : std::runtime_error(message) {}
+  ~Error() override;
+};
+
+/// The server could not be reached, or the connection broke while a command was in flight.
+/// A command interrupted this way may or may not have run on the server.
+class ConnectionError : public Error {
+ public:
+  using Error::Error;
+  ~ConnectionError() override;
+};
+
+/// Connecting, or waiting for a reply, took longer than the configured timeout. The
+/// connection is dropped and re-established by the next command.
+class TimeoutError : public ConnectionError {
+ public:
+  using ConnectionError::ConnectionError;
+  ~TimeoutError() override;
+};
+
+/// The server refused the credentials (AUTH failed). Retrying does not help, so
+/// reconnection gives up at once.
+class AuthError : public ConnectionError {
+ public:
+  using ConnectionError::ConnectionError;
+  ~AuthError() override;
+};
+
+/// The server answered a command with an error reply. `server_message()` is the server's
+/// text unchanged (e.g. "WRONGTYPE Operation against a key holding the wrong kind of value").
+class ReplyError : public Error {
+ public:
+  ReplyError(const std::string& message, std::string server_message)
+      : Error(message), server_message_(std::move(server_message)) {}
+  ~ReplyError() override;
+
+  const std::string& server_message() const noexcept { return server_message_; }
+
+ private:
+  std::string server_message_;
+};
+
+/// The server's reply did not have the shape fairsem expected (a protocol or version mismatch).
+class ProtocolError : public Error {
+ public:
+  using Error::Error;
+  ~ProtocolError() override;
+};
+
+/// A semaphore was opened with a limit other than the one stored in Redis by its first user.
+class LimitMismatchError : public Error {
+ public:
+  LimitMismatchError(const std::string& message, long long stored_limit, long long requested_limit)
+      : Error(message), stored_limit_(stored_limit), requested_limit_(requested_limit) {}
+  ~LimitMismatchError() override;
+
+  long long stored_limit() const noexcept { return stored_limit_; }
+  long long requested_limit() const noexcept { return requested_limit_; }
+
+ private:
+  long long stored_limit_;
+  long long requested_limit_;
+};
+
+/// An argument or option was invalid; nothing was sent to Redis.
+class InvalidArgument : public Error {
+ public:
+  using Error::Error;
+  ~InvalidArgument() override;
+};
+
+}  // namespace fairsem

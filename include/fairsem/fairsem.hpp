@@ -1,0 +1,8 @@
+#pragma once
+
+// The whole public API of fairsem.
+
+#include "fairsem/connection_options.hpp"
+#include "fairsem/errors.hpp"
+#include "fairsem/server_info.hpp"
+#include "fairsem/version.hpp"

@@ -1,0 +1,346 @@
+#include "fairsem/detail/connection.hpp"
+
+#include <hiredis/hiredis.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/time.h>
+
+#include <cerrno>
+#include <new>
+#include <random>
+#include <thread>
+#include <utility>
+
+namespace fairsem::detail {
+
+void ContextDeleter::operator()(redisContext* ctx) const noexcept { redisFree(ctx); }
+
+namespace {
+
+struct ReplyDeleter {
+  void operator()(redisReply* reply) const noexcept { freeReplyObject(reply); }
+};
+using ReplyPtr = std::unique_ptr<redisReply, ReplyDeleter>;
+
+timeval to_timeval(std::chrono::milliseconds ms) {
+  timeval tv{};
+  tv.tv_sec = static_cast<decltype(tv.tv_sec)>(ms.count() / 1000);
+  tv.tv_usec = static_cast<decltype(tv.tv_usec)>((ms.count() % 1000) * 1000);
+  return tv;
+}
+
+/// Where a hiredis error happened, for the message.
+struct ErrorSite {
+  bool connecting;                  // true: while connecting; false: waiting for a reply
+  std::string_view command;         // command name (never its arguments)
+  const std::string& endpoint;      // "host:port"
+  std::chrono::milliseconds timeout;  // the limit that applied
+};
+
+bool is_timeout(const redisContext& ctx, int saved_errno) {
+#if HIREDIS_MAJOR >= 1
+  if (ctx.err == REDIS_ERR_TIMEOUT) return true;
+#endif
+  // hiredis 0.x reports an expired SO_RCVTIMEO as an I/O error with EAGAIN, and an expired
+  // connect as an I/O error with ETIMEDOUT.
+  return ctx.err == REDIS_ERR_IO &&
+         (saved_errno == EAGAIN || saved_errno == EWOULDBLOCK || saved_errno == ETIMEDOUT ||
+          saved_errno == EINPROGRESS);
+}
+
+/// The one place that turns a failed hiredis context into a fairsem exception.
+[[noreturn]] void throw_error(const redisContext& ctx, int saved_errno, const ErrorSite& site) {
+  if (ctx.err == REDIS_ERR_OOM) throw std::bad_alloc();
+  if (is_timeout(ctx, saved_errno)) {
+    if (site.connecting) {
+      throw TimeoutError(fmt::format("fairsem: connecting to {} timed out after {} ms",
+                                     site.endpoint, site.timeout.count()));
+    }
+    throw TimeoutError(fmt::format("fairsem: no reply to {} from {} within {} ms", site.command,
+                                   site.endpoint, site.timeout.count()));
+  }
+  std::string detail = ctx.err == REDIS_ERR_EOF ? std::string("server closed the connection")
+                                                : std::string(ctx.errstr);
+  if (ctx.err == REDIS_ERR_PROTOCOL) {
+    throw ProtocolError(fmt::format("fairsem: protocol error from {} in reply to {}: {}",
+                                    site.endpoint, site.command, detail));
+  }
+  if (site.connecting) {
+    throw ConnectionError(fmt::format("fairsem: cannot connect to {}: {}", site.endpoint, detail));
+  }
+  throw ConnectionError(
+      fmt::format("fairsem: {} to {} failed: {}", site.command, site.endpoint, detail));
+}
+
+Reply convert(const redisReply& r) {
+  switch (r.type) {
+    case REDIS_REPLY_NIL:
+      return Reply::make_nil();
+    case REDIS_REPLY_INTEGER:
+      return Reply::make_integer(r.integer);
+    case REDIS_REPLY_STRING:
+      return Reply::make_string(std::string(r.str, r.len));
+    case REDIS_REPLY_STATUS:
+      return Reply::make_string(std::string(r.str, r.len), Reply::Type::status);
+    case REDIS_REPLY_ERROR:
+      return Reply::make_string(std::string(r.str, r.len), Reply::Type::error);
+    case REDIS_REPLY_ARRAY: {
+      std::vector<Reply> items;
+      items.reserve(r.elements);
+      for (std::size_t i = 0; i < r.elements; ++i) items.push_back(convert(*r.element[i]));
+      return Reply::make_array(std::move(items));
+    }
+    default:
+      break;
+  }
+#if HIREDIS_MAJOR >= 1
+  // hiredis 1.x can parse RESP3; fairsem never sends HELLO 3, so such a reply means the
+  // connection was switched to RESP3 behind its back.
+  throw ProtocolError(fmt::format("fairsem: unexpected RESP3 reply type {}; fairsem speaks RESP2",
+                                  r.type));
+#else
+  throw ProtocolError(fmt::format("fairsem: unknown reply type {}", r.type));
+#endif
+}
+
+/// hiredis writes with write(2); writing to a socket the server has reset raises SIGPIPE, whose
+/// default action kills the whole process. For the duration of one flush, SIGPIPE is blocked on
+/// this thread and a SIGPIPE raised meanwhile is consumed, so the failed write surfaces as EPIPE
+/// (a ConnectionError) and the application's own SIGPIPE handling is left alone.
+class SigpipeGuard {
+ public:
+  SigpipeGuard() noexcept {
+    sigemptyset(&pipe_);
+    sigaddset(&pipe_, SIGPIPE);
+    sigset_t pending;
+    sigemptyset(&pending);
+    sigpending(&pending);
+    was_pending_ = sigismember(&pending, SIGPIPE) == 1;
+    pthread_sigmask(SIG_BLOCK, &pipe_, &old_mask_);
+  }
+  ~SigpipeGuard() {
+    if (!was_pending_) {
+      sigset_t pending;
+      sigemptyset(&pending);
+      sigpending(&pending);
+      if (sigismember(&pending, SIGPIPE) == 1) {
+        const timespec zero{};
+        while (sigtimedwait(&pipe_, nullptr, &zero) < 0 && errno == EINTR) {
+        }
+      }
+    }
+    pthread_sigmask(SIG_SETMASK, &old_mask_, nullptr);
+  }
+  SigpipeGuard(const SigpipeGuard&) = delete;
+  SigpipeGuard& operator=(const SigpipeGuard&) = delete;
+
+ private:
+  sigset_t pipe_{};
+  sigset_t old_mask_{};
+  bool was_pending_ = false;
+};
+
+std::string strip_prefix(const char* message) {
+  std::string_view m(message);
+  constexpr std::string_view prefix = "fairsem: ";
+  if (starts_with(m, prefix)) m.remove_prefix(prefix.size());
+  return std::string(m);
+}
+
+std::chrono::milliseconds jittered(std::chrono::milliseconds delay) {
+  // Full delay at most, half at least: reconnecting clients spread out instead of arriving
+  // at a restarted server in lock step.
+  thread_local std::minstd_rand rng{std::random_device{}()};
+  auto half = delay.count() / 2;
+  std::uniform_int_distribution<long long> pick(half, delay.count());
+  return std::chrono::milliseconds(pick(rng));
+}
+
+}  // namespace
+
+Connection::Connection(ConnectionOptions options) : options_(std::move(options)) {
+  options_.validate();
+  endpoint_ = options_.endpoint();
+  connect_once();
+}
+
+Connection::Connection(Connection&&) noexcept = default;
+Connection& Connection::operator=(Connection&&) noexcept = default;
+Connection::~Connection() = default;
+
+void Connection::connect_once() {
+  ctx_.reset();
+  broken_ = false;
+  const timeval connect_tv = to_timeval(options_.connect_timeout);
+  errno = 0;
+  redisContext* raw = options_.unix_path.empty()
+                          ? redisConnectWithTimeout(options_.host.c_str(), options_.port, connect_tv)
+                          : redisConnectUnixWithTimeout(options_.unix_path.c_str(), connect_tv);
+  const int saved_errno = errno;
+  if (raw == nullptr) throw std::bad_alloc();
+  ContextPtr ctx(raw);
+  const ErrorSite site{true, "connect", endpoint_, options_.connect_timeout};
+  if (raw->err != 0) throw_error(*raw, saved_errno, site);
+  if (redisSetTimeout(raw, to_timeval(options_.command_timeout)) != REDIS_OK) {
+    throw_error(*raw, errno, site);
+  }
+  if (options_.unix_path.empty()) {
+    // Best effort: detects a dead peer on an idle connection; failure changes nothing else.
+    (void)redisEnableKeepAlive(raw);
+  }
+  ctx_ = std::move(ctx);
+
+  if (!options_.user.empty() || !options_.password.empty()) {
+    Args auth = options_.user.empty() ? Args{"AUTH", options_.password}
+                                      : Args{"AUTH", options_.user, options_.password};
+    send(auth);
+    Reply reply = receive("AUTH");
+    if (reply.is_error()) {
+      ctx_.reset();
+      std::string as = options_.user.empty() ? "" : fmt::format(" as user '{}'", options_.user);
+      throw AuthError(
+          fmt::format("fairsem: authentication to {}{} failed: {}", endpoint_, as, reply.str));
+    }
+  }
+  if (options_.db != 0) {
+    const std::string db = std::to_string(options_.db);
+    send({"SELECT", db});
+    Reply reply = receive("SELECT");
+    if (reply.is_error()) {
+      ctx_.reset();
+      throw ConnectionError(fmt::format("fairsem: SELECT {} on {} failed: {}", options_.db,
+                                        endpoint_, reply.str));
+    }
+  }
+}
+
+void Connection::ensure_connected() {
+  if (broken()) reconnect();
+}
+
+void Connection::reconnect() {
+  ctx_.reset();
+  broken_ = true;
+  auto delay = options_.reconnect_backoff_min;
+  for (int attempt = 1;; ++attempt) {
+    try {
+      connect_once();
+      return;
+    } catch (const AuthError&) {
+      throw;  // wrong credentials do not fix themselves
+    } catch (const TimeoutError& e) {
+      if (attempt >= options_.reconnect_attempts) {
+        throw TimeoutError(fmt::format("fairsem: reconnecting gave up after {} attempts: {}",
+                                       attempt, strip_prefix(e.what())));
+      }
+    } catch (const ConnectionError& e) {
+      if (attempt >= options_.reconnect_attempts) {
+        throw ConnectionError(fmt::format("fairsem: reconnecting gave up after {} attempts: {}",
+                                          attempt, strip_prefix(e.what())));
+      }
+    }
+    std::this_thread::sleep_for(jittered(delay));
+    delay = std::min(delay * 2, options_.reconnect_backoff_max);
+  }
+}
+
+void Connection::send(const Args& argv) {
+  std::vector<const char*> ptrs;
+  std::vector<std::size_t> lens;
+  ptrs.reserve(argv.size());
+  lens.reserve(argv.size());
+  for (std::string_view a : argv) {
+    ptrs.push_back(a.data());
+    lens.push_back(a.size());
+  }
+  if (redisAppendCommandArgv(ctx_.get(), static_cast<int>(argv.size()), ptrs.data(), lens.data()) !=
+      REDIS_OK) {
+    const int saved_errno = errno;
+    broken_ = true;
+    throw_error(*ctx_, saved_errno, {false, argv[0], endpoint_, options_.command_timeout});
+  }
+}
+
+Reply Connection::receive(std::string_view command_name) {
+  void* raw = nullptr;
+  int rc = REDIS_OK;
+  int saved_errno = 0;
+  {
+    SigpipeGuard guard;  // redisGetReply first flushes the pending commands
+    errno = 0;
+    rc = redisGetReply(ctx_.get(), &raw);
+    saved_errno = errno;
+  }
+  if (rc != REDIS_OK) {
+    broken_ = true;
+    throw_error(*ctx_, saved_errno, {false, command_name, endpoint_, options_.command_timeout});
+  }
+  ReplyPtr reply(static_cast<redisReply*>(raw));
+  if (!reply) {
+    broken_ = true;
+    throw ProtocolError(
+        fmt::format("fairsem: no reply object for {} from {}", command_name, endpoint_));
+  }
+  return convert(*reply);
+}
+
+Reply Connection::command(const Args& argv) {
+  if (argv.empty()) throw InvalidArgument("fairsem: a command needs at least its name");
+  ensure_connected();
+  send(argv);
+  Reply reply = receive(argv[0]);
+  if (reply.is_error()) {
+    throw ReplyError(fmt::format("fairsem: {} on {} failed: {}", argv[0], endpoint_, reply.str),
+                     reply.str);
+  }
+  return reply;
+}
+
+std::vector<Reply> Connection::pipeline(const std::vector<Args>& commands) {
+  for (const Args& argv : commands) {
+    if (argv.empty()) throw InvalidArgument("fairsem: a command needs at least its name");
+  }
+  ensure_connected();
+  std::vector<Reply> replies;
+  replies.reserve(commands.size());
+  try {
+    for (const Args& argv : commands) send(argv);
+    for (const Args& argv : commands) replies.push_back(receive(argv[0]));
+  } catch (...) {
+    broken_ = true;  // replies may be left unread: the stream is out of step
+    throw;
+  }
+  return replies;
+}
+
+Reply Connection::eval(const Script& script, const Args& keys, const Args& args) {
+  const std::string numkeys = std::to_string(keys.size());
+  Args argv;
+  argv.reserve(3 + keys.size() + args.size());
+  argv.push_back("EVALSHA");
+  argv.push_back(script.sha1);
+  argv.push_back(numkeys);
+  argv.insert(argv.end(), keys.begin(), keys.end());
+  argv.insert(argv.end(), args.begin(), args.end());
+
+  ensure_connected();
+  send(argv);
+  Reply reply = receive("EVALSHA");
+  if (reply.is_error() && starts_with(reply.str, "NOSCRIPT")) {
+    Reply loaded = command({"SCRIPT", "LOAD", script.body});
+    if (expect_string(loaded, "the SCRIPT LOAD reply") != script.sha1) {
+      throw ProtocolError(fmt::format("fairsem: {} returned SHA1 {} for script {}, expected {}",
+                                      endpoint_, loaded.str, script.name, script.sha1));
+    }
+    send(argv);
+    reply = receive("EVALSHA");
+  }
+  if (reply.is_error()) {
+    throw ReplyError(
+        fmt::format("fairsem: script {} on {} failed: {}", script.name, endpoint_, reply.str),
+        reply.str);
+  }
+  return reply;
+}
+
+}  // namespace fairsem::detail

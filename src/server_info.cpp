@@ -1,0 +1,69 @@
+#include "fairsem/server_info.hpp"
+
+#include <algorithm>
+#include <vector>
+
+#include "fairsem/detail/connection.hpp"
+
+namespace fairsem {
+namespace {
+
+std::string info_field(const std::string& info, std::string_view field) {
+  const std::string key = std::string(field) + ":";
+  std::size_t pos = 0;
+  while (pos < info.size()) {
+    std::size_t eol = info.find('\n', pos);
+    if (eol == std::string::npos) eol = info.size();
+    std::string_view line(info.data() + pos, eol - pos);
+    if (detail::starts_with(line, key)) {
+      line.remove_prefix(key.size());
+      if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+      return std::string(line);
+    }
+    pos = eol + 1;
+  }
+  return {};
+}
+
+template <class F>
+std::vector<std::chrono::nanoseconds> time_calls(int n, F&& call) {
+  std::vector<std::chrono::nanoseconds> out;
+  out.reserve(static_cast<std::size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    auto start = std::chrono::steady_clock::now();
+    call();
+    out.push_back(std::chrono::steady_clock::now() - start);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace
+
+ServerInfo probe_server(const ConnectionOptions& options, int samples) {
+  if (samples < 1) {
+    throw InvalidArgument(fmt::format("fairsem: probe_server needs samples >= 1, got {}", samples));
+  }
+  detail::Connection conn(options);
+  ServerInfo info;
+  info.endpoint = conn.endpoint();
+  info.samples = samples;
+
+  const std::string text =
+      detail::expect_string(conn.command({"INFO", "server"}), "the INFO server reply");
+  info.redis_version = info_field(text, "redis_version");
+  info.redis_mode = info_field(text, "redis_mode");
+
+  const long long ms = detail::expect_integer(
+      conn.eval(detail::scripts::server_clock, {}, {}), "the server_clock script reply");
+  info.server_time = std::chrono::system_clock::time_point(std::chrono::milliseconds(ms));
+
+  auto pings = time_calls(samples, [&] { conn.command({"PING"}); });
+  info.ping_min = pings.front();
+  info.ping_median = pings[pings.size() / 2];
+  auto evals = time_calls(samples, [&] { conn.eval(detail::scripts::server_clock, {}, {}); });
+  info.script_median = evals[evals.size() / 2];
+  return info;
+}
+
+}  // namespace fairsem

@@ -1,0 +1,175 @@
+// AUTH on connect: password-only (requirepass) and ACL users; wrong credentials are an
+// AuthError that is not retried; no error text ever contains the password.
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <fairsem/detail/connection.hpp>
+
+#include <functional>
+#include <string>
+
+#include "fake_peer.hpp"
+#include "test_env.hpp"
+
+namespace {
+
+using fairsem::AuthError;
+using fairsem::ConnectionError;
+using fairsem::ReplyError;
+using fairsem::detail::Connection;
+using fairsem::test::FakePeer;
+using fairsem::test::RedisServer;
+using fairsem::test::redis_options;
+using ::testing::HasSubstr;
+using namespace std::chrono_literals;
+
+constexpr const char* kSecret = "Pa55-SECRET-w0rd";
+
+// Creates an ACL user on the shared server for the duration of a test.
+class AclUser {
+ public:
+  explicit AclUser(const std::string& tag) : name_("u" + std::to_string(::getpid()) + tag) {
+    admin_.command({"ACL", "SETUSER", name_, "reset", "on", std::string(">") + kSecret, "~*",
+                    "+@all"});
+  }
+  ~AclUser() { admin_.command({"ACL", "DELUSER", name_}); }
+  const std::string& name() const { return name_; }
+
+ private:
+  Connection admin_{redis_options()};
+  std::string name_;
+};
+
+TEST(AuthTest, AclUserWithTheRightPasswordIsThatUser) {
+  AclUser user("right");
+  auto o = redis_options();
+  o.user = user.name();
+  o.password = kSecret;
+  Connection c(o);
+  EXPECT_EQ(c.command({"ACL", "WHOAMI"}).str, user.name());
+}
+
+TEST(AuthTest, UrlCredentialsArePercentDecodedBeforeAuth) {
+  AclUser user("url");
+  auto base = redis_options();
+  // "Pa55-SECRET-w0rd" with every character but the dashes percent-encoded where legal.
+  std::string url = "redis://" + user.name() + ":Pa55%2DSECRET%2Dw0rd@127.0.0.1:" +
+                    std::to_string(base.port);
+  Connection c(fairsem::ConnectionOptions::from_url(url));
+  EXPECT_EQ(c.command({"ACL", "WHOAMI"}).str, user.name());
+}
+
+TEST(AuthTest, WrongPasswordIsAnAuthErrorNamingTheUserButNotThePassword) {
+  AclUser user("wrong");
+  auto o = redis_options();
+  o.user = user.name();
+  o.password = std::string(kSecret) + "-typo";
+  try {
+    Connection c(o);
+    FAIL() << "authenticated with a wrong password";
+  } catch (const AuthError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("authentication to " + o.endpoint() + " as user '" +
+                                    user.name() + "' failed"));
+    EXPECT_THAT(e.what(), HasSubstr("WRONGPASS"));
+    EXPECT_THAT(e.what(), ::testing::Not(HasSubstr("SECRET")));
+  }
+}
+
+TEST(AuthTest, RequirepassServerAcceptsThePasswordAndRejectsOthers) {
+  RedisServer server({"--requirepass", kSecret});
+  auto o = fairsem::ConnectionOptions::from_url(server.url());
+  o.password = kSecret;
+  Connection ok(o);
+  EXPECT_EQ(ok.command({"PING"}).str, "PONG");
+
+  o.password = "not-it-SECRET";
+  EXPECT_THROW(Connection c(o), AuthError);
+
+  // Without a password the connection opens but every command is refused by the server.
+  o.password.clear();
+  Connection anonymous(o);
+  try {
+    anonymous.command({"PING"});
+    FAIL();
+  } catch (const ReplyError& e) {
+    EXPECT_THAT(e.server_message(), ::testing::StartsWith("NOAUTH"));
+  }
+}
+
+TEST(AuthTest, AuthErrorIsNotRetriedByReconnect) {
+  // A peer that answers every command with WRONGPASS: one connect, no retries.
+  FakePeer peer(FakePeer::Mode::reply, "-WRONGPASS invalid username-password pair\r\n");
+  auto o = fairsem::ConnectionOptions::from_url(peer.url());
+  o.password = kSecret;
+  o.reconnect_attempts = 5;
+  o.reconnect_backoff_min = 1ms;
+  EXPECT_THROW(Connection c(o), AuthError);
+  EXPECT_EQ(peer.accepts().size(), 1u);
+}
+
+// Every failure path a connection can take, with a password set: none may echo it.
+TEST(AuthTest, NoErrorMessageContainsThePassword) {
+  std::vector<std::string> messages;
+  auto capture = [&](const std::function<void()>& f) {
+    try {
+      f();
+      ADD_FAILURE() << "expected an error from case " << messages.size();
+    } catch (const fairsem::Error& e) {
+      messages.emplace_back(e.what());
+    }
+  };
+  const std::string secret = kSecret;
+  const int closed_port = fairsem::test::free_loopback_port();
+  AclUser user("noecho");
+  auto with = [&](int port) {
+    auto o = redis_options();
+    o.port = port;
+    o.user = user.name();
+    o.password = secret;
+    o.reconnect_attempts = 2;
+    o.reconnect_backoff_min = 1ms;
+    o.connect_timeout = 300ms;
+    o.command_timeout = 300ms;
+    return o;
+  };
+  // malformed URLs
+  capture([&] { (void)fairsem::ConnectionOptions::from_url("redis://u:" + secret + "@h:0"); });
+  capture([&] { (void)fairsem::ConnectionOptions::from_url("redis://u:" + secret + "%@h"); });
+  // refused, silent, timed out on connect
+  capture([&] { Connection c(with(closed_port)); });
+  FakePeer silent(FakePeer::Mode::silent);
+  capture([&] { Connection c(with(silent.port())); });
+  FakePeer full(FakePeer::Mode::never_accept);
+  capture([&] { Connection c(with(full.port())); });
+  // wrong password, and the server's own error for the wrong password
+  capture([&] {
+    auto o = with(redis_options().port);
+    o.password = secret + "x";
+    Connection c(o);
+  });
+  // reply errors and a broken connection on a good login
+  Connection good(with(redis_options().port));
+  capture([&] { good.command({"NOSUCHCOMMAND"}); });
+  capture([&] {
+    const std::string id = std::to_string(good.command({"CLIENT", "ID"}).integer);
+    good.command({"CLIENT", "KILL", "ID", id, "SKIPME", "no"});
+    good.command({"PING"});
+  });
+  // reconnect that gives up
+  FakePeer hangup(FakePeer::Mode::hang_up);
+  capture([&] {
+    auto o = with(hangup.port());
+    o.reconnect_attempts = 1;
+    Connection c(o);
+  });
+
+  ASSERT_GE(messages.size(), 8u);
+  for (const auto& m : messages) {
+    EXPECT_THAT(m, ::testing::Not(HasSubstr("SECRET"))) << m;
+    EXPECT_THAT(m, ::testing::Not(HasSubstr(secret))) << m;
+  }
+}
+
+}  // namespace

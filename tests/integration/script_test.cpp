@@ -1,0 +1,110 @@
+// Embedded Lua scripts run with EVALSHA; a server that has lost them (SCRIPT FLUSH, restart)
+// gets them again with SCRIPT LOAD and the call is retried once, invisibly to the caller.
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <fairsem/detail/connection.hpp>
+#include <fairsem/server_info.hpp>
+
+#include <chrono>
+#include <string>
+
+#include "test_env.hpp"
+
+namespace {
+
+using fairsem::ReplyError;
+using fairsem::detail::Connection;
+using fairsem::detail::Script;
+using fairsem::test::redis_options;
+using fairsem::test::unique_prefix;
+using ::testing::HasSubstr;
+
+long long server_ms(Connection& c) {
+  auto t = c.command({"TIME"});
+  return std::stoll(t.elements.at(0).str) * 1000 + std::stoll(t.elements.at(1).str) / 1000;
+}
+
+long long commandstat_calls(Connection& c, const std::string& command) {
+  const std::string info = c.command({"INFO", "commandstats"}).str;
+  const std::string key = "cmdstat_" + command + ":calls=";
+  auto pos = info.find(key);
+  if (pos == std::string::npos) return 0;
+  return std::stoll(info.substr(pos + key.size()));
+}
+
+TEST(ScriptTest, EmbeddedShaIsTheOneRedisComputes) {
+  Connection c(redis_options());
+  const auto& s = fairsem::detail::scripts::server_clock;
+  EXPECT_EQ(s.sha1.size(), 40u);
+  EXPECT_EQ(c.command({"SCRIPT", "LOAD", s.body}).str, s.sha1);
+}
+
+TEST(ScriptTest, ServerClockScriptReturnsTheServersTime) {
+  Connection c(redis_options());
+  const long long before = server_ms(c);
+  const long long got = c.eval(fairsem::detail::scripts::server_clock, {}, {}).integer;
+  const long long after = server_ms(c);
+  EXPECT_GE(got, before);
+  EXPECT_LE(got, after);
+}
+
+TEST(ScriptTest, ScriptFlushBetweenCallsChangesNothingForTheCaller) {
+  Connection c(redis_options());
+  Connection admin(redis_options());
+  const auto& s = fairsem::detail::scripts::server_clock;
+  EXPECT_GT(c.eval(s, {}, {}).integer, 0);
+  admin.command({"SCRIPT", "FLUSH"});
+  EXPECT_EQ(admin.command({"SCRIPT", "EXISTS", s.sha1}).elements.at(0).integer, 0);
+
+  const long long loads_before = commandstat_calls(admin, "script|load");
+  EXPECT_GT(c.eval(s, {}, {}).integer, 0);  // NOSCRIPT → SCRIPT LOAD → EVALSHA, no error
+  EXPECT_EQ(commandstat_calls(admin, "script|load"), loads_before + 1);
+  EXPECT_EQ(admin.command({"SCRIPT", "EXISTS", s.sha1}).elements.at(0).integer, 1);
+}
+
+TEST(ScriptTest, KeysAndArgumentsReachTheScriptBinarySafe) {
+  Connection c(redis_options());
+  const std::string body = "redis.call('SET', KEYS[1], ARGV[1]); return redis.call('GET', KEYS[1])";
+  Connection admin(redis_options());
+  const std::string sha = admin.command({"SCRIPT", "LOAD", body}).str;
+  const Script echo{"echo_test", body, sha};
+  const std::string value("x\0y\r\nz", 6);
+  EXPECT_EQ(c.eval(echo, {unique_prefix()}, {value}).str, value);
+}
+
+TEST(ScriptTest, ScriptErrorIsAReplyErrorNamingTheScript) {
+  Connection c(redis_options());
+  const std::string key = unique_prefix();
+  c.command({"SET", key, "a string"});
+  const std::string body = "return redis.call('ZADD', KEYS[1], 1, 'm')";
+  Connection admin(redis_options());
+  const std::string sha = admin.command({"SCRIPT", "LOAD", body}).str;
+  const Script wrong{"zadd_test", body, sha};
+  try {
+    c.eval(wrong, {key}, {});
+    FAIL();
+  } catch (const ReplyError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("script zadd_test on " + c.endpoint()));
+    EXPECT_THAT(e.server_message(), HasSubstr("WRONGTYPE"));
+  }
+  EXPECT_EQ(c.command({"GET", key}).str, "a string") << "the foreign key is untouched";
+  EXPECT_FALSE(c.broken());
+}
+
+TEST(ScriptTest, ProbeServerReportsVersionClockAndRoundTrips) {
+  auto info = fairsem::probe_server(redis_options(), 20);
+  EXPECT_THAT(info.redis_version, ::testing::MatchesRegex("[0-9]+\\.[0-9]+\\.[0-9]+"));
+  EXPECT_EQ(info.redis_mode, "standalone");
+  EXPECT_EQ(info.samples, 20);
+  EXPECT_GT(info.ping_min.count(), 0);
+  EXPECT_LE(info.ping_min, info.ping_median);
+  EXPECT_GT(info.script_median.count(), 0);
+  Connection c(redis_options());
+  const auto server_now = std::chrono::system_clock::time_point(std::chrono::milliseconds(server_ms(c)));
+  EXPECT_LE(info.server_time, server_now);
+  EXPECT_THROW((void)fairsem::probe_server(redis_options(), 0), fairsem::InvalidArgument);
+}
+
+}  // namespace

@@ -1,0 +1,189 @@
+#include "redis_server.hpp"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+#include "fairsem/detail/connection.hpp"
+
+namespace fairsem::test {
+
+int free_loopback_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) throw std::runtime_error(std::string("socket: ") + std::strerror(errno));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    int e = errno;
+    ::close(fd);
+    throw std::runtime_error(std::string("bind 127.0.0.1:0: ") + std::strerror(e));
+  }
+  socklen_t len = sizeof addr;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+std::string find_redis_server() {
+  const char* path = std::getenv("PATH");
+  std::stringstream dirs(path != nullptr ? path : "/usr/bin:/bin");
+  std::string dir;
+  while (std::getline(dirs, dir, ':')) {
+    if (dir.empty()) continue;
+    std::string candidate = dir + "/redis-server";
+    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+  }
+  throw std::runtime_error(
+      "redis-server was not found in PATH. The integration tests need a real Redis: install the "
+      "Debian package (apt-get install redis-server; scripts/test.sh does this), or point "
+      "FAIRSEM_TEST_REDIS_URL at a server you run.");
+}
+
+RedisServer::RedisServer(std::vector<std::string> extra_args)
+    : extra_args_(std::move(extra_args)), binary_(find_redis_server()) {
+  char tmpl[] = "/tmp/fairsem-redis-XXXXXX";
+  if (::mkdtemp(tmpl) == nullptr) {
+    throw std::runtime_error(std::string("mkdtemp: ") + std::strerror(errno));
+  }
+  dir_ = tmpl;
+  // Another process may take the port between our probe and redis-server's bind: try a few.
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    port_ = free_loopback_port();
+    if (try_start()) return;
+  }
+  std::string tail = log();
+  std::filesystem::remove_all(dir_);
+  throw std::runtime_error("redis-server did not start after 5 attempts; last log:\n" + tail);
+}
+
+RedisServer::~RedisServer() {
+  try {
+    stop();
+  } catch (...) {
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(dir_, ec);
+}
+
+std::string RedisServer::url() const { return "redis://127.0.0.1:" + std::to_string(port_); }
+
+std::string RedisServer::log() const {
+  std::ifstream in(dir_ + "/redis.log");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void RedisServer::start() {
+  if (running()) return;
+  if (!try_start()) throw std::runtime_error("redis-server failed to restart:\n" + log());
+}
+
+bool RedisServer::try_start() {
+  std::vector<std::string> args = {binary_,
+                                   "--port", std::to_string(port_),
+                                   "--bind", "127.0.0.1 -::1",
+                                   "--dir", dir_,
+                                   "--save", "",
+                                   "--appendonly", "no",
+                                   "--daemonize", "no",
+                                   "--enable-debug-command", "local",
+                                   "--logfile", ""};
+  for (std::string arg : extra_args_) {
+    for (std::size_t at; (at = arg.find("{dir}")) != std::string::npos;) arg.replace(at, 5, dir_);
+    args.push_back(std::move(arg));
+  }
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  const std::string log_path = dir_ + "/redis.log";
+
+  pid_t pid = ::fork();
+  if (pid < 0) throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
+  if (pid == 0) {
+    // Never outlive the test process, even if it crashes.
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    int fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (fd >= 0) {
+      ::dup2(fd, STDOUT_FILENO);
+      ::dup2(fd, STDERR_FILENO);
+      ::close(fd);
+    }
+    ::execv(argv[0], argv.data());
+    _exit(127);
+  }
+  pid_ = pid;
+  try {
+    wait_ready();
+    return true;
+  } catch (const std::exception&) {
+    if (pid_ > 0) kill();
+    return false;
+  }
+}
+
+void RedisServer::wait_ready() {
+  ConnectionOptions opts;
+  opts.port = port_;
+  opts.connect_timeout = std::chrono::milliseconds(200);
+  opts.command_timeout = std::chrono::milliseconds(500);
+  opts.reconnect_attempts = 1;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (std::chrono::steady_clock::now() < deadline) {
+    int status = 0;
+    if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      throw std::runtime_error("redis-server exited during start-up");
+    }
+    try {
+      detail::Connection conn(opts);
+      if (conn.command({"PING"}).str == "PONG") return;
+    } catch (const ReplyError& e) {
+      // Answering at all (e.g. NOAUTH when started with --requirepass) means it is up,
+      // unless it is still loading its data set.
+      if (!detail::starts_with(e.server_message(), "LOADING")) return;
+    } catch (const Error&) {
+      // not accepting connections yet
+    }
+    // Polling an external process's readiness: there is no event to wait on.
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  throw std::runtime_error("redis-server did not answer PING within 20 s");
+}
+
+void RedisServer::stop() {
+  if (pid_ <= 0) return;
+  ::kill(pid_, SIGTERM);
+  int status = 0;
+  while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+  }
+  pid_ = -1;
+}
+
+void RedisServer::kill() {
+  if (pid_ <= 0) return;
+  ::kill(pid_, SIGKILL);
+  int status = 0;
+  while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+  }
+  pid_ = -1;
+}
+
+}  // namespace fairsem::test

@@ -1,0 +1,64 @@
+#pragma once
+
+// Starts and stops real redis-server processes for the tests: a free loopback port, a private
+// temp dir, no persistence unless a test asks for it. Loopback only.
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+namespace fairsem::test {
+
+/// A TCP port on 127.0.0.1 that was free a moment ago (bound to port 0, then released).
+int free_loopback_port();
+
+/// Absolute path of redis-server found in PATH; throws std::runtime_error saying how to
+/// install it when it is missing.
+std::string find_redis_server();
+
+class RedisServer {
+ public:
+  /// Starts redis-server on a free loopback port. `extra_args` are appended to the command
+  /// line (e.g. {"--requirepass", "pw"} or {"--appendonly", "yes"}); "{dir}" in an argument
+  /// stands for the server's private directory.
+  explicit RedisServer(std::vector<std::string> extra_args = {});
+  ~RedisServer();
+  RedisServer(const RedisServer&) = delete;
+  RedisServer& operator=(const RedisServer&) = delete;
+
+  int port() const noexcept { return port_; }
+  const std::string& dir() const noexcept { return dir_; }
+  pid_t pid() const noexcept { return pid_; }
+  bool running() const noexcept { return pid_ > 0; }
+  /// "redis://127.0.0.1:PORT"
+  std::string url() const;
+  /// Path of the Unix socket when started with {"--unixsocket", "{dir}/redis.sock"}.
+  std::string socket_path() const { return dir_ + "/redis.sock"; }
+
+  /// SIGTERM, then waits for the process to exit.
+  void stop();
+  /// SIGKILL (no shutdown work), then reaps the process.
+  void kill();
+  /// Starts again on the same port and directory (after stop() or kill()).
+  void start();
+  void restart() {
+    stop();
+    start();
+  }
+  /// The server's log so far, for failure messages.
+  std::string log() const;
+
+ private:
+  bool try_start();
+  void wait_ready();
+
+  std::vector<std::string> extra_args_;
+  std::string binary_;
+  std::string dir_;
+  int port_ = 0;
+  pid_t pid_ = -1;
+};
+
+}  // namespace fairsem::test

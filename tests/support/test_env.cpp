@@ -1,0 +1,55 @@
+#include "test_env.hpp"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+
+namespace fairsem::test {
+namespace {
+RedisEnvironment* g_instance = nullptr;
+}
+
+RedisEnvironment& RedisEnvironment::instance() {
+  if (g_instance == nullptr) {
+    throw std::logic_error("RedisEnvironment is not registered: link fairsem_test_main");
+  }
+  return *g_instance;
+}
+
+void RedisEnvironment::SetUp() {
+  g_instance = this;
+  if (const char* external = std::getenv("FAIRSEM_TEST_REDIS_URL");
+      external != nullptr && *external != '\0') {
+    url_ = external;
+    return;
+  }
+  try {
+    server_ = std::make_unique<RedisServer>();
+    url_ = server_->url();
+  } catch (const std::exception& e) {
+    FAIL() << "cannot start the Redis server the tests need: " << e.what();
+  }
+}
+
+void RedisEnvironment::TearDown() { server_.reset(); }
+
+ConnectionOptions RedisEnvironment::options() const {
+  ConnectionOptions opts = ConnectionOptions::from_url(url_);
+  opts.connect_timeout = std::chrono::seconds(2);
+  opts.command_timeout = std::chrono::seconds(5);
+  opts.reconnect_backoff_min = std::chrono::milliseconds(10);
+  opts.reconnect_backoff_max = std::chrono::milliseconds(200);
+  return opts;
+}
+
+std::string unique_prefix() {
+  static std::atomic<int> counter{0};
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  std::string test = info != nullptr
+                         ? std::string(info->test_suite_name()) + "." + info->name()
+                         : std::string("no-test");
+  return "t:" + std::to_string(::getpid()) + ":" + test + ":" + std::to_string(counter++);
+}
+
+}  // namespace fairsem::test

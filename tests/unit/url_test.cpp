@@ -1,0 +1,150 @@
+#include <gtest/gtest.h>
+
+#include <fairsem/connection_options.hpp>
+
+#include <string>
+
+namespace {
+
+using fairsem::ConnectionOptions;
+using fairsem::InvalidArgument;
+
+struct GoodUrl {
+  std::string url;
+  std::string host;
+  int port;
+  std::string unix_path;
+  std::string user;
+  std::string password;
+  int db;
+};
+
+class GoodUrlTest : public ::testing::TestWithParam<GoodUrl> {};
+
+TEST_P(GoodUrlTest, ParsesEveryField) {
+  const GoodUrl& g = GetParam();
+  ConnectionOptions o = ConnectionOptions::from_url(g.url);
+  EXPECT_EQ(o.host, g.host);
+  EXPECT_EQ(o.port, g.port);
+  EXPECT_EQ(o.unix_path, g.unix_path);
+  EXPECT_EQ(o.user, g.user);
+  EXPECT_EQ(o.password, g.password);
+  EXPECT_EQ(o.db, g.db);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Urls, GoodUrlTest,
+    ::testing::Values(
+        GoodUrl{"redis://127.0.0.1", "127.0.0.1", 6379, "", "", "", 0},
+        GoodUrl{"redis://localhost:6380", "localhost", 6380, "", "", "", 0},
+        GoodUrl{"redis://localhost:6380/", "localhost", 6380, "", "", "", 0},
+        GoodUrl{"redis://localhost/3", "localhost", 6379, "", "", "", 3},
+        GoodUrl{"redis://alice:s3cret@h:1/15", "h", 1, "", "alice", "s3cret", 15},
+        GoodUrl{"redis://:onlypass@h", "h", 6379, "", "", "onlypass", 0},
+        GoodUrl{"redis://alice@h", "h", 6379, "", "alice", "", 0},
+        GoodUrl{"redis://al%69ce:p%40ss%3Aw%2Fd%25@h:65535", "h", 65535, "", "alice", "p@ss:w/d%", 0},
+        // An unencoded '@' or '/' in the password still parses: the last '@' ends the user info.
+        GoodUrl{"redis://u:a@b/c@h:7/2", "h", 7, "", "u", "a@b/c", 2},
+        GoodUrl{"redis://[::1]:6379", "::1", 6379, "", "", "", 0},
+        GoodUrl{"redis://[::1]", "::1", 6379, "", "", "", 0},
+        GoodUrl{"redis://u:p@[fe80::1%25lo]:7000/4", "fe80::1%25lo", 7000, "", "u", "p", 4},
+        GoodUrl{"unix:///run/redis.sock", "127.0.0.1", 6379, "/run/redis.sock", "", "", 0},
+        GoodUrl{"unix:///run/redis.sock?db=9", "127.0.0.1", 6379, "/run/redis.sock", "", "", 9},
+        GoodUrl{"unix:///tmp/my%20dir/r.sock", "127.0.0.1", 6379, "/tmp/my dir/r.sock", "", "", 0},
+        GoodUrl{"unix://bob:pw@/run/redis.sock?db=1", "127.0.0.1", 6379, "/run/redis.sock", "bob",
+                "pw", 1}));
+
+struct BadUrl {
+  std::string url;
+  std::string message;  // must appear in what()
+};
+
+class BadUrlTest : public ::testing::TestWithParam<BadUrl> {};
+
+TEST_P(BadUrlTest, ThrowsInvalidArgumentNamingThePart) {
+  const BadUrl& b = GetParam();
+  try {
+    (void)ConnectionOptions::from_url(b.url);
+    FAIL() << "accepted " << b.url;
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find(b.message), std::string::npos)
+        << "message: " << e.what();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Urls, BadUrlTest,
+    ::testing::Values(
+        BadUrl{"", "the URL is empty"},
+        BadUrl{"127.0.0.1:6379", "scheme must be redis:// or unix://"},
+        BadUrl{"http://h", "scheme must be redis:// or unix://"},
+        BadUrl{"rediss://h", "TLS (rediss://) is not supported"},
+        BadUrl{"redis://", "host is missing"},
+        BadUrl{"redis://:6379", "host is missing"},
+        BadUrl{"redis://u:p@", "host is missing"},
+        BadUrl{"redis://h:", "port is empty"},
+        BadUrl{"redis://h:abc", "port 'abc' is not a number"},
+        BadUrl{"redis://h:-1", "port '-1' is not a number"},
+        BadUrl{"redis://h:0", "port 0 is out of range 1-65535"},
+        BadUrl{"redis://h:65536", "port 65536 is out of range 1-65535"},
+        BadUrl{"redis://h:99999999999999999999999", "out of range"},
+        BadUrl{"redis://h/-1", "database index -1 is negative"},
+        BadUrl{"redis://h/x", "database 'x' is not a number"},
+        BadUrl{"redis://h/99999999999", "database index 99999999999 is too large"},
+        BadUrl{"redis://h/1/2", "the path may only hold the database number"},
+        BadUrl{"redis://h?db=1", "query parameters are not supported"},
+        BadUrl{"redis://h/1?x=1", "query parameters and fragments are not supported"},
+        BadUrl{"redis://h#frag", "fragment"},
+        BadUrl{"redis://::1:6379", "IPv6 host must be in brackets"},
+        BadUrl{"redis://[::1:6379", "missing its closing ']'"},
+        BadUrl{"redis://[::1]x", "unexpected characters after the IPv6 host"},
+        BadUrl{"redis://[]:1", "host is missing"},
+        BadUrl{"redis://my host", "host contains whitespace"},
+        BadUrl{"redis://u%zz:p@h", "malformed percent-encoding in the user name"},
+        BadUrl{"redis://u:p%4@h", "malformed percent-encoding in the password"},
+        BadUrl{"unix://", "the socket path must be absolute"},
+        BadUrl{"unix://relative.sock", "the socket path must be absolute"},
+        BadUrl{"unix:///", "the socket path is missing"},
+        BadUrl{"unix:///r.sock?db=-2", "database index -2 is negative"},
+        BadUrl{"unix:///r.sock?timeout=1", "unknown query parameter 'timeout'"},
+        BadUrl{"unix:///r.sock?db", "query parameter 'db' needs a value"},
+        BadUrl{"unix:///r%2.sock", "malformed percent-encoding in the socket path"}));
+
+// Every malformed URL that carries a password: the message must not contain it, in any form.
+TEST(UrlTest, ErrorsNeverEchoThePassword) {
+  const std::string secret = "Hunter2SECRET";
+  const std::string urls[] = {
+      "redis://u:" + secret + "@h:99999",     "redis://u:" + secret + "@h/x",
+      "redis://u:" + secret + "@",            "redis://u:" + secret + "@h:abc",
+      "redis://u:" + secret + "%zz@h",        "redis://u:" + secret + "@h?db=1",
+      "redis://u:" + secret + "/x@h:1/y",     "redis://u:" + secret + "@[::1",
+      "redis://:" + secret + "@h/-1",         "unix://u:" + secret + "@/s?x=1",
+      "unix://u:" + secret + "@relative",     "rediss://u:" + secret + "@h",
+      "redis://" + secret + "@h:0",           "redis://u:" + secret + "@h#f",
+  };
+  for (const std::string& url : urls) {
+    try {
+      (void)ConnectionOptions::from_url(url);
+      ADD_FAILURE() << "accepted a malformed URL";
+    } catch (const InvalidArgument& e) {
+      EXPECT_EQ(std::string(e.what()).find("SECRET"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("***"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(UrlTest, RedactedUrlHidesThePassword) {
+  auto o = ConnectionOptions::from_url("redis://alice:SECRET@10.0.0.1:7000/3");
+  EXPECT_EQ(o.redacted_url(), "redis://alice:***@10.0.0.1:7000/3");
+  EXPECT_EQ(ConnectionOptions::from_url("redis://[::1]:1").redacted_url(), "redis://[::1]:1");
+  EXPECT_EQ(ConnectionOptions::from_url("unix://:SECRET@/r.sock?db=2").redacted_url(),
+            "unix://:***@/r.sock?db=2");
+}
+
+TEST(UrlTest, EndpointNamesTheServerWithoutCredentials) {
+  EXPECT_EQ(ConnectionOptions::from_url("redis://u:SECRET@h:7").endpoint(), "h:7");
+  EXPECT_EQ(ConnectionOptions::from_url("redis://[::1]:7").endpoint(), "[::1]:7");
+  EXPECT_EQ(ConnectionOptions::from_url("unix:///r.sock").endpoint(), "unix:/r.sock");
+}
+
+}  // namespace
