@@ -33,5 +33,14 @@ install(FILES
 # pkg-config: the prefix is found relative to the .pc file, so the tree stays relocatable.
 file(RELATIVE_PATH _fairsem_pc_to_prefix "/prefix/${FAIRSEM_PKGCONFIG_DIR}" "/prefix")
 string(REGEX REPLACE "/$" "" _fairsem_pc_to_prefix "${_fairsem_pc_to_prefix}")
+# A static libfairsem needs hiredis on every link line, not only with --static.
+get_target_property(_fairsem_type fairsem TYPE)
+if(_fairsem_type STREQUAL "STATIC_LIBRARY")
+  set(FAIRSEM_PC_REQUIRES "fmt hiredis")
+  set(FAIRSEM_PC_REQUIRES_PRIVATE "")
+else()
+  set(FAIRSEM_PC_REQUIRES "fmt")
+  set(FAIRSEM_PC_REQUIRES_PRIVATE "hiredis")
+endif()
 configure_file(cmake/fairsem.pc.in "${CMAKE_CURRENT_BINARY_DIR}/fairsem.pc" @ONLY)
 install(FILES "${CMAKE_CURRENT_BINARY_DIR}/fairsem.pc" DESTINATION ${FAIRSEM_PKGCONFIG_DIR})

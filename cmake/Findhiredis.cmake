@@ -13,9 +13,16 @@ if(NOT TARGET hiredis::hiredis)
 endif()
 
 if(TARGET hiredis::hiredis)
-  if(NOT hiredis_VERSION)
-    get_target_property(_hiredis_inc hiredis::hiredis INTERFACE_INCLUDE_DIRECTORIES)
-    find_path(hiredis_INCLUDE_DIR hiredis/hiredis.h HINTS ${_hiredis_inc})
+  # hiredis 1.0/1.1 export an include directory of "." (the prefix itself), so
+  # <hiredis/hiredis.h> resolves only where <prefix>/include is a default path. Find the
+  # header and add its directory to the target.
+  find_path(hiredis_INCLUDE_DIR hiredis/hiredis.h HINTS "${hiredis_DIR}/../../../include")
+  if(hiredis_INCLUDE_DIR)
+    get_target_property(_hiredis_aliased hiredis::hiredis ALIASED_TARGET)
+    if(NOT _hiredis_aliased)
+      set_property(TARGET hiredis::hiredis APPEND PROPERTY
+        INTERFACE_INCLUDE_DIRECTORIES "${hiredis_INCLUDE_DIR}")
+    endif()
   endif()
 else()
   find_path(hiredis_INCLUDE_DIR hiredis/hiredis.h)
@@ -33,8 +40,11 @@ endif()
 
 include(FindPackageHandleStandardArgs)
 if(TARGET hiredis::hiredis)
+  # A target from hiredis's own config (or from a parent project that builds hiredis) is
+  # enough; its version is checked only when it can be read.
+  set(_hiredis_target_found TRUE)
   find_package_handle_standard_args(hiredis
-    REQUIRED_VARS hiredis_VERSION
+    REQUIRED_VARS _hiredis_target_found
     VERSION_VAR hiredis_VERSION)
 else()
   find_package_handle_standard_args(hiredis

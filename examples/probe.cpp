@@ -6,9 +6,9 @@
 // URL defaults to $FAIRSEM_URL, then $REDIS_URL, then redis://127.0.0.1:6379.
 // Exit codes: 0 ok, 64 usage error, 69 Redis unreachable or auth failed, 70 other error.
 
-#include <fairsem/fairsem.hpp>
 #include <fmt/chrono.h>
 #include <fmt/format.h>
+#include <fairsem/fairsem.hpp>
 
 #include <cstdio>
 #include <cstdlib>
@@ -62,8 +62,9 @@ int main(int argc, char** argv) {
         std::chrono::system_clock::now() - info.server_time);
     fmt::print("fairsem {} talking to Redis {} ({}) at {}\n", fairsem::version(),
                info.redis_version, info.redis_mode, info.endpoint);
-    fmt::print("server clock (used for every lease): {:%Y-%m-%d %H:%M:%S} UTC, local clock {:+} ms\n",
-               std::chrono::time_point_cast<std::chrono::seconds>(info.server_time), skew.count());
+    fmt::print(
+        "server clock (used for every lease): {:%Y-%m-%d %H:%M:%S} UTC, local clock {:+} ms\n",
+        std::chrono::time_point_cast<std::chrono::seconds>(info.server_time), skew.count());
     fmt::print("PING round trip over {} calls: min {:.1f} us, median {:.1f} us\n", info.samples,
                micros(info.ping_min), micros(info.ping_median));
     fmt::print("EVALSHA of an embedded script: median {:.1f} us\n", micros(info.script_median));

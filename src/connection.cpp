@@ -31,27 +31,36 @@ timeval to_timeval(std::chrono::milliseconds ms) {
 
 /// Where a hiredis error happened, for the message.
 struct ErrorSite {
-  bool connecting;                  // true: while connecting; false: waiting for a reply
-  std::string_view command;         // command name (never its arguments)
-  const std::string& endpoint;      // "host:port"
+  bool connecting;                    // true: while connecting; false: waiting for a reply
+  std::string_view command;           // command name (never its arguments)
+  const std::string& endpoint;        // "host:port"
   std::chrono::milliseconds timeout;  // the limit that applied
 };
 
-bool is_timeout(const redisContext& ctx, int saved_errno) {
+bool is_timeout(const redisContext& ctx, int saved_errno, bool connecting) {
 #if HIREDIS_MAJOR >= 1
   if (ctx.err == REDIS_ERR_TIMEOUT) return true;
 #endif
-  // hiredis 0.x reports an expired SO_RCVTIMEO as an I/O error with EAGAIN, and an expired
-  // connect as an I/O error with ETIMEDOUT.
-  return ctx.err == REDIS_ERR_IO &&
-         (saved_errno == EAGAIN || saved_errno == EWOULDBLOCK || saved_errno == ETIMEDOUT ||
-          saved_errno == EINPROGRESS);
+  if (ctx.err != REDIS_ERR_IO) return false;
+  // hiredis 0.x reports an expired connect as an I/O error with ETIMEDOUT. EAGAIN while
+  // connecting is an immediate failure (a full Unix-socket backlog), not a timeout.
+  if (connecting) return saved_errno == ETIMEDOUT;
+  // An expired SO_RCVTIMEO/SO_SNDTIMEO shows up as EAGAIN.
+  return saved_errno == EAGAIN || saved_errno == EWOULDBLOCK || saved_errno == ETIMEDOUT;
+}
+
+/// Error replies to AUTH that mean the credentials are wrong (retrying cannot help), as
+/// opposed to a transient refusal such as "ERR max number of clients reached".
+bool is_credentials_error(std::string_view reply) {
+  return starts_with(reply, "WRONGPASS") || starts_with(reply, "NOPERM") ||
+         starts_with(reply, "ERR invalid password") || starts_with(reply, "ERR invalid username") ||
+         starts_with(reply, "ERR AUTH") || starts_with(reply, "ERR Client sent AUTH");
 }
 
 /// The one place that turns a failed hiredis context into a fairsem exception.
 [[noreturn]] void throw_error(const redisContext& ctx, int saved_errno, const ErrorSite& site) {
   if (ctx.err == REDIS_ERR_OOM) throw std::bad_alloc();
-  if (is_timeout(ctx, saved_errno)) {
+  if (is_timeout(ctx, saved_errno, site.connecting)) {
     if (site.connecting) {
       throw TimeoutError(fmt::format("fairsem: connecting to {} timed out after {} ms",
                                      site.endpoint, site.timeout.count()));
@@ -96,8 +105,8 @@ Reply convert(const redisReply& r) {
 #if HIREDIS_MAJOR >= 1
   // hiredis 1.x can parse RESP3; fairsem never sends HELLO 3, so such a reply means the
   // connection was switched to RESP3 behind its back.
-  throw ProtocolError(fmt::format("fairsem: unexpected RESP3 reply type {}; fairsem speaks RESP2",
-                                  r.type));
+  throw ProtocolError(
+      fmt::format("fairsem: unexpected RESP3 reply type {}; fairsem speaks RESP2", r.type));
 #else
   throw ProtocolError(fmt::format("fairsem: unknown reply type {}", r.type));
 #endif
@@ -170,12 +179,15 @@ Connection::~Connection() = default;
 
 void Connection::connect_once() {
   ctx_.reset();
-  broken_ = false;
+  // Stays broken until AUTH and SELECT have succeeded: whatever interrupts the handshake, the
+  // next command starts it again instead of running unauthenticated or on db 0.
+  broken_ = true;
   const timeval connect_tv = to_timeval(options_.connect_timeout);
   errno = 0;
-  redisContext* raw = options_.unix_path.empty()
-                          ? redisConnectWithTimeout(options_.host.c_str(), options_.port, connect_tv)
-                          : redisConnectUnixWithTimeout(options_.unix_path.c_str(), connect_tv);
+  redisContext* raw =
+      options_.unix_path.empty()
+          ? redisConnectWithTimeout(options_.host.c_str(), options_.port, connect_tv)
+          : redisConnectUnixWithTimeout(options_.unix_path.c_str(), connect_tv);
   const int saved_errno = errno;
   if (raw == nullptr) throw std::bad_alloc();
   ContextPtr ctx(raw);
@@ -184,9 +196,10 @@ void Connection::connect_once() {
   if (redisSetTimeout(raw, to_timeval(options_.command_timeout)) != REDIS_OK) {
     throw_error(*raw, errno, site);
   }
-  if (options_.unix_path.empty()) {
-    // Best effort: detects a dead peer on an idle connection; failure changes nothing else.
-    (void)redisEnableKeepAlive(raw);
+  // Keep-alive detects a peer that vanished while the connection was idle. hiredis marks the
+  // context failed when it cannot be enabled, so that is a connect failure like any other.
+  if (options_.unix_path.empty() && redisEnableKeepAlive(raw) != REDIS_OK) {
+    throw_error(*raw, errno, site);
   }
   ctx_ = std::move(ctx);
 
@@ -198,8 +211,10 @@ void Connection::connect_once() {
     if (reply.is_error()) {
       ctx_.reset();
       std::string as = options_.user.empty() ? "" : fmt::format(" as user '{}'", options_.user);
-      throw AuthError(
-          fmt::format("fairsem: authentication to {}{} failed: {}", endpoint_, as, reply.str));
+      std::string message =
+          fmt::format("fairsem: authentication to {}{} failed: {}", endpoint_, as, reply.str);
+      if (is_credentials_error(reply.str)) throw AuthError(message);
+      throw ConnectionError(message);  // e.g. max clients reached: worth another attempt
     }
   }
   if (options_.db != 0) {
@@ -208,10 +223,11 @@ void Connection::connect_once() {
     Reply reply = receive("SELECT");
     if (reply.is_error()) {
       ctx_.reset();
-      throw ConnectionError(fmt::format("fairsem: SELECT {} on {} failed: {}", options_.db,
-                                        endpoint_, reply.str));
+      throw ConnectionError(
+          fmt::format("fairsem: SELECT {} on {} failed: {}", options_.db, endpoint_, reply.str));
     }
   }
+  broken_ = false;
 }
 
 void Connection::ensure_connected() {

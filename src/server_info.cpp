@@ -54,8 +54,8 @@ ServerInfo probe_server(const ConnectionOptions& options, int samples) {
   info.redis_version = info_field(text, "redis_version");
   info.redis_mode = info_field(text, "redis_mode");
 
-  const long long ms = detail::expect_integer(
-      conn.eval(detail::scripts::server_clock, {}, {}), "the server_clock script reply");
+  const long long ms = detail::expect_integer(conn.eval(detail::scripts::server_clock, {}, {}),
+                                              "the server_clock script reply");
   info.server_time = std::chrono::system_clock::time_point(std::chrono::milliseconds(ms));
 
   auto pings = time_calls(samples, [&] { conn.command({"PING"}); });

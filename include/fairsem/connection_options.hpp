@@ -15,6 +15,9 @@ namespace fairsem {
 /// Where and how to reach Redis. An aggregate: set fields directly, or parse a URL with
 /// `from_url`. Every connection fairsem opens checks these with `validate()` first.
 struct ConnectionOptions {
+  /// Longest Unix socket path the kernel accepts (sockaddr_un::sun_path less its NUL).
+  static constexpr std::size_t kMaxUnixPath = 107;
+
   /// TCP host name or address (IPv4, or IPv6 without brackets). Ignored when `unix_path` is set.
   std::string host = "127.0.0.1";
   /// TCP port, 1-65535. Ignored when `unix_path` is set.
@@ -56,23 +59,50 @@ struct ConnectionOptions {
 
 namespace detail {
 
-/// Replaces the user-info part of a URL with "***" so it can be quoted in a message.
+/// A URL that can be quoted in a message: the user info is replaced by "***", and so is a
+/// "port" that is not a number (`redis://user:secret` with the host forgotten).
 inline std::string redact_url(std::string_view url) {
   std::size_t scheme_end = url.find("://");
   std::size_t start = scheme_end == std::string_view::npos ? 0 : scheme_end + 3;
   std::size_t at = url.rfind('@');
-  if (at == std::string_view::npos || at < start) return std::string(url);
-  std::string out(url.substr(0, start));
+  if (at != std::string_view::npos && at >= start) {
+    std::string out(url.substr(0, start));
+    out += "***";
+    out += url.substr(at);
+    return out;
+  }
+  std::size_t end = url.find_first_of("/?#", start);
+  if (end == std::string_view::npos) end = url.size();
+  std::string_view authority = url.substr(start, end - start);
+  std::size_t colon = authority.rfind(':');
+  std::size_t bracket = authority.rfind(']');
+  if (colon == std::string_view::npos || (bracket != std::string_view::npos && colon < bracket) ||
+      all_digits(authority.substr(colon + 1))) {
+    return std::string(url);
+  }
+  std::string out(url.substr(0, start + colon + 1));
   out += "***";
-  out += url.substr(at);
+  out += url.substr(end);
   return out;
+}
+
+/// Case-insensitive (ASCII) prefix test, for URL schemes.
+inline bool starts_with_nocase(std::string_view s, std::string_view prefix) noexcept {
+  if (s.size() < prefix.size()) return false;
+  for (std::size_t i = 0; i < prefix.size(); ++i) {
+    char c = s[i];
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+    if (c != prefix[i]) return false;
+  }
+  return true;
 }
 
 struct UrlParser {
   std::string_view url;
 
   [[noreturn]] void fail(std::string_view what) const {
-    throw InvalidArgument(fmt::format("fairsem: invalid Redis URL '{}': {}", redact_url(url), what));
+    throw InvalidArgument(
+        fmt::format("fairsem: invalid Redis URL '{}': {}", redact_url(url), what));
   }
 
   void parse_userinfo(std::string_view userinfo, ConnectionOptions& out) const {
@@ -100,7 +130,7 @@ struct UrlParser {
 
   int parse_port(std::string_view s) const {
     if (s.empty()) fail("port is empty");
-    if (!all_digits(s)) fail(fmt::format("port '{}' is not a number", s));
+    if (!all_digits(s)) fail("the port is not a number");
     auto value = parse_decimal(s, 65535);
     if (!value || *value == 0) fail(fmt::format("port {} is out of range 1-65535", s));
     return static_cast<int>(*value);
@@ -124,6 +154,9 @@ struct UrlParser {
       std::size_t close = authority.find(']');
       if (close == std::string_view::npos) fail("IPv6 host is missing its closing ']'");
       host = authority.substr(1, close - 1);
+      if (host.find(':') == std::string_view::npos) {
+        fail("brackets may only enclose an IPv6 address");
+      }
       std::string_view after = authority.substr(close + 1);
       if (!after.empty()) {
         if (after[0] != ':') fail("unexpected characters after the IPv6 host");
@@ -132,7 +165,8 @@ struct UrlParser {
       }
     } else {
       std::size_t colon = authority.find(':');
-      if (colon != std::string_view::npos && authority.find(':', colon + 1) != std::string_view::npos) {
+      if (colon != std::string_view::npos &&
+          authority.find(':', colon + 1) != std::string_view::npos) {
         fail("an IPv6 host must be in brackets, e.g. redis://[::1]:6379");
       }
       host = authority.substr(0, colon);
@@ -142,15 +176,22 @@ struct UrlParser {
       }
     }
     if (host.empty()) fail("host is missing");
+    if (host.find_first_of("[]") != std::string_view::npos) {
+      fail("the host contains '[' or ']' outside an IPv6 address");
+    }
     if (has_space_or_control(host)) fail("host contains whitespace or control characters");
-    out.host = std::string(host);
+    // An IPv6 zone ("fe80::1%25eth0") is percent-encoded in a URL.
+    auto decoded_host = percent_decode(host);
+    if (!decoded_host) fail("malformed percent-encoding in the host");
+    out.host = std::move(*decoded_host);
     out.port = has_port ? parse_port(port) : 6379;
 
     if (tail.empty()) return;
     if (tail[0] == '#') fail("a fragment ('#') is not allowed");
     if (tail[0] == '?') {
-      fail("query parameters are not supported in redis:// URLs; put the database in the path "
-           "(redis://host:6379/2)");
+      fail(
+          "query parameters are not supported in redis:// URLs; put the database in the path "
+          "(redis://host:6379/2)");
     }
     std::string_view path = tail.substr(1);
     std::size_t stop = path.find_first_of("?#/");
@@ -187,6 +228,7 @@ struct UrlParser {
         fail(fmt::format("unknown query parameter '{}' (only db=N is supported)", key));
       }
       if (eq == std::string_view::npos) fail("query parameter 'db' needs a value (db=N)");
+      if (eq + 1 == param.size()) fail("query parameter 'db' needs a value (db=N)");
       out.db = parse_db(param.substr(eq + 1));
       query = amp == std::string_view::npos ? std::string_view{} : query.substr(amp + 1);
     }
@@ -195,11 +237,11 @@ struct UrlParser {
   ConnectionOptions parse() const {
     ConnectionOptions out;
     if (url.empty()) fail("the URL is empty");
-    if (starts_with(url, "redis://")) {
+    if (starts_with_nocase(url, "redis://")) {
       parse_tcp(url.substr(8), out);
-    } else if (starts_with(url, "unix://")) {
+    } else if (starts_with_nocase(url, "unix://")) {
       parse_unix(url.substr(7), out);
-    } else if (starts_with(url, "rediss://")) {
+    } else if (starts_with_nocase(url, "rediss://")) {
       fail("TLS (rediss://) is not supported; use redis:// or unix://");
     } else {
       fail("the scheme must be redis:// or unix://");
@@ -225,6 +267,11 @@ inline void ConnectionOptions::validate() const {
     if (port < 1 || port > 65535) fail(fmt::format("port {} is out of range 1-65535", port));
   } else if (unix_path[0] != '/') {
     fail(fmt::format("unix_path '{}' is not an absolute path", unix_path));
+  } else if (unix_path.find('\0') != std::string::npos) {
+    fail("unix_path contains a NUL byte");
+  } else if (unix_path.size() > kMaxUnixPath) {
+    fail(fmt::format("unix_path is {} bytes long; a Unix socket path holds at most {}",
+                     unix_path.size(), kMaxUnixPath));
   }
   if (db < 0) fail(fmt::format("db {} is negative", db));
   if (connect_timeout.count() <= 0) {

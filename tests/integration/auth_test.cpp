@@ -20,8 +20,8 @@ using fairsem::ConnectionError;
 using fairsem::ReplyError;
 using fairsem::detail::Connection;
 using fairsem::test::FakePeer;
-using fairsem::test::RedisServer;
 using fairsem::test::redis_options;
+using fairsem::test::RedisServer;
 using ::testing::HasSubstr;
 using namespace std::chrono_literals;
 
@@ -31,8 +31,8 @@ constexpr const char* kSecret = "Pa55-SECRET-w0rd";
 class AclUser {
  public:
   explicit AclUser(const std::string& tag) : name_("u" + std::to_string(::getpid()) + tag) {
-    admin_.command({"ACL", "SETUSER", name_, "reset", "on", std::string(">") + kSecret, "~*",
-                    "+@all"});
+    admin_.command(
+        {"ACL", "SETUSER", name_, "reset", "on", std::string(">") + kSecret, "~*", "+@all"});
   }
   ~AclUser() { admin_.command({"ACL", "DELUSER", name_}); }
   const std::string& name() const { return name_; }
@@ -55,8 +55,8 @@ TEST(AuthTest, UrlCredentialsArePercentDecodedBeforeAuth) {
   AclUser user("url");
   auto base = redis_options();
   // "Pa55-SECRET-w0rd" with every character but the dashes percent-encoded where legal.
-  std::string url = "redis://" + user.name() + ":Pa55%2DSECRET%2Dw0rd@127.0.0.1:" +
-                    std::to_string(base.port);
+  std::string url =
+      "redis://" + user.name() + ":Pa55%2DSECRET%2Dw0rd@127.0.0.1:" + std::to_string(base.port);
   Connection c(fairsem::ConnectionOptions::from_url(url));
   EXPECT_EQ(c.command({"ACL", "WHOAMI"}).str, user.name());
 }
@@ -99,14 +99,34 @@ TEST(AuthTest, RequirepassServerAcceptsThePasswordAndRejectsOthers) {
 }
 
 TEST(AuthTest, AuthErrorIsNotRetriedByReconnect) {
-  // A peer that answers every command with WRONGPASS: one connect, no retries.
-  FakePeer peer(FakePeer::Mode::reply, "-WRONGPASS invalid username-password pair\r\n");
-  auto o = fairsem::ConnectionOptions::from_url(peer.url());
-  o.password = kSecret;
+  RedisServer server;
+  Connection admin(fairsem::ConnectionOptions::from_url(server.url()));
+  admin.command({"ACL", "SETUSER", "carol", "on", ">old-pw", "~*", "+@all"});
+  auto o = fairsem::ConnectionOptions::from_url(server.url());
+  o.user = "carol";
+  o.password = "old-pw";
   o.reconnect_attempts = 5;
   o.reconnect_backoff_min = 1ms;
-  EXPECT_THROW(Connection c(o), AuthError);
-  EXPECT_EQ(peer.accepts().size(), 1u);
+  Connection c(o);
+  const std::string id = std::to_string(c.command({"CLIENT", "ID"}).integer);
+
+  // The password changes and the connection drops: reconnecting must stop at the first refusal.
+  admin.command({"ACL", "SETUSER", "carol", "resetpass", ">new-pw"});
+  admin.command({"CLIENT", "KILL", "ID", id});
+  EXPECT_THROW(c.command({"PING"}), ConnectionError);  // the in-flight command sees the drop
+  EXPECT_THROW(c.command({"PING"}), AuthError);        // the reconnect sees the refusal
+
+  // ACL LOG groups failed AUTHs per user and counts them: exactly one attempt was made.
+  fairsem::detail::Reply log = admin.command({"ACL", "LOG"});
+  ASSERT_EQ(log.elements.size(), 1u);
+  const auto& entry = log.elements[0].elements;
+  for (std::size_t i = 0; i + 1 < entry.size(); i += 2) {
+    if (entry[i].str == "count") {
+      EXPECT_EQ(entry[i + 1].integer, 1);
+    } else if (entry[i].str == "username") {
+      EXPECT_EQ(entry[i + 1].str, "carol");
+    }
+  }
 }
 
 // Every failure path a connection can take, with a password set: none may echo it.

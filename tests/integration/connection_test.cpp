@@ -122,9 +122,8 @@ TEST(ConnectionTest, SilentServerTimesOutAndBreaksTheConnection) {
     c.command({"PING"});
     FAIL() << "a silent server answered";
   } catch (const TimeoutError& e) {
-    EXPECT_THAT(e.what(),
-                HasSubstr("no reply to PING from 127.0.0.1:" + std::to_string(peer.port()) +
-                          " within 300 ms"));
+    EXPECT_THAT(e.what(), HasSubstr("no reply to PING from 127.0.0.1:" +
+                                    std::to_string(peer.port()) + " within 300 ms"));
   }
   EXPECT_TRUE(c.broken());
 }
@@ -251,7 +250,8 @@ TEST(ConnectionTest, ConnectsOverIpv6Loopback) {
 }
 
 TEST(ConnectionTest, ConnectsOverAUnixSocketWithDbFromTheUrl) {
-  fairsem::test::RedisServer server({"--unixsocket", "{dir}/redis.sock", "--unixsocketperm", "700"});
+  fairsem::test::RedisServer server(
+      {"--unixsocket", "{dir}/redis.sock", "--unixsocketperm", "700"});
   Connection c(fairsem::ConnectionOptions::from_url("unix://" + server.socket_path() + "?db=2"));
   EXPECT_EQ(c.endpoint(), "unix:" + server.socket_path());
   EXPECT_EQ(c.command({"PING"}).str, "PONG");

@@ -102,7 +102,8 @@ TEST(ScriptTest, ProbeServerReportsVersionClockAndRoundTrips) {
   EXPECT_LE(info.ping_min, info.ping_median);
   EXPECT_GT(info.script_median.count(), 0);
   Connection c(redis_options());
-  const auto server_now = std::chrono::system_clock::time_point(std::chrono::milliseconds(server_ms(c)));
+  const auto server_now =
+      std::chrono::system_clock::time_point(std::chrono::milliseconds(server_ms(c)));
   EXPECT_LE(info.server_time, server_now);
   EXPECT_THROW((void)fairsem::probe_server(redis_options(), 0), fairsem::InvalidArgument);
 }

@@ -8,11 +8,8 @@ if(NOT rc EQUAL 0)
 endif()
 separate_arguments(flags UNIX_COMMAND "${flags}")
 separate_arguments(cxx_flags UNIX_COMMAND "${CXX_FLAGS}")
-# A static libfairsem needs hiredis too: pkg-config lists it under Requires.private.
-execute_process(COMMAND "${PKG_CONFIG}" --libs --static fairsem
-  OUTPUT_VARIABLE static_libs OUTPUT_STRIP_TRAILING_WHITESPACE)
-separate_arguments(static_libs UNIX_COMMAND "${static_libs}")
-execute_process(COMMAND "${CXX}" -std=c++17 ${cxx_flags} "${SOURCE}" -o "${OUTPUT}" ${flags} ${static_libs}
+# Plain --libs, as a user would write it: it must be enough for the static library too.
+execute_process(COMMAND "${CXX}" -std=c++17 ${cxx_flags} "${SOURCE}" -o "${OUTPUT}" ${flags}
   RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "compiling the pkg-config consumer failed")

@@ -17,9 +17,9 @@ namespace fairsem::test {
 class FakePeer {
  public:
   enum class Mode {
-    silent,      // accept, read and discard, never write
-    hang_up,     // accept, close at once
-    reply,       // accept, wait for the first bytes, write `reply`, then stay silent
+    silent,       // accept, read and discard, never write
+    hang_up,      // accept, close at once
+    reply,        // accept, wait for the first bytes, write `reply`, then stay silent
     never_accept  // never accept; the accept queue is filled so new connects hang
   };
 

@@ -98,14 +98,22 @@ void RedisServer::start() {
 
 bool RedisServer::try_start() {
   std::vector<std::string> args = {binary_,
-                                   "--port", std::to_string(port_),
-                                   "--bind", "127.0.0.1 -::1",
-                                   "--dir", dir_,
-                                   "--save", "",
-                                   "--appendonly", "no",
-                                   "--daemonize", "no",
-                                   "--enable-debug-command", "local",
-                                   "--logfile", ""};
+                                   "--port",
+                                   std::to_string(port_),
+                                   "--bind",
+                                   "127.0.0.1 -::1",
+                                   "--dir",
+                                   dir_,
+                                   "--save",
+                                   "",
+                                   "--appendonly",
+                                   "no",
+                                   "--daemonize",
+                                   "no",
+                                   "--enable-debug-command",
+                                   "local",
+                                   "--logfile",
+                                   ""};
   for (std::string arg : extra_args_) {
     for (std::size_t at; (at = arg.find("{dir}")) != std::string::npos;) arg.replace(at, 5, dir_);
     args.push_back(std::move(arg));
@@ -120,6 +128,9 @@ bool RedisServer::try_start() {
   if (pid == 0) {
     // Never outlive the test process, even if it crashes.
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() == 1) _exit(127);  // the test process died before prctl took effect
+    // Do not hand the test's own sockets (hiredis connections, fake peers) to the server.
+    for (int open_fd = 3; open_fd < 1024; ++open_fd) ::close(open_fd);
     int fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
     if (fd >= 0) {
       ::dup2(fd, STDOUT_FILENO);
@@ -154,7 +165,12 @@ void RedisServer::wait_ready() {
     }
     try {
       detail::Connection conn(opts);
-      if (conn.command({"PING"}).str == "PONG") return;
+      // If another test's server took the port first, this is not ours: do not use it.
+      const std::string info = conn.command({"INFO", "server"}).str;
+      if (info.find("process_id:" + std::to_string(pid_) + "\r\n") == std::string::npos) {
+        throw std::runtime_error("port " + std::to_string(port_) + " is another server's");
+      }
+      return;
     } catch (const ReplyError& e) {
       // Answering at all (e.g. NOAUTH when started with --requirepass) means it is up,
       // unless it is still loading its data set.

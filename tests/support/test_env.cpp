@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 
 namespace fairsem::test {
@@ -28,7 +29,11 @@ void RedisEnvironment::SetUp() {
     server_ = std::make_unique<RedisServer>();
     url_ = server_->url();
   } catch (const std::exception& e) {
-    FAIL() << "cannot start the Redis server the tests need: " << e.what();
+    // Not FAIL(): GoogleTest would then report every test as skipped, and ctest counts a
+    // skipped test as not run rather than failed. A missing server must fail loudly.
+    std::fprintf(stderr, "FATAL: cannot start the Redis server the tests need: %s\n", e.what());
+    std::fflush(stderr);
+    std::_Exit(EXIT_FAILURE);
   }
 }
 
@@ -46,9 +51,8 @@ ConnectionOptions RedisEnvironment::options() const {
 std::string unique_prefix() {
   static std::atomic<int> counter{0};
   const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  std::string test = info != nullptr
-                         ? std::string(info->test_suite_name()) + "." + info->name()
-                         : std::string("no-test");
+  std::string test = info != nullptr ? std::string(info->test_suite_name()) + "." + info->name()
+                                     : std::string("no-test");
   return "t:" + std::to_string(::getpid()) + ":" + test + ":" + std::to_string(counter++);
 }
 

@@ -42,12 +42,15 @@ INSTANTIATE_TEST_SUITE_P(
         GoodUrl{"redis://alice:s3cret@h:1/15", "h", 1, "", "alice", "s3cret", 15},
         GoodUrl{"redis://:onlypass@h", "h", 6379, "", "", "onlypass", 0},
         GoodUrl{"redis://alice@h", "h", 6379, "", "alice", "", 0},
-        GoodUrl{"redis://al%69ce:p%40ss%3Aw%2Fd%25@h:65535", "h", 65535, "", "alice", "p@ss:w/d%", 0},
+        GoodUrl{"redis://al%69ce:p%40ss%3Aw%2Fd%25@h:65535", "h", 65535, "", "alice", "p@ss:w/d%",
+                0},
         // An unencoded '@' or '/' in the password still parses: the last '@' ends the user info.
         GoodUrl{"redis://u:a@b/c@h:7/2", "h", 7, "", "u", "a@b/c", 2},
         GoodUrl{"redis://[::1]:6379", "::1", 6379, "", "", "", 0},
         GoodUrl{"redis://[::1]", "::1", 6379, "", "", "", 0},
-        GoodUrl{"redis://u:p@[fe80::1%25lo]:7000/4", "fe80::1%25lo", 7000, "", "u", "p", 4},
+        GoodUrl{"redis://u:p@[fe80::1%25lo]:7000/4", "fe80::1%lo", 7000, "", "u", "p", 4},
+        GoodUrl{"REDIS://H:1", "H", 1, "", "", "", 0},
+        GoodUrl{"Unix:///r.sock", "127.0.0.1", 6379, "/r.sock", "", "", 0},
         GoodUrl{"unix:///run/redis.sock", "127.0.0.1", 6379, "/run/redis.sock", "", "", 0},
         GoodUrl{"unix:///run/redis.sock?db=9", "127.0.0.1", 6379, "/run/redis.sock", "", "", 9},
         GoodUrl{"unix:///tmp/my%20dir/r.sock", "127.0.0.1", 6379, "/tmp/my dir/r.sock", "", "", 0},
@@ -67,8 +70,7 @@ TEST_P(BadUrlTest, ThrowsInvalidArgumentNamingThePart) {
     (void)ConnectionOptions::from_url(b.url);
     FAIL() << "accepted " << b.url;
   } catch (const InvalidArgument& e) {
-    EXPECT_NE(std::string(e.what()).find(b.message), std::string::npos)
-        << "message: " << e.what();
+    EXPECT_NE(std::string(e.what()).find(b.message), std::string::npos) << "message: " << e.what();
   }
 }
 
@@ -79,12 +81,10 @@ INSTANTIATE_TEST_SUITE_P(
         BadUrl{"127.0.0.1:6379", "scheme must be redis:// or unix://"},
         BadUrl{"http://h", "scheme must be redis:// or unix://"},
         BadUrl{"rediss://h", "TLS (rediss://) is not supported"},
-        BadUrl{"redis://", "host is missing"},
-        BadUrl{"redis://:6379", "host is missing"},
-        BadUrl{"redis://u:p@", "host is missing"},
-        BadUrl{"redis://h:", "port is empty"},
-        BadUrl{"redis://h:abc", "port 'abc' is not a number"},
-        BadUrl{"redis://h:-1", "port '-1' is not a number"},
+        BadUrl{"redis://", "host is missing"}, BadUrl{"redis://:6379", "host is missing"},
+        BadUrl{"redis://u:p@", "host is missing"}, BadUrl{"redis://h:", "port is empty"},
+        BadUrl{"redis://h:abc", "the port is not a number"},
+        BadUrl{"redis://h:-1", "the port is not a number"},
         BadUrl{"redis://h:0", "port 0 is out of range 1-65535"},
         BadUrl{"redis://h:65536", "port 65536 is out of range 1-65535"},
         BadUrl{"redis://h:99999999999999999999999", "out of range"},
@@ -98,7 +98,12 @@ INSTANTIATE_TEST_SUITE_P(
         BadUrl{"redis://::1:6379", "IPv6 host must be in brackets"},
         BadUrl{"redis://[::1:6379", "missing its closing ']'"},
         BadUrl{"redis://[::1]x", "unexpected characters after the IPv6 host"},
-        BadUrl{"redis://[]:1", "host is missing"},
+        BadUrl{"redis://[]:1", "brackets may only enclose an IPv6 address"},
+        BadUrl{"redis://[localhost]:1", "brackets may only enclose an IPv6 address"},
+        BadUrl{"redis://a]:1", "'[' or ']' outside an IPv6 address"},
+        BadUrl{"unix:///r.sock?db=", "query parameter 'db' needs a value"},
+        BadUrl{"unix:///r%00.sock", "NUL byte"},
+        BadUrl{"unix:///" + std::string(200, 'x'), "a Unix socket path holds at most 107"},
         BadUrl{"redis://my host", "host contains whitespace"},
         BadUrl{"redis://u%zz:p@h", "malformed percent-encoding in the user name"},
         BadUrl{"redis://u:p%4@h", "malformed percent-encoding in the password"},
@@ -114,13 +119,23 @@ INSTANTIATE_TEST_SUITE_P(
 TEST(UrlTest, ErrorsNeverEchoThePassword) {
   const std::string secret = "Hunter2SECRET";
   const std::string urls[] = {
-      "redis://u:" + secret + "@h:99999",     "redis://u:" + secret + "@h/x",
-      "redis://u:" + secret + "@",            "redis://u:" + secret + "@h:abc",
-      "redis://u:" + secret + "%zz@h",        "redis://u:" + secret + "@h?db=1",
-      "redis://u:" + secret + "/x@h:1/y",     "redis://u:" + secret + "@[::1",
-      "redis://:" + secret + "@h/-1",         "unix://u:" + secret + "@/s?x=1",
-      "unix://u:" + secret + "@relative",     "rediss://u:" + secret + "@h",
-      "redis://" + secret + "@h:0",           "redis://u:" + secret + "@h#f",
+      "redis://u:" + secret + "@h:99999",
+      "redis://u:" + secret + "@h/x",
+      "redis://u:" + secret + "@",
+      "redis://u:" + secret + "@h:abc",
+      "redis://u:" + secret + "%zz@h",
+      "redis://u:" + secret + "@h?db=1",
+      "redis://u:" + secret + "/x@h:1/y",
+      "redis://u:" + secret + "@[::1",
+      "redis://:" + secret + "@h/-1",
+      "unix://u:" + secret + "@/s?x=1",
+      "unix://u:" + secret + "@relative",
+      "rediss://u:" + secret + "@h",
+      "redis://" + secret + "@h:0",
+      "redis://u:" + secret + "@h#f",
+      "redis://u:" + secret,
+      "redis://:" + secret,
+      "redis://u:" + secret + "/0",
   };
   for (const std::string& url : urls) {
     try {

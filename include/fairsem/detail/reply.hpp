@@ -19,8 +19,8 @@ struct Reply {
   enum class Type : std::uint8_t { nil, integer, string, status, error, array };
 
   Type type = Type::nil;
-  long long integer = 0;       // Type::integer
-  std::string str;             // Type::string, Type::status, Type::error
+  long long integer = 0;        // Type::integer
+  std::string str;              // Type::string, Type::status, Type::error
   std::vector<Reply> elements;  // Type::array
 
   static Reply make_nil() { return Reply{}; }
@@ -49,12 +49,18 @@ struct Reply {
 
 inline std::string_view type_name(Reply::Type t) noexcept {
   switch (t) {
-    case Reply::Type::nil: return "nil";
-    case Reply::Type::integer: return "integer";
-    case Reply::Type::string: return "bulk string";
-    case Reply::Type::status: return "status";
-    case Reply::Type::error: return "error";
-    case Reply::Type::array: return "array";
+    case Reply::Type::nil:
+      return "nil";
+    case Reply::Type::integer:
+      return "integer";
+    case Reply::Type::string:
+      return "bulk string";
+    case Reply::Type::status:
+      return "status";
+    case Reply::Type::error:
+      return "error";
+    case Reply::Type::array:
+      return "array";
   }
   return "unknown";
 }
@@ -62,8 +68,8 @@ inline std::string_view type_name(Reply::Type t) noexcept {
 /// Throws ProtocolError unless `r` has type `t`; `what` names the value for the message.
 inline const Reply& expect_type(const Reply& r, Reply::Type t, std::string_view what) {
   if (r.type != t) {
-    throw ProtocolError(fmt::format("fairsem: expected {} for {}, got {}", type_name(t), what,
-                                    type_name(r.type)));
+    throw ProtocolError(
+        fmt::format("fairsem: expected {} for {}, got {}", type_name(t), what, type_name(r.type)));
   }
   return r;
 }
@@ -74,8 +80,8 @@ inline long long expect_integer(const Reply& r, std::string_view what) {
 
 inline const std::string& expect_string(const Reply& r, std::string_view what) {
   if (r.type != Reply::Type::string && r.type != Reply::Type::status) {
-    throw ProtocolError(fmt::format("fairsem: expected a string for {}, got {}", what,
-                                    type_name(r.type)));
+    throw ProtocolError(
+        fmt::format("fairsem: expected a string for {}, got {}", what, type_name(r.type)));
   }
   return r.str;
 }
