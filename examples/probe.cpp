@@ -58,13 +58,13 @@ int main(int argc, char** argv) {
   try {
     auto options = fairsem::ConnectionOptions::from_url(url);
     fairsem::ServerInfo info = fairsem::probe_server(options, samples);
-    auto skew = std::chrono::duration_cast<std::chrono::milliseconds>(
-        std::chrono::system_clock::now() - info.server_time);
     fmt::print("fairsem {} talking to Redis {} ({}) at {}\n", fairsem::version(),
                info.redis_version, info.redis_mode, info.endpoint);
     fmt::print(
-        "server clock (used for every lease): {:%Y-%m-%d %H:%M:%S} UTC, local clock {:+} ms\n",
-        std::chrono::time_point_cast<std::chrono::seconds>(info.server_time), skew.count());
+        "server clock (used for every lease): {:%Y-%m-%d %H:%M:%S} UTC, server minus local clock "
+        "{:+} ms\n",
+        std::chrono::time_point_cast<std::chrono::seconds>(info.server_time),
+        info.clock_offset.count());
     fmt::print("PING round trip over {} calls: min {:.1f} us, median {:.1f} us\n", info.samples,
                micros(info.ping_min), micros(info.ping_median));
     fmt::print("EVALSHA of an embedded script: median {:.1f} us\n", micros(info.script_median));

@@ -54,9 +54,13 @@ ServerInfo probe_server(const ConnectionOptions& options, int samples) {
   info.redis_version = info_field(text, "redis_version");
   info.redis_mode = info_field(text, "redis_mode");
 
+  const auto before = std::chrono::system_clock::now();
   const long long ms = detail::expect_integer(conn.eval(detail::scripts::server_clock, {}, {}),
                                               "the server_clock script reply");
+  const auto after = std::chrono::system_clock::now();
   info.server_time = std::chrono::system_clock::time_point(std::chrono::milliseconds(ms));
+  info.clock_offset = std::chrono::duration_cast<std::chrono::milliseconds>(
+      info.server_time - (before + (after - before) / 2));
 
   auto pings = time_calls(samples, [&] { conn.command({"PING"}); });
   info.ping_min = pings.front();

@@ -14,6 +14,9 @@ struct ServerInfo {
   std::string redis_mode;     // INFO server: redis_mode (standalone, cluster, sentinel)
   /// The server clock, read by fairsem's embedded script (the clock every lease uses).
   std::chrono::system_clock::time_point server_time;
+  /// Server clock minus this machine's clock, estimated at the midpoint of the call. fairsem
+  /// never uses it (leases are computed on the server); it is shown so operators see skew.
+  std::chrono::milliseconds clock_offset{0};
   /// Round trips of PING measured over `samples` calls on one connection.
   std::chrono::nanoseconds ping_min{0};
   std::chrono::nanoseconds ping_median{0};
