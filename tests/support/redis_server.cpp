@@ -184,18 +184,13 @@ void RedisServer::wait_ready() {
   throw std::runtime_error("redis-server did not answer PING within 20 s");
 }
 
-void RedisServer::stop() {
-  if (pid_ <= 0) return;
-  ::kill(pid_, SIGTERM);
-  int status = 0;
-  while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
-  }
-  pid_ = -1;
-}
+void RedisServer::stop() { signal_and_reap(SIGTERM); }
 
-void RedisServer::kill() {
+void RedisServer::kill() { signal_and_reap(SIGKILL); }
+
+void RedisServer::signal_and_reap(int signal) {
   if (pid_ <= 0) return;
-  ::kill(pid_, SIGKILL);
+  ::kill(pid_, signal);
   int status = 0;
   while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
   }

@@ -52,6 +52,7 @@ class RedisServer {
 
  private:
   bool try_start();
+  void signal_and_reap(int signal);
   void wait_ready();
 
   std::vector<std::string> extra_args_;
