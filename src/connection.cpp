@@ -278,6 +278,18 @@ void Connection::send(const Args& argv) {
 }
 
 Reply Connection::receive(std::string_view command_name) {
+  return receive(command_name, options_.command_timeout);
+}
+
+void Connection::set_socket_timeout(std::chrono::milliseconds timeout) {
+  if (redisSetTimeout(ctx_.get(), to_timeval(timeout)) != REDIS_OK) {
+    const int saved_errno = errno;
+    broken_ = true;
+    throw_error(*ctx_, saved_errno, {false, "setting the socket timeout", endpoint_, timeout});
+  }
+}
+
+Reply Connection::receive(std::string_view command_name, std::chrono::milliseconds timeout) {
   void* raw = nullptr;
   int rc = REDIS_OK;
   int saved_errno = 0;
@@ -289,7 +301,7 @@ Reply Connection::receive(std::string_view command_name) {
   }
   if (rc != REDIS_OK) {
     broken_ = true;
-    throw_error(*ctx_, saved_errno, {false, command_name, endpoint_, options_.command_timeout});
+    throw_error(*ctx_, saved_errno, {false, command_name, endpoint_, timeout});
   }
   ReplyPtr reply(static_cast<redisReply*>(raw));
   if (!reply) {
@@ -305,6 +317,20 @@ Reply Connection::command(const Args& argv) {
   ensure_connected();
   send(argv);
   Reply reply = receive(argv[0]);
+  if (reply.is_error()) {
+    throw ReplyError(fmt::format("fairsem: {} on {} failed: {}", argv[0], endpoint_, reply.str),
+                     reply.str);
+  }
+  return reply;
+}
+
+Reply Connection::command(const Args& argv, std::chrono::milliseconds reply_timeout) {
+  if (argv.empty()) throw InvalidArgument("fairsem: a command needs at least its name");
+  ensure_connected();
+  set_socket_timeout(reply_timeout);
+  send(argv);
+  Reply reply = receive(argv[0], reply_timeout);
+  set_socket_timeout(options_.command_timeout);
   if (reply.is_error()) {
     throw ReplyError(fmt::format("fairsem: {} on {} failed: {}", argv[0], endpoint_, reply.str),
                      reply.str);

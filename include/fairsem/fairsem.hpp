@@ -4,5 +4,6 @@
 
 #include "fairsem/connection_options.hpp"
 #include "fairsem/errors.hpp"
+#include "fairsem/semaphore.hpp"
 #include "fairsem/server_info.hpp"
 #include "fairsem/version.hpp"

@@ -46,6 +46,9 @@ class Connection {
   /// Sends one command and waits for its reply. Throws ReplyError for an error reply.
   Reply command(const Args& argv);
   Reply command(std::initializer_list<std::string_view> argv) { return command(Args(argv)); }
+  /// As command(), waiting up to `reply_timeout` for the reply instead of the configured
+  /// command timeout (for blocking commands such as BRPOP).
+  Reply command(const Args& argv, std::chrono::milliseconds reply_timeout);
 
   /// Sends every command in one write and reads the replies in order. Error replies are
   /// returned as Reply::Type::error elements, not thrown, so every reply is seen.
@@ -71,6 +74,8 @@ class Connection {
   void ensure_connected();
   void send(const Args& argv);
   Reply receive(std::string_view command_name);
+  Reply receive(std::string_view command_name, std::chrono::milliseconds timeout);
+  void set_socket_timeout(std::chrono::milliseconds timeout);
   [[noreturn]] void fail_io(std::string_view action, int saved_errno);
 
   ConnectionOptions options_;

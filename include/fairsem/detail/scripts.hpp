@@ -19,5 +19,9 @@ namespace scripts {
 /// computed from the same clock, never from a client's.
 extern const Script server_clock;
 
+/// Every operation on a semaphore (open, acquire, release, renew, status); see the header
+/// comment of src/lua/semaphore.lua for its keys, arguments and replies.
+extern const Script semaphore;
+
 }  // namespace scripts
 }  // namespace fairsem::detail

@@ -1,0 +1,257 @@
+#pragma once
+
+// FairSemaphore: a fair (FIFO), lease-based counting semaphore shared through Redis by every
+// process that opens the same name. Permit: one granted permit, released by its destructor.
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <vector>
+
+#include "fairsem/connection_options.hpp"
+#include "fairsem/errors.hpp"
+
+namespace fairsem {
+
+enum class LogLevel { warning, error };
+
+/// Receives what fairsem cannot report by exception: a release that failed in a destructor, a
+/// renewal that failed on the watchdog thread. May be called from any thread, including the
+/// watchdog's; it must not block for long. Empty: messages go to stderr.
+using Logger = std::function<void(LogLevel level, std::string_view message)>;
+
+/// Called once when a held permit is found lost (its lease ran out or its entry was removed
+/// from Redis): from the watchdog thread, or from the thread that called Permit::renew. The
+/// permit's holder should stop relying on it (see Permit::lost and the fencing token).
+using LostCallback = std::function<void(const std::string& permit_id, const std::string& reason)>;
+
+struct SemaphoreOptions {
+  /// How many permits may be held at once across every client of the semaphore. The first
+  /// client stores it in Redis; opening the semaphore with another limit throws
+  /// LimitMismatchError.
+  long long limit = 1;
+  /// How long a permit (or a queued waiter) lives in Redis without being renewed; also the
+  /// time after which the permit of a crashed holder passes on.
+  std::chrono::milliseconds lease = std::chrono::seconds(10);
+  /// Keys are "<key_prefix>:{<name>}:...".
+  std::string key_prefix = "fairsem";
+  /// How often the watchdog renews held permits; zero means lease / 3. Must be below lease.
+  std::chrono::milliseconds renew_interval = std::chrono::milliseconds(0);
+  /// Renew held permits in the background (one thread per FairSemaphore). Off: a permit lives
+  /// one lease unless Permit::renew() is called.
+  bool auto_renew = true;
+  LostCallback on_lost;
+  /// Stored with each permit so status() shows who holds or waits; empty means "hostname:pid".
+  std::string owner_info;
+  /// A caller-chosen permit id (same rules as names). Acquiring it again — from this or any
+  /// process — returns the same permit (same fencing token) instead of a second one. Empty:
+  /// every acquire gets a fresh random id.
+  std::string permit_id;
+  Logger logger;
+
+  /// Throws InvalidArgument naming the first bad field.
+  void validate() const;
+  /// renew_interval, or lease / 3 when it is zero.
+  std::chrono::milliseconds effective_renew_interval() const noexcept {
+    return renew_interval.count() != 0 ? renew_interval : lease / 3;
+  }
+};
+
+/// Checks a semaphore name or permit id: non-empty, at most 200 bytes, no '{', '}',
+/// whitespace or control bytes. Throws InvalidArgument naming `what`.
+void validate_name(std::string_view value, std::string_view what);
+
+/// What Permit::release found.
+enum class ReleaseResult {
+  released,         // the permit was live and is now free (the next waiter was woken)
+  expired,          // the permit was already gone from Redis: its lease ran out or its keys
+                    // were removed, so someone else may have held it meanwhile
+  already_released  // this Permit had been released (or moved from) before; nothing was sent
+};
+
+/// One entry of Status: a holder or a waiter.
+struct PermitInfo {
+  std::string id;
+  long long ticket = 0;                    // the fencing token of a holder
+  std::chrono::milliseconds lease_left{};  // until the server reaps it, unless renewed
+  std::string owner;                       // SemaphoreOptions::owner_info of its acquirer
+};
+
+struct Status {
+  long long limit = 0;
+  long long last_ticket = 0;        // the counter: tickets handed out so far
+  std::vector<PermitInfo> holders;  // in ticket order
+  std::vector<PermitInfo> waiters;  // in queue order
+};
+
+namespace detail {
+class SemaphoreCore;
+struct PermitState;
+}  // namespace detail
+
+/// A granted permit. Move-only; the destructor releases it and never throws (a failed
+/// release is reported to the logger, and the permit then expires with its lease).
+class Permit {
+ public:
+  /// An empty permit (holds nothing), as left behind by a move.
+  Permit() noexcept;
+  Permit(Permit&& other) noexcept;
+  /// Releases the permit held before, then takes over `other`'s.
+  Permit& operator=(Permit&& other) noexcept;
+  Permit(const Permit&) = delete;
+  Permit& operator=(const Permit&) = delete;
+  ~Permit();
+
+  /// True unless empty (moved from or released).
+  bool held() const noexcept;
+  explicit operator bool() const noexcept { return held(); }
+
+  const std::string& id() const;
+  /// The permit's ticket: strictly increasing in grant order across all clients. Pass it to
+  /// the resource you protect so it can refuse a holder whose lease ran out (a paused
+  /// process that resumes after its permit passed on carries an older token).
+  long long fencing_token() const;
+  /// When the lease runs out unless renewed, on this process's steady clock (estimated on
+  /// the safe side: from when the renewing request was sent).
+  std::chrono::steady_clock::time_point deadline() const;
+  /// True once the permit was found gone from Redis (by the watchdog, renew or release).
+  bool lost() const noexcept;
+
+  /// Renews the lease now. Returns false (and marks the permit lost, calling on_lost) if it
+  /// is gone. Throws ConnectionError/TimeoutError if Redis cannot be reached.
+  bool renew();
+  /// Frees the permit and wakes the waiter it promotes. Releasing twice is harmless. Throws
+  /// ConnectionError/TimeoutError when Redis cannot be reached (retried once first); the
+  /// permit is then dropped locally and expires with its lease.
+  ReleaseResult release();
+
+ private:
+  friend class detail::SemaphoreCore;
+  Permit(std::shared_ptr<detail::SemaphoreCore> core,
+         std::shared_ptr<detail::PermitState> state) noexcept;
+  void release_quietly() noexcept;
+
+  std::shared_ptr<detail::SemaphoreCore> core_;
+  std::shared_ptr<detail::PermitState> state_;
+};
+
+/// A fair, lease-based counting semaphore in Redis. Thread-safe: any number of threads may
+/// acquire and release through one FairSemaphore, and permits may outlive it (they keep
+/// what they need alive).
+class FairSemaphore {
+ public:
+  /// Validates everything (InvalidArgument), connects (ConnectionError, TimeoutError,
+  /// AuthError), checks the key types (ReplyError) and the limit (LimitMismatchError), and
+  /// stores the limit when this is the semaphore's first use. Nothing is written when it throws.
+  FairSemaphore(ConnectionOptions connection, std::string name, SemaphoreOptions options = {});
+  FairSemaphore(FairSemaphore&&) noexcept;
+  FairSemaphore& operator=(FairSemaphore&&) noexcept;
+  FairSemaphore(const FairSemaphore&) = delete;
+  FairSemaphore& operator=(const FairSemaphore&) = delete;
+  ~FairSemaphore();
+
+  /// Takes a permit if one is free and nobody waits; never waits and never queues.
+  [[nodiscard]] std::optional<Permit> try_acquire();
+  /// Queues and waits until granted, in ticket (FIFO) order.
+  [[nodiscard]] Permit acquire();
+  /// Like acquire(), giving up after `timeout`: the queue entry is removed (and if it was
+  /// promoted in the last instant, the permit passes on to the next waiter).
+  template <class Rep, class Period>
+  [[nodiscard]] std::optional<Permit> try_acquire_for(
+      const std::chrono::duration<Rep, Period>& timeout) {
+    return acquire_until_steady(std::chrono::steady_clock::now() + to_steady(timeout));
+  }
+  /// Like try_acquire_for, until a time point of any clock (steady_clock, system_clock...).
+  template <class Clock, class Duration>
+  [[nodiscard]] std::optional<Permit> try_acquire_until(
+      const std::chrono::time_point<Clock, Duration>& deadline) {
+    const auto left = deadline - Clock::now();
+    return acquire_until_steady(std::chrono::steady_clock::now() + to_steady(left));
+  }
+
+  /// Holders and waiters as Redis has them now (after reaping expired entries).
+  Status status();
+
+  const std::string& name() const noexcept;
+  const SemaphoreOptions& options() const noexcept;
+
+ private:
+  template <class Rep, class Period>
+  static std::chrono::steady_clock::duration to_steady(std::chrono::duration<Rep, Period> d) {
+    using std::chrono::duration_cast;
+    using Steady = std::chrono::steady_clock::duration;
+    if (d <= std::chrono::duration<Rep, Period>::zero()) return Steady::zero();
+    // Saturate instead of overflowing for "forever"-like durations.
+    constexpr auto kMax = std::chrono::hours(24 * 365 * 100);
+    if (std::chrono::duration<double>(d) > std::chrono::duration<double>(kMax)) {
+      return duration_cast<Steady>(kMax);
+    }
+    return duration_cast<Steady>(d);
+  }
+  std::optional<Permit> acquire_until_steady(std::chrono::steady_clock::time_point deadline);
+
+  std::shared_ptr<detail::SemaphoreCore> core_;
+};
+
+/// Adapts a FairSemaphore to TimedLockable, for std::unique_lock and std::scoped_lock. One
+/// SemaphoreLock holds at most one permit: use one per thread (it is not itself thread-safe).
+class SemaphoreLock {
+ public:
+  explicit SemaphoreLock(FairSemaphore& semaphore) noexcept : semaphore_(&semaphore) {}
+
+  /// Throws std::system_error(resource_deadlock_would_occur) if this lock already holds.
+  void lock() {
+    check_not_held();
+    permit_ = semaphore_->acquire();
+  }
+  bool try_lock() {
+    check_not_held();
+    return store(semaphore_->try_acquire());
+  }
+  template <class Rep, class Period>
+  bool try_lock_for(const std::chrono::duration<Rep, Period>& timeout) {
+    check_not_held();
+    return store(semaphore_->try_acquire_for(timeout));
+  }
+  template <class Clock, class Duration>
+  bool try_lock_until(const std::chrono::time_point<Clock, Duration>& deadline) {
+    check_not_held();
+    return store(semaphore_->try_acquire_until(deadline));
+  }
+  /// Releases the permit (never throws for Redis trouble; see ~Permit). Throws
+  /// std::system_error(operation_not_permitted) if nothing is held.
+  void unlock() {
+    if (!permit_.held()) {
+      throw std::system_error(std::make_error_code(std::errc::operation_not_permitted),
+                              "fairsem: SemaphoreLock::unlock without a permit");
+    }
+    permit_ = Permit();
+  }
+
+  /// The permit held between lock and unlock (empty otherwise), e.g. for its fencing token.
+  const Permit& permit() const noexcept { return permit_; }
+
+ private:
+  void check_not_held() const {
+    if (permit_.held()) {
+      throw std::system_error(std::make_error_code(std::errc::resource_deadlock_would_occur),
+                              "fairsem: SemaphoreLock already holds a permit");
+    }
+  }
+  bool store(std::optional<Permit> permit) {
+    if (!permit) return false;
+    permit_ = std::move(*permit);
+    return true;
+  }
+
+  FairSemaphore* semaphore_;
+  Permit permit_;
+};
+
+}  // namespace fairsem

@@ -1,0 +1,712 @@
+#include "fairsem/semaphore.hpp"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <climits>
+#include <condition_variable>
+#include <cstdio>
+#include <functional>
+#include <mutex>
+#include <random>
+#include <thread>
+#include <unordered_map>
+#include <utility>
+
+#include "fairsem/detail/connection.hpp"
+#include "fairsem/detail/scripts.hpp"
+#include "fairsem/detail/text.hpp"
+
+namespace fairsem {
+
+using detail::Args;
+using detail::Connection;
+using detail::Reply;
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+namespace {
+
+constexpr std::size_t kMaxNameBytes = 200;
+constexpr std::size_t kMaxOwnerInfoBytes = 1024;
+// Ids per renew call: a few thousand keep one script run in the low milliseconds.
+constexpr std::size_t kRenewChunk = 2000;
+// A script whose reply was lost is run again (it is idempotent per permit id).
+constexpr int kScriptAttempts = 3;
+constexpr std::size_t kMaxIdleConnections = 8;
+
+/// Renders bytes for a message: printable ASCII as is, anything else as \xNN.
+std::string printable(std::string_view s) {
+  std::string out;
+  for (unsigned char c : s) {
+    if (c >= 0x20 && c < 0x7f) {
+      out.push_back(static_cast<char>(c));
+    } else {
+      out += fmt::format("\\x{:02x}", c);
+    }
+  }
+  return out;
+}
+
+std::string default_owner_info() {
+  std::array<char, 256> host{};
+  if (gethostname(host.data(), host.size() - 1) != 0) host[0] = '\0';
+  std::string name = host[0] != '\0' ? std::string(host.data()) : std::string("unknown-host");
+  return fmt::format("{}:{}", name, static_cast<long>(getpid()));
+}
+
+/// 128 random bits as 32 hex digits.
+std::string random_id() {
+  thread_local std::mt19937_64 rng{[] {
+    std::random_device rd;
+    std::seed_seq seq{
+        rd(),
+        rd(),
+        rd(),
+        rd(),
+        static_cast<unsigned>(std::hash<std::thread::id>{}(std::this_thread::get_id())),
+        static_cast<unsigned>(Clock::now().time_since_epoch().count())};
+    return std::mt19937_64(seq);
+  }()};
+  return fmt::format("{:016x}{:016x}", rng(), rng());
+}
+
+std::string seconds_string(milliseconds ms) {
+  return fmt::format("{}.{:03}", ms.count() / 1000, ms.count() % 1000);
+}
+
+void default_log(LogLevel level, std::string_view message) {
+  std::fprintf(stderr, "%s%.*s\n", level == LogLevel::error ? "[error] " : "[warning] ",
+               static_cast<int>(message.size()), message.data());
+}
+
+}  // namespace
+
+void validate_name(std::string_view value, std::string_view what) {
+  if (value.empty()) throw InvalidArgument(fmt::format("fairsem: {} must not be empty", what));
+  if (value.size() > kMaxNameBytes) {
+    throw InvalidArgument(fmt::format("fairsem: {} is {} bytes long; at most {} are allowed", what,
+                                      value.size(), kMaxNameBytes));
+  }
+  for (std::size_t i = 0; i < value.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(value[i]);
+    const bool brace = c == '{' || c == '}';
+    if (brace || detail::has_space_or_control(value.substr(i, 1))) {
+      throw InvalidArgument(fmt::format(
+          "fairsem: {} \"{}\" contains {} at byte {}; names may not contain '{{', '}}', "
+          "whitespace or control bytes",
+          what, printable(value),
+          brace ? fmt::format("'{}'", value[i]) : printable(value.substr(i, 1)), i));
+    }
+  }
+}
+
+void SemaphoreOptions::validate() const {
+  if (limit < 1) {
+    throw InvalidArgument(fmt::format("fairsem: limit must be at least 1, got {}", limit));
+  }
+  if (lease.count() <= 0) {
+    throw InvalidArgument(fmt::format("fairsem: lease must be positive, got {} ms", lease.count()));
+  }
+  if (renew_interval.count() < 0) {
+    throw InvalidArgument(fmt::format("fairsem: renew_interval must not be negative, got {} ms",
+                                      renew_interval.count()));
+  }
+  const milliseconds renew = effective_renew_interval();
+  if (renew.count() == 0) {
+    throw InvalidArgument(fmt::format(
+        "fairsem: a lease of {} ms is too short to renew (the renew interval, lease / 3, "
+        "would be 0 ms)",
+        lease.count()));
+  }
+  if (renew >= lease) {
+    throw InvalidArgument(
+        fmt::format("fairsem: renew_interval ({} ms) must be shorter than the lease ({} ms)",
+                    renew.count(), lease.count()));
+  }
+  validate_name(key_prefix, "key_prefix");
+  if (!permit_id.empty()) validate_name(permit_id, "permit_id");
+  if (owner_info.size() > kMaxOwnerInfoBytes) {
+    throw InvalidArgument(
+        fmt::format("fairsem: owner_info is {} bytes long; at most {} are allowed",
+                    owner_info.size(), kMaxOwnerInfoBytes));
+  }
+}
+
+namespace detail {
+
+struct PermitState {
+  PermitState(std::string permit_id, long long permit_ticket, Clock::time_point permit_deadline)
+      : id(std::move(permit_id)),
+        ticket(permit_ticket),
+        deadline(permit_deadline.time_since_epoch().count()) {}
+
+  Clock::time_point get_deadline() const noexcept {
+    return Clock::time_point(Clock::duration(deadline.load(std::memory_order_acquire)));
+  }
+  void set_deadline(Clock::time_point t) noexcept {
+    deadline.store(t.time_since_epoch().count(), std::memory_order_release);
+  }
+
+  const std::string id;
+  const long long ticket;
+  std::atomic<Clock::rep> deadline;
+  std::atomic<bool> lost{false};
+  std::atomic<bool> done{false};  // released, or dropped after a failed release
+};
+
+/// What the acquire operation reported.
+struct AcquireReply {
+  enum State : long long { full = 0, granted = 1, queued = 2 };
+  long long state = full;
+  long long ticket = 0;
+  long long deadline_ms = 0;  // server clock
+  long long position = 0;     // 1-based queue position when queued
+  long long now_ms = 0;       // server clock when the script ran
+};
+
+class SemaphoreCore : public std::enable_shared_from_this<SemaphoreCore> {
+ public:
+  SemaphoreCore(ConnectionOptions connection, std::string name, SemaphoreOptions options);
+  ~SemaphoreCore();
+  SemaphoreCore(const SemaphoreCore&) = delete;
+  SemaphoreCore& operator=(const SemaphoreCore&) = delete;
+
+  void open();
+  std::optional<Permit> try_acquire();
+  std::optional<Permit> acquire(std::optional<Clock::time_point> deadline);
+  ReleaseResult release(PermitState& state);
+  bool renew(PermitState& state);
+  Status status();
+
+  const std::string& name() const noexcept { return name_; }
+  const SemaphoreOptions& options() const noexcept { return options_; }
+  void log(LogLevel level, const std::string& message) const noexcept;
+
+ private:
+  /// A connection borrowed from the pool for one operation; returned by the destructor.
+  class Borrowed {
+   public:
+    explicit Borrowed(SemaphoreCore& core) : core_(core), conn_(core.take_connection()) {}
+    ~Borrowed() { core_.give_back(std::move(conn_)); }
+    Borrowed(const Borrowed&) = delete;
+    Borrowed& operator=(const Borrowed&) = delete;
+    Connection& operator*() noexcept { return *conn_; }
+    Connection* operator->() noexcept { return conn_.get(); }
+
+   private:
+    SemaphoreCore& core_;
+    std::unique_ptr<Connection> conn_;
+  };
+
+  std::unique_ptr<Connection> take_connection();
+  void give_back(std::unique_ptr<Connection> conn) noexcept;
+
+  /// Runs one operation of the semaphore script, again after a lost reply (up to
+  /// kScriptAttempts in all). Refusals become LimitMismatchError / ReplyError.
+  Reply run(Connection& conn, std::string_view op, const Args& extra, bool* retried = nullptr);
+  [[noreturn]] void throw_refusal(const std::vector<Reply>& items) const;
+  AcquireReply run_acquire(Connection& conn, const std::string& id, std::string_view mode);
+  Permit make_permit(const std::string& id, const AcquireReply& reply, Clock::time_point sent);
+  void give_up(Connection& conn, const std::string& id) noexcept;
+  std::string next_id() const {
+    return options_.permit_id.empty() ? random_id() : options_.permit_id;
+  }
+  std::string where() const { return fmt::format("semaphore '{}' on {}", name_, endpoint_); }
+
+  void mark_lost(PermitState& state, const std::string& reason);
+  void forget(PermitState& state);
+  static void watchdog_main(std::weak_ptr<SemaphoreCore> weak, SemaphoreCore* core);
+  void renew_all(Connection* conn, const std::vector<std::shared_ptr<PermitState>>& permits);
+
+  const ConnectionOptions connection_;
+  const std::string name_;
+  const SemaphoreOptions options_;
+  const std::string endpoint_;
+  const std::string owner_info_;
+  const std::string limit_arg_;
+  const std::string lease_arg_;
+  const milliseconds renew_interval_;
+  const milliseconds poll_interval_;
+  std::array<std::string, 6> keys_;
+  Args key_args_;
+
+  std::mutex pool_mu_;
+  std::vector<std::unique_ptr<Connection>> idle_;
+
+  std::mutex mu_;  // guards live_, stop_, watchdog_
+  std::condition_variable cv_;
+  std::unordered_map<PermitState*, std::shared_ptr<PermitState>> live_;
+  bool stop_ = false;
+  std::thread watchdog_;
+};
+
+SemaphoreCore::SemaphoreCore(ConnectionOptions connection, std::string name,
+                             SemaphoreOptions options)
+    : connection_((connection.validate(), std::move(connection))),
+      name_((validate_name(name, "semaphore name"), std::move(name))),
+      options_((options.validate(), std::move(options))),
+      endpoint_(connection_.endpoint()),
+      owner_info_(options_.owner_info.empty() ? default_owner_info() : options_.owner_info),
+      limit_arg_(std::to_string(options_.limit)),
+      lease_arg_(std::to_string(options_.lease.count())),
+      renew_interval_(options_.effective_renew_interval()),
+      poll_interval_(std::max(milliseconds(1), std::min(options_.lease / 3, renew_interval_))) {
+  const std::string base = fmt::format("{}:{{{}}}:", options_.key_prefix, name_);
+  keys_ = {base + "owner", base + "time", base + "counter",
+           base + "meta",  base + "info", base + "wake:"};
+  for (const std::string& k : keys_) key_args_.push_back(k);
+}
+
+SemaphoreCore::~SemaphoreCore() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (watchdog_.joinable()) {
+    // The last reference can be dropped on the watchdog thread itself (in on_lost); it then
+    // sees stop_ and leaves without touching this object again.
+    if (watchdog_.get_id() == std::this_thread::get_id()) {
+      watchdog_.detach();
+    } else {
+      watchdog_.join();
+    }
+  }
+}
+
+void SemaphoreCore::log(LogLevel level, const std::string& message) const noexcept {
+  try {
+    if (options_.logger) {
+      options_.logger(level, message);
+    } else {
+      default_log(level, message);
+    }
+  } catch (...) {
+    // A logger that throws must not turn a destructor into std::terminate.
+  }
+}
+
+std::unique_ptr<Connection> SemaphoreCore::take_connection() {
+  {
+    std::lock_guard<std::mutex> lock(pool_mu_);
+    if (!idle_.empty()) {
+      auto conn = std::move(idle_.back());
+      idle_.pop_back();
+      return conn;
+    }
+  }
+  return std::make_unique<Connection>(connection_);  // connects outside the lock
+}
+
+void SemaphoreCore::give_back(std::unique_ptr<Connection> conn) noexcept {
+  if (!conn) return;
+  std::lock_guard<std::mutex> lock(pool_mu_);
+  if (idle_.size() < kMaxIdleConnections) idle_.push_back(std::move(conn));
+}
+
+Reply SemaphoreCore::run(Connection& conn, std::string_view op, const Args& extra, bool* retried) {
+  Args args;
+  args.reserve(3 + extra.size());
+  args.push_back(op);
+  args.push_back(limit_arg_);
+  args.push_back(lease_arg_);
+  args.insert(args.end(), extra.begin(), extra.end());
+  for (int attempt = 1;; ++attempt) {
+    try {
+      Reply reply = conn.eval(detail::scripts::semaphore, key_args_, args);
+      const auto& items = detail::expect_array(reply, "the semaphore script's reply", 1);
+      if (detail::expect_integer(items[0], "the semaphore script's status") < 0) {
+        throw_refusal(items);
+      }
+      return reply;
+    } catch (const AuthError&) {
+      throw;
+    } catch (const ConnectionError& e) {
+      // The script may have run and only its reply been lost; every operation is idempotent
+      // per permit id, so running it again cannot grant or free a second permit.
+      if (attempt >= kScriptAttempts) throw;
+      if (retried != nullptr) *retried = true;
+      log(LogLevel::warning,
+          fmt::format("fairsem: {}: {} interrupted ({}); running it again", where(), op, e.what()));
+    } catch (const ReplyError& e) {
+      throw ReplyError(fmt::format("fairsem: {}: {} failed: {}", where(), op, e.server_message()),
+                       e.server_message());
+    }
+  }
+}
+
+void SemaphoreCore::throw_refusal(const std::vector<Reply>& items) const {
+  const long long code = items[0].integer;
+  if (code == -1 && items.size() >= 2) {
+    const std::string& stored = detail::expect_string(items[1], "the stored limit");
+    const auto stored_value = detail::parse_decimal(stored, static_cast<std::uint64_t>(LLONG_MAX));
+    if (!stored_value) {
+      throw ReplyError(fmt::format("fairsem: {}: the limit stored in '{}' is \"{}\", not a number; "
+                                   "fairsem leaves it alone",
+                                   where(), keys_[3], printable(stored)),
+                       "ERR invalid stored limit");
+    }
+    const auto stored_limit = static_cast<long long>(*stored_value);
+    throw LimitMismatchError(
+        fmt::format("fairsem: {}: opened with limit {}, but Redis stores limit {} (set by the "
+                    "semaphore's first user); nothing was changed",
+                    where(), options_.limit, stored_limit),
+        stored_limit, options_.limit);
+  }
+  if (code == -2 && items.size() >= 4) {
+    throw ReplyError(
+        fmt::format("fairsem: {}: key '{}' holds a {} where fairsem keeps a {}; it belongs to "
+                    "something else, so fairsem leaves it alone (choose another key_prefix or "
+                    "name)",
+                    where(), items[1].str, items[2].str, items[3].str),
+        "WRONGTYPE Operation against a key holding the wrong kind of value");
+  }
+  if (code == -3 && items.size() >= 2) {
+    throw ReplyError(fmt::format("fairsem: {}: key '{}' does not hold an integer counter; it "
+                                 "belongs to something else, so fairsem leaves it alone",
+                                 where(), items[1].str),
+                     "ERR value is not an integer or out of range");
+  }
+  throw ProtocolError(
+      fmt::format("fairsem: {}: unexpected refusal {} from the semaphore script", where(), code));
+}
+
+void SemaphoreCore::open() {
+  Borrowed conn(*this);
+  run(*conn, "open", {});
+}
+
+AcquireReply SemaphoreCore::run_acquire(Connection& conn, const std::string& id,
+                                        std::string_view mode) {
+  Reply reply = run(conn, "acquire", {id, mode, owner_info_});
+  const auto& items = detail::expect_array(reply, "the acquire reply", 5);
+  AcquireReply r;
+  r.state = detail::expect_integer(items[0], "the acquire state");
+  r.ticket = detail::expect_integer(items[1], "the ticket");
+  r.deadline_ms = detail::expect_integer(items[2], "the lease deadline");
+  r.position = detail::expect_integer(items[3], "the queue position");
+  r.now_ms = detail::expect_integer(items[4], "the server clock");
+  return r;
+}
+
+Permit SemaphoreCore::make_permit(const std::string& id, const AcquireReply& reply,
+                                  Clock::time_point sent) {
+  // The lease is counted from when the request left, never from this machine's wall clock.
+  auto state = std::make_shared<PermitState>(id, reply.ticket,
+                                             sent + milliseconds(reply.deadline_ms - reply.now_ms));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    live_.emplace(state.get(), state);
+    if (options_.auto_renew && !watchdog_.joinable()) {
+      watchdog_ = std::thread(&SemaphoreCore::watchdog_main, weak_from_this(), this);
+    }
+  }
+  return Permit(shared_from_this(), std::move(state));
+}
+
+std::optional<Permit> SemaphoreCore::try_acquire() {
+  const std::string id = next_id();
+  Borrowed conn(*this);
+  const auto sent = Clock::now();
+  AcquireReply reply = run_acquire(*conn, id, "try");
+  if (reply.state != AcquireReply::granted) return std::nullopt;
+  return make_permit(id, reply, sent);
+}
+
+std::optional<Permit> SemaphoreCore::acquire(std::optional<Clock::time_point> deadline) {
+  // No time to wait: like try_acquire, never queue.
+  if (deadline && *deadline <= Clock::now()) return try_acquire();
+  const std::string id = next_id();
+  const std::string wake_key = keys_[5] + id;
+  Borrowed conn(*this);  // this waiter's own connection, also for its BRPOP
+  auto sent = Clock::now();
+  AcquireReply reply = run_acquire(*conn, id, "queue");
+  try {
+    while (reply.state != AcquireReply::granted) {
+      const auto now = Clock::now();
+      if (deadline && now >= *deadline) {
+        give_up(*conn, id);
+        return std::nullopt;
+      }
+      milliseconds wait = poll_interval_;
+      if (deadline) {
+        const auto left = std::chrono::ceil<milliseconds>(*deadline - now);
+        wait = std::max(milliseconds(1), std::min(wait, left));
+      }
+      try {
+        // Woken by the release (or reap) that promotes this waiter; on timeout the acquire
+        // below renews the queue entry and reports promotion, so a lost wake-up costs one poll.
+        conn->command({"BRPOP", wake_key, seconds_string(wait)},
+                      wait + connection_.command_timeout);
+      } catch (const ConnectionError&) {
+        // The acquire below reconnects, or reports why it cannot.
+      }
+      sent = Clock::now();
+      reply = run_acquire(*conn, id, "queue");
+    }
+  } catch (...) {
+    give_up(*conn, id);
+    throw;
+  }
+  return make_permit(id, reply, sent);
+}
+
+void SemaphoreCore::give_up(Connection& conn, const std::string& id) noexcept {
+  // Removes the queue entry and the wake list; if the waiter was promoted a moment ago, this
+  // frees the permit and wakes the next waiter.
+  try {
+    run(conn, "release", {id});
+  } catch (const std::exception& e) {
+    log(LogLevel::warning, fmt::format("fairsem: {}: could not leave the queue ({}); the entry "
+                                       "expires within one lease",
+                                       where(), e.what()));
+  }
+}
+
+void SemaphoreCore::forget(PermitState& state) {
+  std::lock_guard<std::mutex> lock(mu_);
+  live_.erase(&state);
+}
+
+ReleaseResult SemaphoreCore::release(PermitState& state) {
+  if (state.done.exchange(true)) return ReleaseResult::already_released;
+  forget(state);
+  bool retried = false;
+  Reply reply = [&] {
+    Borrowed conn(*this);
+    return run(*conn, "release", {state.id}, &retried);
+  }();
+  const long long result = detail::expect_integer(reply.elements[0], "the release state");
+  // After a lost reply, "not present" most likely means the first attempt released it.
+  if (result != 0 || retried) return ReleaseResult::released;
+  state.lost.store(true);
+  return ReleaseResult::expired;
+}
+
+void SemaphoreCore::mark_lost(PermitState& state, const std::string& reason) {
+  if (state.lost.exchange(true)) return;
+  forget(state);
+  if (options_.on_lost) {
+    try {
+      options_.on_lost(state.id, reason);
+    } catch (const std::exception& e) {
+      log(LogLevel::error, fmt::format("fairsem: {}: on_lost threw: {}", where(), e.what()));
+    } catch (...) {
+      log(LogLevel::error, fmt::format("fairsem: {}: on_lost threw", where()));
+    }
+  } else {
+    log(LogLevel::warning,
+        fmt::format("fairsem: {}: permit {} was lost: {}", where(), state.id, reason));
+  }
+}
+
+bool SemaphoreCore::renew(PermitState& state) {
+  if (state.done.load() || state.lost.load()) return false;
+  Borrowed conn(*this);
+  const auto sent = Clock::now();
+  Reply reply = run(*conn, "renew", {state.id});
+  const auto& items = detail::expect_array(reply, "the renew reply", 3);
+  const long long now_ms = detail::expect_integer(items[0], "the server clock");
+  const long long deadline_ms = detail::expect_integer(items[1], "the lease deadline");
+  if (detail::expect_integer(items[2], "the renew state") == 1) {
+    state.set_deadline(sent + milliseconds(deadline_ms - now_ms));
+    return true;
+  }
+  mark_lost(state, "the permit is no longer in Redis (its lease ran out or its keys were removed)");
+  return false;
+}
+
+void SemaphoreCore::renew_all(Connection* conn,
+                              const std::vector<std::shared_ptr<PermitState>>& permits) {
+  for (std::size_t begin = 0; begin < permits.size(); begin += kRenewChunk) {
+    const std::size_t end = std::min(permits.size(), begin + kRenewChunk);
+    Args ids;
+    ids.reserve(end - begin);
+    for (std::size_t i = begin; i < end; ++i) ids.push_back(permits[i]->id);
+    const auto sent = Clock::now();
+    try {
+      if (conn == nullptr)
+        throw ConnectionError(fmt::format("fairsem: cannot connect to {}", endpoint_));
+      Reply reply = run(*conn, "renew", ids);
+      const auto& items = detail::expect_array(reply, "the renew reply", 2 + ids.size());
+      const long long now_ms = detail::expect_integer(items[0], "the server clock");
+      const long long deadline_ms = detail::expect_integer(items[1], "the lease deadline");
+      const auto deadline = sent + milliseconds(deadline_ms - now_ms);
+      for (std::size_t i = begin; i < end; ++i) {
+        PermitState& state = *permits[i];
+        if (state.done.load()) continue;
+        const long long result = detail::expect_integer(items[2 + i - begin], "a renew state");
+        if (result == 1) {
+          state.set_deadline(deadline);
+        } else {
+          mark_lost(state, result == 0 ? "the permit is no longer in Redis (its lease ran out or "
+                                         "its keys were removed)"
+                                       : "the permit is no longer among the first limit tickets");
+        }
+      }
+    } catch (const std::exception& e) {
+      const auto now = Clock::now();
+      log(LogLevel::warning, fmt::format("fairsem: {}: renewing {} permits failed: {}", where(),
+                                         end - begin, e.what()));
+      for (std::size_t i = begin; i < end; ++i) {
+        PermitState& state = *permits[i];
+        if (!state.done.load() && now >= state.get_deadline()) {
+          mark_lost(state, fmt::format("the lease ran out while renewals failed ({})", e.what()));
+        }
+      }
+    }
+  }
+}
+
+void SemaphoreCore::watchdog_main(std::weak_ptr<SemaphoreCore> weak, SemaphoreCore* core) {
+  std::unique_ptr<Connection> conn;
+  std::unique_lock<std::mutex> lock(core->mu_);
+  auto next = Clock::now() + core->renew_interval_;
+  for (;;) {
+    core->cv_.wait_until(lock, next, [&] { return core->stop_; });
+    if (core->stop_) return;
+    if (Clock::now() < next) continue;  // woken for a new permit; keep the cadence
+    std::shared_ptr<SemaphoreCore> self = weak.lock();
+    if (!self) return;  // being destroyed elsewhere; the destructor sets stop_ and joins
+    const auto round = Clock::now();
+    std::vector<std::shared_ptr<PermitState>> permits;
+    permits.reserve(core->live_.size());
+    for (const auto& entry : core->live_) permits.push_back(entry.second);
+    lock.unlock();
+    if (!permits.empty()) {
+      if (!conn || conn->broken()) {
+        try {
+          conn = std::make_unique<Connection>(core->connection_);
+        } catch (const std::exception& e) {
+          conn.reset();
+          core->log(LogLevel::warning, fmt::format("fairsem: {}: watchdog cannot connect: {}",
+                                                   core->where(), e.what()));
+        }
+      }
+      core->renew_all(conn.get(), permits);
+    }
+    permits.clear();
+    self.reset();
+    // If that was the last reference, the destructor ran on this thread and detached it.
+    if (weak.expired()) return;
+    lock.lock();
+    next = round + core->renew_interval_;
+  }
+}
+
+Status SemaphoreCore::status() {
+  Reply reply = [&] {
+    Borrowed conn(*this);
+    return run(*conn, "status", {});
+  }();
+  const auto& items = detail::expect_array(reply, "the status reply", 3);
+  if ((items.size() - 3) % 4 != 0) {
+    throw ProtocolError(fmt::format("fairsem: {}: malformed status reply", where()));
+  }
+  const long long now_ms = detail::expect_integer(items[0], "the server clock");
+  Status status;
+  status.limit = detail::expect_integer(items[1], "the limit");
+  status.last_ticket = detail::expect_integer(items[2], "the counter");
+  for (std::size_t i = 3; i < items.size(); i += 4) {
+    PermitInfo info;
+    info.id = detail::expect_string(items[i], "a permit id");
+    info.ticket = detail::expect_integer(items[i + 1], "a ticket");
+    info.lease_left =
+        milliseconds(std::max(0LL, detail::expect_integer(items[i + 2], "a deadline") - now_ms));
+    info.owner = detail::expect_string(items[i + 3], "owner info");
+    auto& list = static_cast<long long>(status.holders.size()) < status.limit ? status.holders
+                                                                              : status.waiters;
+    list.push_back(std::move(info));
+  }
+  return status;
+}
+
+}  // namespace detail
+
+// --- Permit ---------------------------------------------------------------------------------
+
+Permit::Permit() noexcept = default;
+
+Permit::Permit(std::shared_ptr<detail::SemaphoreCore> core,
+               std::shared_ptr<detail::PermitState> state) noexcept
+    : core_(std::move(core)), state_(std::move(state)) {}
+
+Permit::Permit(Permit&& other) noexcept
+    : core_(std::move(other.core_)), state_(std::move(other.state_)) {}
+
+Permit& Permit::operator=(Permit&& other) noexcept {
+  if (this != &other) {
+    release_quietly();
+    core_ = std::move(other.core_);
+    state_ = std::move(other.state_);
+  }
+  return *this;
+}
+
+Permit::~Permit() { release_quietly(); }
+
+void Permit::release_quietly() noexcept {
+  if (!state_ || state_->done.load()) return;
+  try {
+    release();
+  } catch (const std::exception& e) {
+    core_->log(LogLevel::warning,
+               fmt::format("fairsem: semaphore '{}': releasing permit {} failed ({}); it expires "
+                           "with its lease",
+                           core_->name(), state_->id, e.what()));
+  }
+}
+
+bool Permit::held() const noexcept { return state_ && !state_->done.load(); }
+
+const std::string& Permit::id() const {
+  static const std::string empty;
+  return state_ ? state_->id : empty;
+}
+
+long long Permit::fencing_token() const { return state_ ? state_->ticket : 0; }
+
+std::chrono::steady_clock::time_point Permit::deadline() const {
+  return state_ ? state_->get_deadline() : Clock::time_point();
+}
+
+bool Permit::lost() const noexcept { return state_ && state_->lost.load(); }
+
+bool Permit::renew() { return state_ && core_->renew(*state_); }
+
+ReleaseResult Permit::release() {
+  if (!state_) return ReleaseResult::already_released;
+  return core_->release(*state_);
+}
+
+// --- FairSemaphore --------------------------------------------------------------------------
+
+FairSemaphore::FairSemaphore(ConnectionOptions connection, std::string name,
+                             SemaphoreOptions options)
+    : core_(std::make_shared<detail::SemaphoreCore>(std::move(connection), std::move(name),
+                                                    std::move(options))) {
+  core_->open();
+}
+
+FairSemaphore::FairSemaphore(FairSemaphore&&) noexcept = default;
+FairSemaphore& FairSemaphore::operator=(FairSemaphore&&) noexcept = default;
+FairSemaphore::~FairSemaphore() = default;
+
+std::optional<Permit> FairSemaphore::try_acquire() { return core_->try_acquire(); }
+
+Permit FairSemaphore::acquire() { return std::move(*core_->acquire(std::nullopt)); }
+
+std::optional<Permit> FairSemaphore::acquire_until_steady(Clock::time_point deadline) {
+  return core_->acquire(deadline);
+}
+
+Status FairSemaphore::status() { return core_->status(); }
+
+const std::string& FairSemaphore::name() const noexcept { return core_->name(); }
+
+const SemaphoreOptions& FairSemaphore::options() const noexcept { return core_->options(); }
+
+}  // namespace fairsem
