@@ -314,14 +314,11 @@ Reply SemaphoreCore::run(Connection& conn, std::string_view op, const Args& extr
   args.push_back(limit_arg_);
   args.push_back(lease_arg_);
   args.insert(args.end(), extra.begin(), extra.end());
+  Reply reply;
   for (int attempt = 1;; ++attempt) {
     try {
-      Reply reply = conn.eval(detail::scripts::semaphore, key_args_, args);
-      const auto& items = detail::expect_array(reply, "the semaphore script's reply", 1);
-      if (detail::expect_integer(items[0], "the semaphore script's status") < 0) {
-        throw_refusal(items);
-      }
-      return reply;
+      reply = conn.eval(detail::scripts::semaphore, key_args_, args);
+      break;
     } catch (const AuthError&) {
       throw;
     } catch (const ConnectionError& e) {
@@ -336,6 +333,9 @@ Reply SemaphoreCore::run(Connection& conn, std::string_view op, const Args& extr
                        e.server_message());
     }
   }
+  const auto& items = detail::expect_array(reply, "the semaphore script's reply", 1);
+  if (detail::expect_integer(items[0], "the semaphore script's status") < 0) throw_refusal(items);
+  return reply;
 }
 
 void SemaphoreCore::throw_refusal(const std::vector<Reply>& items) const {

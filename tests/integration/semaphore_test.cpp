@@ -1,1 +1,601 @@
+// FairSemaphore against a real redis-server: FIFO order, one script call per operation, wake-ups
+// of exactly the promoted waiter, renewal, lost permits, NOSCRIPT, limit agreement, bad input
+// and clean give-up. Multi-process guarantees live in process_test.cpp, lost replies in
+// lost_reply_test.cpp.
+
 #include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <future>
+#include <map>
+#include <mutex>
+#include <string>
+#include <system_error>
+#include <thread>
+#include <vector>
+
+#include "fairsem/detail/connection.hpp"
+#include "fairsem/detail/scripts.hpp"
+#include "fairsem/fairsem.hpp"
+#include "test_env.hpp"
+
+namespace fairsem {
+namespace {
+
+using namespace std::chrono_literals;
+using detail::Connection;
+using detail::Reply;
+using test::redis_options;
+
+/// Polls `done` every 5 ms until it holds or `timeout` passes.
+bool wait_until(const std::function<bool()>& done, std::chrono::milliseconds timeout = 20s) {
+  const auto give_up = std::chrono::steady_clock::now() + timeout;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() >= give_up) return false;
+    std::this_thread::sleep_for(5ms);
+  }
+  return true;
+}
+
+class SemaphoreTest : public ::testing::Test {
+ protected:
+  SemaphoreOptions options(long long limit, std::chrono::milliseconds lease = 10s) {
+    SemaphoreOptions o;
+    o.limit = limit;
+    o.lease = lease;
+    o.key_prefix = prefix_;
+    return o;
+  }
+  std::string key(const std::string& name, const std::string& suffix) const {
+    return prefix_ + ":{" + name + "}:" + suffix;
+  }
+  long long integer(std::initializer_list<std::string_view> argv) {
+    return admin_.command(argv).integer;
+  }
+  /// Calls of a command since the last CONFIG RESETSTAT, from INFO commandstats.
+  long long calls(const std::string& command) {
+    const std::string info = admin_.command({"INFO", "commandstats"}).str;
+    const std::string tag = "cmdstat_" + command + ":calls=";
+    const auto at = info.find(tag);
+    if (at == std::string::npos) return 0;
+    return std::stoll(info.substr(at + tag.size()));
+  }
+  /// Every key of this test with its type and content, to prove that something changed
+  /// nothing.
+  std::map<std::string, std::string> snapshot() {
+    std::map<std::string, std::string> out;
+    for (const auto& k : admin_.command({"KEYS", prefix_ + "*"}).elements) {
+      const std::string type = admin_.command({"TYPE", k.str}).str;
+      Reply content;
+      if (type == "zset") {
+        content = admin_.command({"ZRANGE", k.str, "0", "-1", "WITHSCORES"});
+      } else if (type == "hash") {
+        content = admin_.command({"HGETALL", k.str});
+      } else if (type == "list") {
+        content = admin_.command({"LRANGE", k.str, "0", "-1"});
+      } else {
+        content = admin_.command({"GET", k.str});
+      }
+      std::string text = type + ":";
+      for (const auto& e : content.elements) text += e.str + "|";
+      if (content.elements.empty()) text += content.str;
+      out[k.str] = text;
+    }
+    return out;
+  }
+
+  std::string prefix_ = test::unique_prefix();
+  Connection admin_{redis_options()};
+};
+
+TEST_F(SemaphoreTest, GrantsUpToTheLimitAndNoMore) {
+  FairSemaphore sem(redis_options(), "up-to-limit", options(2));
+  auto a = sem.try_acquire();
+  auto b = sem.try_acquire();
+  auto c = sem.try_acquire();
+  ASSERT_TRUE(a && b);
+  EXPECT_FALSE(c);
+  EXPECT_NE(a->id(), b->id());
+  EXPECT_LT(a->fencing_token(), b->fencing_token());
+  EXPECT_EQ(ReleaseResult::released, a->release());
+  EXPECT_FALSE(a->held());
+  EXPECT_EQ(ReleaseResult::already_released, a->release());
+  EXPECT_TRUE(sem.try_acquire());
+}
+
+TEST_F(SemaphoreTest, PermitDestructorReleasesAndMoveTransfers) {
+  FairSemaphore sem(redis_options(), "raii", options(1));
+  {
+    Permit p = sem.acquire();
+    Permit moved = std::move(p);
+    EXPECT_FALSE(p.held());  // NOLINT(bugprone-use-after-move): the moved-from state is defined
+    EXPECT_TRUE(moved.held());
+    EXPECT_EQ(ReleaseResult::already_released, p.release());
+    EXPECT_FALSE(sem.try_acquire());
+  }
+  EXPECT_EQ(0, integer({"ZCARD", key("raii", "owner")}));
+  auto again = sem.try_acquire();
+  ASSERT_TRUE(again);
+  Permit other;
+  other = std::move(*again);
+  other = Permit();  // assigning over a held permit releases it
+  EXPECT_EQ(0, integer({"ZCARD", key("raii", "owner")}));
+}
+
+TEST_F(SemaphoreTest, LeaseDeadlineComesFromTheServerClock) {
+  FairSemaphore sem(redis_options(), "server-clock", options(1, 5000ms));
+  const auto before = std::chrono::steady_clock::now();
+  Permit p = sem.acquire();
+  const Reply time = admin_.command({"TIME"});
+  const long long server_now =
+      std::stoll(time.elements[0].str) * 1000 + std::stoll(time.elements[1].str) / 1000;
+  const std::string score = admin_.command({"ZSCORE", key("server-clock", "time"), p.id()}).str;
+  // The stored deadline is the server's TIME plus the lease (within the time this took).
+  EXPECT_NEAR(static_cast<double>(server_now + 5000), std::stod(score), 2000.0);
+  EXPECT_GT(p.deadline(), before);
+  EXPECT_LE(p.deadline(), std::chrono::steady_clock::now() + 5000ms);
+}
+
+TEST_F(SemaphoreTest, StatusShowsHoldersWaitersAndOwners) {
+  SemaphoreOptions o = options(1);
+  o.owner_info = "billing-worker-3";
+  FairSemaphore sem(redis_options(), "status", o);
+  FairSemaphore other(redis_options(), "status", options(1));
+  Permit p = sem.acquire();
+  std::thread waiter([&] { auto q = other.try_acquire_for(20s); });
+  ASSERT_TRUE(wait_until([&] { return sem.status().waiters.size() == 1; }));
+  Status s = sem.status();
+  EXPECT_EQ(1, s.limit);
+  EXPECT_EQ(2, s.last_ticket);
+  ASSERT_EQ(1u, s.holders.size());
+  EXPECT_EQ(p.id(), s.holders[0].id);
+  EXPECT_EQ(p.fencing_token(), s.holders[0].ticket);
+  EXPECT_EQ("billing-worker-3", s.holders[0].owner);
+  EXPECT_GT(s.holders[0].lease_left, 0ms);
+  EXPECT_LE(s.holders[0].lease_left, 10s);
+  // The default owner info is hostname:pid.
+  EXPECT_NE(std::string::npos, s.waiters[0].owner.find(":" + std::to_string(::getpid())));
+  p.release();
+  waiter.join();
+}
+
+// Behaviour 2: blocking waiters are granted in ticket order, and fencing tokens grow in grant
+// order.
+TEST_F(SemaphoreTest, WaitersAreGrantedInTheOrderTheyAsked) {
+  FairSemaphore sem(redis_options(), "fifo", options(1));
+  Permit first = sem.acquire();
+  constexpr int kWaiters = 6;
+  std::mutex mu;
+  std::vector<int> order;
+  std::vector<long long> tokens;
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kWaiters; ++i) {
+    threads.emplace_back([&, i] {
+      Permit p = sem.acquire();
+      std::lock_guard<std::mutex> lock(mu);
+      order.push_back(i);
+      tokens.push_back(p.fencing_token());
+    });
+    // The next waiter starts only once this one is queued, so tickets follow i.
+    ASSERT_TRUE(wait_until([&] { return sem.status().waiters.size() == std::size_t(i) + 1; }));
+  }
+  first.release();
+  for (auto& t : threads) t.join();
+  ASSERT_EQ(std::size_t(kWaiters), order.size());
+  for (int i = 0; i < kWaiters; ++i) EXPECT_EQ(i, order[std::size_t(i)]);
+  for (std::size_t i = 1; i < tokens.size(); ++i) EXPECT_LT(tokens[i - 1], tokens[i]);
+  EXPECT_LT(first.fencing_token(), tokens.front());
+}
+
+// Behaviour 2: a try_acquire never overtakes a queued waiter, even in the moment between a
+// release and the promoted waiter waking up.
+TEST_F(SemaphoreTest, TryAcquireNeverOvertakesAQueuedWaiter) {
+  FairSemaphore sem(redis_options(), "no-overtake", options(2));
+  Permit a = sem.acquire();
+  Permit b = sem.acquire();
+  std::atomic<long long> waiter_token{0};
+  std::thread waiter([&] { waiter_token = sem.acquire().fencing_token(); });
+  ASSERT_TRUE(wait_until([&] { return sem.status().waiters.size() == 1; }));
+  EXPECT_FALSE(sem.try_acquire());  // full, and someone waits
+  a.release();
+  // The release promoted the waiter inside the same script: the slot is already taken.
+  EXPECT_FALSE(sem.try_acquire());
+  waiter.join();
+  EXPECT_GT(waiter_token.load(), b.fencing_token());
+}
+
+// Behaviour 3: one script call per acquire attempt and per release, and a release wakes only
+// the waiter it promotes.
+TEST_F(SemaphoreTest, OneScriptCallPerAcquireAndRelease) {
+  FairSemaphore sem(redis_options(), "one-call", options(2));
+  sem.status();  // loads the script, so NOSCRIPT plays no part below
+  admin_.command({"CONFIG", "RESETSTAT"});
+  auto p = sem.try_acquire();
+  ASSERT_TRUE(p);
+  EXPECT_EQ(1, calls("evalsha"));
+  p->release();
+  EXPECT_EQ(2, calls("evalsha"));
+  Permit q = sem.acquire();
+  EXPECT_EQ(3, calls("evalsha"));
+  q.release();
+  EXPECT_EQ(4, calls("evalsha"));
+  EXPECT_EQ(0, calls("eval"));
+  EXPECT_EQ(0, calls("brpop"));
+}
+
+TEST_F(SemaphoreTest, ReleaseWakesExactlyThePromotedWaiter) {
+  // A long lease makes the waiters' poll interval (lease / 3) 20 s: within this test a waiter
+  // can only move because it was woken.
+  FairSemaphore sem(redis_options(), "wake-one", options(1, 60s));
+  Permit holder = sem.acquire();
+  constexpr int kWaiters = 3;
+  std::promise<void> let_go;
+  std::shared_future<void> go = let_go.get_future().share();
+  std::vector<std::thread> threads;
+  std::vector<std::atomic<bool>> granted(kWaiters);
+  for (int i = 0; i < kWaiters; ++i) {
+    threads.emplace_back([&, i] {
+      Permit p = sem.acquire();
+      granted[std::size_t(i)] = true;
+      go.wait();
+    });
+    ASSERT_TRUE(wait_until([&] { return sem.status().waiters.size() == std::size_t(i) + 1; }));
+  }
+  // Every waiter sits in BRPOP on its own wake list.
+  auto blocked = [&](int n) {
+    return admin_.command({"INFO", "clients"}).str.find("blocked_clients:" + std::to_string(n)) !=
+           std::string::npos;
+  };
+  ASSERT_TRUE(wait_until([&] { return blocked(3); }));
+  const std::vector<PermitInfo> waiters = sem.status().waiters;
+  admin_.command({"CONFIG", "RESETSTAT"});
+  holder.release();
+  ASSERT_TRUE(wait_until([&] { return granted[0].load(); }, 10s));
+  // The release and the woken waiter's acquire: nobody else ran the script or left BRPOP.
+  EXPECT_EQ(2, calls("evalsha"));
+  EXPECT_FALSE(granted[1]);
+  EXPECT_FALSE(granted[2]);
+  EXPECT_TRUE(blocked(2));
+  for (const PermitInfo& w : waiters) {
+    EXPECT_EQ(0, integer({"EXISTS", key("wake-one", "wake:" + w.id)})) << w.id;
+  }
+  let_go.set_value();
+  for (auto& t : threads) t.join();
+  EXPECT_TRUE(granted[1] && granted[2]);
+}
+
+// Behaviour 5: a permit held for 5x its lease stays held, with one renew call per interval
+// for all the permits of the process.
+TEST_F(SemaphoreTest, HolderKeepsItsPermitThroughBatchedRenewals) {
+  const auto lease = 400ms;
+  SemaphoreOptions o = options(3, lease);
+  FairSemaphore sem(redis_options(), "renew", o);
+  FairSemaphore outsider(redis_options(), "renew", options(3, lease));
+  std::vector<Permit> permits;
+  for (int i = 0; i < 3; ++i) permits.push_back(sem.acquire());
+  admin_.command({"CONFIG", "RESETSTAT"});
+  const auto start = std::chrono::steady_clock::now();
+  const auto until = start + 5 * lease;
+  long long outsider_tries = 0;
+  while (std::chrono::steady_clock::now() < until) {
+    ++outsider_tries;
+    ASSERT_FALSE(outsider.try_acquire()) << "a permit expired while its holder renewed it";
+    std::this_thread::sleep_for(lease / 4);  // the workload: holding for 5 leases
+  }
+  const long long renewals = calls("evalsha") - outsider_tries;
+  const auto elapsed = std::chrono::steady_clock::now() - start;
+  for (const Permit& p : permits) EXPECT_FALSE(p.lost());
+  const long long intervals = elapsed / o.effective_renew_interval();
+  // At most one renew call per interval for all three permits (separate renewals would make
+  // three), and at least one, or the permits could not have outlived their lease.
+  EXPECT_LE(renewals, intervals + 1);
+  EXPECT_GE(renewals, 1);
+  EXPECT_EQ(3u, sem.status().holders.size());
+}
+
+// Behaviour 5: renewals above the chunk size still reach every permit.
+TEST_F(SemaphoreTest, ThousandsOfPermitsAllStayRenewed) {
+  constexpr int kPermits = 2100;  // more than one renew chunk
+  const auto lease = 1500ms;
+  FairSemaphore sem(redis_options(), "many", options(kPermits, lease));
+  std::vector<Permit> permits;
+  permits.reserve(kPermits);
+  for (int i = 0; i < kPermits; ++i) permits.push_back(std::move(*sem.try_acquire()));
+  const auto until = std::chrono::steady_clock::now() + 3 * lease;
+  while (std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(50ms);
+  int lost = 0;
+  for (const Permit& p : permits) lost += p.lost() ? 1 : 0;
+  EXPECT_EQ(0, lost);
+  EXPECT_EQ(std::size_t(kPermits), sem.status().holders.size());
+}
+
+// Behaviour 5: a permit removed behind the holder's back is reported lost; its release says so.
+TEST_F(SemaphoreTest, PermitDeletedBehindItsBackIsReportedLost) {
+  std::mutex mu;
+  std::vector<std::string> lost_ids;
+  std::vector<std::string> reasons;
+  SemaphoreOptions o = options(1, 600ms);
+  o.on_lost = [&](const std::string& id, const std::string& reason) {
+    std::lock_guard<std::mutex> lock(mu);
+    lost_ids.push_back(id);
+    reasons.push_back(reason);
+  };
+  FairSemaphore sem(redis_options(), "deleted", o);
+  Permit p = sem.acquire();
+  admin_.command({"DEL", key("deleted", "owner"), key("deleted", "time")});
+  ASSERT_TRUE(wait_until([&] { return p.lost(); }));
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    ASSERT_EQ(1u, lost_ids.size());
+    EXPECT_EQ(p.id(), lost_ids[0]);
+    EXPECT_NE(std::string::npos, reasons[0].find("no longer in Redis"));
+  }
+  EXPECT_EQ(ReleaseResult::expired, p.release());
+}
+
+TEST_F(SemaphoreTest, ManualRenewWithoutWatchdog) {
+  SemaphoreOptions o = options(1, 300ms);
+  o.auto_renew = false;
+  FairSemaphore sem(redis_options(), "manual", o);
+  Permit p = sem.acquire();
+  EXPECT_TRUE(p.renew());
+  // Without renewals the permit expires after its lease and passes on.
+  FairSemaphore other(redis_options(), "manual", options(1, 300ms));
+  auto q = other.try_acquire_for(10s);
+  ASSERT_TRUE(q);
+  EXPECT_FALSE(p.renew());
+  EXPECT_TRUE(p.lost());
+  EXPECT_EQ(ReleaseResult::expired, p.release());
+  EXPECT_TRUE(q->held());
+}
+
+// Behaviour 8: SCRIPT FLUSH between calls changes nothing for the caller.
+TEST_F(SemaphoreTest, ScriptFlushIsInvisible) {
+  FairSemaphore sem(redis_options(), "noscript", options(1));
+  admin_.command({"SCRIPT", "FLUSH"});
+  Permit p = sem.acquire();
+  admin_.command({"SCRIPT", "FLUSH"});
+  EXPECT_EQ(1u, sem.status().holders.size());
+  admin_.command({"SCRIPT", "FLUSH"});
+  EXPECT_EQ(ReleaseResult::released, p.release());
+  admin_.command({"SCRIPT", "FLUSH"});
+  EXPECT_TRUE(sem.try_acquire());
+}
+
+// Behaviour 9: the first client stores the limit; another limit is refused, changing nothing.
+TEST_F(SemaphoreTest, AnotherLimitIsRefusedNamingBothNumbers) {
+  FairSemaphore first(redis_options(), "limits", options(3, 60s));
+  Permit p = first.acquire();
+  const auto before = snapshot();
+  try {
+    FairSemaphore second(redis_options(), "limits", options(5));
+    FAIL() << "opening with another limit must throw";
+  } catch (const LimitMismatchError& e) {
+    EXPECT_EQ(3, e.stored_limit());
+    EXPECT_EQ(5, e.requested_limit());
+    const std::string what = e.what();
+    EXPECT_NE(std::string::npos, what.find("limit 5")) << what;
+    EXPECT_NE(std::string::npos, what.find("limit 3")) << what;
+    EXPECT_NE(std::string::npos, what.find("'limits'")) << what;
+  }
+  EXPECT_EQ(before, snapshot());
+  EXPECT_EQ("3", admin_.command({"HGET", key("limits", "meta"), "limit"}).str);
+}
+
+TEST_F(SemaphoreTest, LimitChangedLaterIsRefusedAtAcquire) {
+  FairSemaphore sem(redis_options(), "limit-later", options(2));
+  admin_.command({"HSET", key("limit-later", "meta"), "limit", "7"});
+  EXPECT_THROW((void)sem.try_acquire(), LimitMismatchError);
+  EXPECT_EQ(0, integer({"EXISTS", key("limit-later", "owner")}));
+}
+
+// Behaviour 10: bad input is refused with InvalidArgument naming the problem, and nothing is
+// written to Redis.
+TEST_F(SemaphoreTest, BadNamesAreRefused) {
+  const long long keys_before = integer({"DBSIZE"});
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"", "must not be empty"},
+      {std::string(201, 'n'), "201 bytes"},
+      {"a{b", "'{'"},
+      {"a}b", "'}'"},
+      {"a b", "whitespace"},
+      {"a\tb", "\\x09"},
+      {std::string("a\x01") + "b", "\\x01"},
+      {"line\n", "\\x0a"},
+  };
+  for (const auto& [name, expected] : bad) {
+    try {
+      FairSemaphore sem(redis_options(), name, options(1));
+      ADD_FAILURE() << "name \"" << name << "\" was accepted";
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string::npos, std::string(e.what()).find(expected)) << e.what();
+      EXPECT_NE(std::string::npos, std::string(e.what()).find("semaphore name")) << e.what();
+    }
+  }
+  EXPECT_NO_THROW(FairSemaphore(redis_options(), std::string(200, 'n'), options(1)));
+  EXPECT_EQ(keys_before + 1, integer({"DBSIZE"}));  // only the valid one stored its limit
+}
+
+TEST_F(SemaphoreTest, BadOptionsAreRefused) {
+  const long long keys_before = integer({"DBSIZE"});
+  auto expect_refused = [&](SemaphoreOptions o, const std::string& expected) {
+    try {
+      FairSemaphore sem(redis_options(), "bad-options", o);
+      ADD_FAILURE() << "accepted; expected an error mentioning " << expected;
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string::npos, std::string(e.what()).find(expected)) << e.what();
+    }
+  };
+  SemaphoreOptions o = options(1);
+  o.limit = 0;
+  expect_refused(o, "limit must be at least 1, got 0");
+  o.limit = -4;
+  expect_refused(o, "got -4");
+  o = options(1);
+  o.lease = 0ms;
+  expect_refused(o, "lease must be positive, got 0 ms");
+  o.lease = -5ms;
+  expect_refused(o, "got -5 ms");
+  o = options(1, 3000ms);
+  o.renew_interval = 3000ms;
+  expect_refused(o, "renew_interval (3000 ms) must be shorter than the lease (3000 ms)");
+  o.renew_interval = 5000ms;
+  expect_refused(o, "renew_interval (5000 ms)");
+  o.renew_interval = -1ms;
+  expect_refused(o, "must not be negative");
+  o = options(1);
+  o.key_prefix = "my app";
+  expect_refused(o, "key_prefix");
+  o = options(1);
+  o.permit_id = "id{1}";
+  expect_refused(o, "permit_id");
+  EXPECT_EQ(keys_before, integer({"DBSIZE"}));
+}
+
+TEST_F(SemaphoreTest, ForeignKeyOfAnotherTypeIsLeftAlone) {
+  for (const std::string suffix : {"owner", "time", "meta", "info", "counter"}) {
+    const std::string name = "foreign-" + suffix;
+    const std::string foreign = key(name, suffix);
+    if (suffix == "counter") {
+      admin_.command({"HSET", foreign, "field", "value"});
+    } else {
+      admin_.command({"SET", foreign, "not fairsem's"});
+    }
+    const auto before = snapshot();
+    try {
+      FairSemaphore sem(redis_options(), name, options(1));
+      ADD_FAILURE() << "a foreign " << suffix << " key was accepted";
+    } catch (const ReplyError& e) {
+      EXPECT_NE(std::string::npos, std::string(e.what()).find("'" + foreign + "'")) << e.what();
+      EXPECT_EQ(0u, e.server_message().find("WRONGTYPE")) << e.server_message();
+    }
+    EXPECT_EQ(before, snapshot()) << suffix;
+  }
+  // A counter that is a string but not a number is refused before anything is written.
+  admin_.command({"SET", key("foreign-text", "counter"), "twelve"});
+  FairSemaphore sem(redis_options(), "foreign-text", options(1));
+  const auto before = snapshot();
+  EXPECT_THROW((void)sem.try_acquire(), ReplyError);
+  EXPECT_EQ(before, snapshot());
+}
+
+// Behaviour 11: a timed-out wait leaves nothing behind.
+TEST_F(SemaphoreTest, TimedOutWaitLeavesNothingBehind) {
+  FairSemaphore sem(redis_options(), "give-up", options(1, 60s));
+  Permit holder = sem.acquire();
+  const auto before = snapshot();
+  const auto start = std::chrono::steady_clock::now();
+  auto q = sem.try_acquire_for(300ms);
+  EXPECT_FALSE(q);
+  EXPECT_GE(std::chrono::steady_clock::now() - start, 300ms);
+  auto after = snapshot();
+  // Only the counter moved (the ticket the waiter was given); no queue entry, no wake list.
+  after.erase(key("give-up", "counter"));
+  auto expected = before;
+  expected.erase(key("give-up", "counter"));
+  EXPECT_EQ(expected, after);
+  EXPECT_TRUE(admin_.command({"KEYS", prefix_ + "*wake*"}).elements.empty());
+  EXPECT_EQ(1, integer({"ZCARD", key("give-up", "owner")}));
+  EXPECT_EQ(1, integer({"HLEN", key("give-up", "info")}));
+  // A deadline already passed behaves as try_acquire: no queueing at all.
+  admin_.command({"CONFIG", "RESETSTAT"});
+  EXPECT_FALSE(sem.try_acquire_until(std::chrono::system_clock::now() - 1s));
+  EXPECT_EQ(1, calls("evalsha"));
+}
+
+// Behaviour 11: a waiter that gives up just after being promoted passes the permit on.
+TEST_F(SemaphoreTest, GivingUpAfterPromotionPassesThePermitOn) {
+  const std::string name = "promoted-give-up";
+  FairSemaphore sem(redis_options(), name, options(1));
+  Permit holder = sem.acquire();
+  // A waiter "w" queued through the script itself, so the test controls when it gives up.
+  Connection raw(redis_options());
+  const std::vector<std::string> key_names = {key(name, "owner"),   key(name, "time"),
+                                              key(name, "counter"), key(name, "meta"),
+                                              key(name, "info"),    key(name, "wake:")};
+  const detail::Args keys(key_names.begin(), key_names.end());
+  raw.eval(detail::scripts::semaphore, keys, {"acquire", "1", "10000", "w", "queue", "test"});
+  std::atomic<bool> granted{false};
+  std::thread behind([&] {
+    auto p = sem.try_acquire_for(20s);
+    granted = p.has_value();
+  });
+  ASSERT_TRUE(wait_until([&] { return sem.status().waiters.size() == 2; }));
+  holder.release();  // promotes w and pushes its wake list
+  EXPECT_EQ(1, integer({"LLEN", key(name, "wake:w")}));
+  ASSERT_EQ("w", sem.status().holders.at(0).id);
+  // What a waiter runs when its time is up: the release passes the permit to the next one.
+  const Reply r = raw.eval(detail::scripts::semaphore, keys, {"release", "1", "10000", "w"});
+  EXPECT_EQ(1, r.elements.at(0).integer);
+  behind.join();
+  EXPECT_TRUE(granted);
+  EXPECT_EQ(0, integer({"EXISTS", key(name, "wake:w")}));
+  EXPECT_EQ(0, integer({"HEXISTS", key(name, "info"), "w"}));
+}
+
+TEST_F(SemaphoreTest, CallerChosenIdIsIdempotent) {
+  SemaphoreOptions o = options(2);
+  o.permit_id = "machine-7";
+  FairSemaphore one(redis_options(), "chosen", o);
+  FairSemaphore two(redis_options(), "chosen", o);
+  Permit a = one.acquire();
+  auto b = two.try_acquire();
+  ASSERT_TRUE(b);
+  EXPECT_EQ("machine-7", a.id());
+  EXPECT_EQ(a.fencing_token(), b->fencing_token());
+  EXPECT_EQ(1, integer({"ZCARD", key("chosen", "owner")}));
+  EXPECT_EQ("1", admin_.command({"GET", key("chosen", "counter")}).str);
+}
+
+TEST_F(SemaphoreTest, WorksAsATimedLockable) {
+  FairSemaphore sem(redis_options(), "lockable", options(1));
+  SemaphoreLock mine(sem);
+  SemaphoreLock theirs(sem);
+  {
+    std::unique_lock<SemaphoreLock> guard(mine);
+    EXPECT_TRUE(mine.permit().held());
+    EXPECT_GT(mine.permit().fencing_token(), 0);
+    EXPECT_FALSE(theirs.try_lock());
+    EXPECT_FALSE(theirs.try_lock_for(50ms));
+    EXPECT_FALSE(theirs.try_lock_until(std::chrono::steady_clock::now() + 50ms));
+    EXPECT_THROW(mine.lock(), std::system_error);
+  }
+  EXPECT_FALSE(mine.permit().held());
+  {
+    std::scoped_lock guard(theirs);
+    EXPECT_TRUE(theirs.permit().held());
+  }
+  EXPECT_THROW(theirs.unlock(), std::system_error);
+  std::unique_lock<SemaphoreLock> timed(mine, 1s);
+  EXPECT_TRUE(timed.owns_lock());
+}
+
+TEST_F(SemaphoreTest, ManyThreadsShareOneSemaphore) {
+  FairSemaphore sem(redis_options(), "threads", options(2));
+  std::atomic<int> inside{0};
+  std::atomic<int> most{0};
+  std::atomic<int> grants{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 6; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 25; ++i) {
+        Permit p = sem.acquire();
+        const int now = ++inside;
+        int seen = most.load();
+        while (now > seen && !most.compare_exchange_weak(seen, now)) {
+        }
+        --inside;
+        ++grants;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(150, grants.load());
+  EXPECT_LE(most.load(), 2);
+  EXPECT_TRUE(sem.status().holders.empty());
+}
+
+}  // namespace
+}  // namespace fairsem
