@@ -12,7 +12,7 @@ fairsem_ensure_packages
 dir="build/demo"
 fairsem_log "building (release)"
 cmake --preset release -B "$dir" -DFAIRSEM_BUILD_TESTS=OFF >/dev/null
-cmake --build "$dir" -j "$(fairsem_jobs)" --target fairsem-probe >/dev/null
+cmake --build "$dir" -j "$(fairsem_jobs)" --target fairsem-probe fairsem-guard >/dev/null
 
 tmp=$(mktemp -d /tmp/fairsem-demo-XXXXXX)
 sock="$tmp/redis.sock"
@@ -29,3 +29,4 @@ for _ in $(seq 1 200); do
 done
 fairsem_log "private redis-server running at unix:$sock"
 "$dir/examples/fairsem-probe" --url "unix://$sock"
+"$dir/examples/fairsem-guard" --url "unix://$sock"
