@@ -196,12 +196,21 @@ TEST_F(SemaphoreTest, TryAcquireNeverOvertakesAQueuedWaiter) {
   Permit a = sem.acquire();
   Permit b = sem.acquire();
   std::atomic<long long> waiter_token{0};
-  std::thread waiter([&] { waiter_token = sem.acquire().fencing_token(); });
+  std::promise<void> let_go;
+  std::thread waiter([&, go = let_go.get_future()] {
+    Permit p = sem.acquire();
+    waiter_token = p.fencing_token();
+    go.wait();  // keeps the permit until the test is done looking
+  });
   ASSERT_TRUE(wait_until([&] { return sem.status().waiters.size() == 1; }));
   EXPECT_FALSE(sem.try_acquire());  // full, and someone waits
   a.release();
-  // The release promoted the waiter inside the same script: the slot is already taken.
+  // The release promoted the waiter inside the same script: the slot is already taken, whether
+  // or not the waiter has woken yet.
   EXPECT_FALSE(sem.try_acquire());
+  ASSERT_TRUE(wait_until([&] { return waiter_token.load() != 0; }));
+  EXPECT_FALSE(sem.try_acquire());
+  let_go.set_value();
   waiter.join();
   EXPECT_GT(waiter_token.load(), b.fencing_token());
 }
