@@ -206,7 +206,7 @@ class SemaphoreCore : public std::enable_shared_from_this<SemaphoreCore> {
 
   /// Runs one operation of the semaphore script, again after a lost reply (up to
   /// kScriptAttempts in all). Refusals become LimitMismatchError / ReplyError.
-  Reply run(Connection& conn, std::string_view op, const Args& extra, bool* retried = nullptr);
+  Reply run(Connection& conn, std::string_view op, const Args& extra);
   [[noreturn]] void throw_refusal(const std::vector<Reply>& items) const;
   AcquireReply run_acquire(Connection& conn, const std::string& id, std::string_view mode);
   Permit make_permit(const std::string& id, const AcquireReply& reply, Clock::time_point sent);
@@ -230,7 +230,7 @@ class SemaphoreCore : public std::enable_shared_from_this<SemaphoreCore> {
   const std::string lease_arg_;
   const milliseconds renew_interval_;
   const milliseconds poll_interval_;
-  std::array<std::string, 6> keys_;
+  std::array<std::string, 7> keys_;
   Args key_args_;
 
   std::mutex pool_mu_;
@@ -255,8 +255,8 @@ SemaphoreCore::SemaphoreCore(ConnectionOptions connection, std::string name,
       renew_interval_(options_.effective_renew_interval()),
       poll_interval_(std::max(milliseconds(1), std::min(options_.lease / 3, renew_interval_))) {
   const std::string base = fmt::format("{}:{{{}}}:", options_.key_prefix, name_);
-  keys_ = {base + "owner", base + "time", base + "counter",
-           base + "meta",  base + "info", base + "wake:"};
+  keys_ = {base + "owner", base + "time",  base + "counter",  base + "meta",
+           base + "info",  base + "wake:", base + "released:"};
   for (const std::string& k : keys_) key_args_.push_back(k);
 }
 
@@ -307,7 +307,7 @@ void SemaphoreCore::give_back(std::unique_ptr<Connection> conn) noexcept {
   if (idle_.size() < kMaxIdleConnections) idle_.push_back(std::move(conn));
 }
 
-Reply SemaphoreCore::run(Connection& conn, std::string_view op, const Args& extra, bool* retried) {
+Reply SemaphoreCore::run(Connection& conn, std::string_view op, const Args& extra) {
   Args args;
   args.reserve(3 + extra.size());
   args.push_back(op);
@@ -325,7 +325,6 @@ Reply SemaphoreCore::run(Connection& conn, std::string_view op, const Args& extr
       // The script may have run and only its reply been lost; every operation is idempotent
       // per permit id, so running it again cannot grant or free a second permit.
       if (attempt >= kScriptAttempts) throw;
-      if (retried != nullptr) *retried = true;
       log(LogLevel::warning,
           fmt::format("fairsem: {}: {} interrupted ({}); running it again", where(), op, e.what()));
     } catch (const ReplyError& e) {
@@ -474,14 +473,13 @@ void SemaphoreCore::forget(PermitState& state) {
 ReleaseResult SemaphoreCore::release(PermitState& state) {
   if (state.done.exchange(true)) return ReleaseResult::already_released;
   forget(state);
-  bool retried = false;
   Reply reply = [&] {
     Borrowed conn(*this);
-    return run(*conn, "release", {state.id}, &retried);
+    return run(*conn, "release", {state.id});
   }();
+  // 3: an earlier run whose reply was lost released it (the script left a receipt).
   const long long result = detail::expect_integer(reply.elements[0], "the release state");
-  // After a lost reply, "not present" most likely means the first attempt released it.
-  if (result != 0 || retried) return ReleaseResult::released;
+  if (result != 0) return ReleaseResult::released;
   state.lost.store(true);
   return ReleaseResult::expired;
 }

@@ -7,6 +7,7 @@
 --   4 P:{NAME}:meta     HASH  limit = the limit set by the semaphore's first user
 --   5 P:{NAME}:info     HASH  permit id -> owner info (who holds or waits)
 --   6 P:{NAME}:wake:    prefix of the per-waiter wake lists (LIST P:{NAME}:wake:ID)
+--   7 P:{NAME}:released: prefix of release receipts (STRING P:{NAME}:released:ID, one lease)
 --
 -- ARGV: 1 operation, 2 limit, 3 lease in ms, then per operation:
 --   open                          check key types and the limit; store the limit if unset
@@ -26,14 +27,16 @@
 -- Otherwise:
 --   open     {1}
 --   acquire  {state, ticket, deadline, position, now}   state 1 granted, 2 queued, 0 full
---   release  {state}                      1 a holder released, 2 a waiter left, 0 not present
+--   release  {state}                      1 a holder released, 2 a waiter left, 0 not present,
+--                                         3 this holder was released by an earlier run
 --   renew    {now, deadline, r...}        per id: 1 holder, 0 lost, k >= 2 waiting at k - 1
 --   status   {now, limit, counter, id, ticket, deadline, info, ...}  in ticket order
 --
 -- Every operation is idempotent for a given permit id, so a client may repeat one whose reply
--- was lost. Runs on its own: redis-cli --eval src/lua/semaphore.lua o t c m i w: , status 1 1000
+-- was lost. Runs on its own: redis-cli --eval src/lua/semaphore.lua o t c m i w: r: , status 1 1000
 
 local OWNER, TIME, COUNTER, META, INFO, WAKE = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local RELEASED = KEYS[7]
 local op, limit, lease = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 
 -- Up to this many expired members are removed one by one (ZREM); more at once are removed
@@ -149,6 +152,7 @@ local function acquire(now)
   -- try never queues: when every permit is taken or anyone waits, it fails without writing.
   if mode == 'try' and count >= limit then return {0, 0, 0, 0, now} end
   ticket = redis.call('INCR', COUNTER)
+  redis.call('DEL', RELEASED .. id)  -- a receipt from an earlier permit of a reused id
   redis.call('ZADD', OWNER, int(ticket), id)
   redis.call('ZADD', TIME, int(deadline), id)
   redis.call('HSET', INFO, id, owner_info)
@@ -161,11 +165,17 @@ local function release(now)
   local id = ARGV[4]
   redis.call('DEL', WAKE .. id)
   local rank = redis.call('ZRANK', OWNER, id)
-  if not rank then return {0} end
+  if not rank then
+    -- Gone: released by an earlier run of this call whose reply was lost, or expired.
+    if redis.call('EXISTS', RELEASED .. id) == 1 then return {3} end
+    return {0}
+  end
   redis.call('ZREM', OWNER, id)
   redis.call('ZREM', TIME, id)
   redis.call('HDEL', INFO, id)
   if rank < limit then
+    -- A receipt, so that a retry after a lost reply can tell "released" from "expired".
+    redis.call('SET', RELEASED .. id, '1', 'PX', int(lease))
     -- One holder left: the waiter now at rank limit-1 (if any) was just promoted.
     wake(redis.call('ZRANGE', OWNER, limit - 1, limit - 1))
     return {1}

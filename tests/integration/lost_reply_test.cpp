@@ -112,7 +112,7 @@ struct ScopedThread {
 class LostReplyTest : public ::testing::Test {
  protected:
   LostReplyTest() : admin_(redis_options()), prefix_(unique_prefix()) {
-    for (const char* suffix : {"owner", "time", "counter", "meta", "info", "wake:"}) {
+    for (const char* suffix : {"owner", "time", "counter", "meta", "info", "wake:", "released:"}) {
       script_keys_.push_back(key(suffix));
     }
   }
@@ -432,6 +432,22 @@ TEST_F(LostReplyTest, ConnectionsKilledBetweenCallsGrantNothingTwice) {
   EXPECT_EQ(cardinality("HLEN", "info"), 0);
 }
 
+// A release retried after a dropped connection must still tell an expired permit apart from
+// one it released: only a receipt left by a run that removed the permit means "released".
+TEST_F(LostReplyTest, RetriedReleaseOfAnExpiredPermitReportsExpired) {
+  SemaphoreOptions o = options(1);
+  o.lease = 300ms;
+  FairSemaphore sem(redis_options(), kName, o);
+  std::optional<Permit> p = sem.try_acquire();
+  ASSERT_TRUE(p.has_value());
+  ASSERT_TRUE(eventually([&] { return sem.status().holders.empty(); }));  // expired, reaped
+  const std::vector<std::string> killed = kill_other_clients();
+  ASSERT_THAT(killed, Not(IsEmpty()));
+  EXPECT_EQ(p->release(), ReleaseResult::expired);
+  expect_reconnected(killed);
+  EXPECT_TRUE(p->lost());
+}
+
 TEST_F(LostReplyTest, ConnectionsKilledWhileTheScriptIsInFlightGrantNothingTwice) {
   FairSemaphore sem(redis_options(), kName, options(2));
   std::optional<Permit> permit;
@@ -532,9 +548,10 @@ TEST_F(LostReplyTest, ScriptReleaseRunTwiceForOneIdIsHarmless) {
   EXPECT_EQ(released.elements[0].integer, 1);
   EXPECT_EQ(admin_.command({"LLEN", key("wake:b")}).integer, 1);  // b was woken once
 
+  // The repeat finds the receipt the first run left: 3, "released earlier", not 0 ("expired").
   Reply again = run({"release", "a"});
   ASSERT_EQ(again.elements.size(), 1u);
-  EXPECT_EQ(again.elements[0].integer, 0);
+  EXPECT_EQ(again.elements[0].integer, 3);
   // The repeat neither removed nor woke anyone else.
   EXPECT_THAT(owners(), ElementsAre(Pair("b", 2)));
   EXPECT_EQ(admin_.command({"LLEN", key("wake:b")}).integer, 1);
@@ -543,8 +560,10 @@ TEST_F(LostReplyTest, ScriptReleaseRunTwiceForOneIdIsHarmless) {
   EXPECT_EQ(promoted.elements[0].integer, 1);
   EXPECT_EQ(promoted.elements[1].integer, 2);
   EXPECT_EQ(run({"release", "b"}).elements[0].integer, 1);
-  EXPECT_EQ(run({"release", "b"}).elements[0].integer, 0);
+  EXPECT_EQ(run({"release", "b"}).elements[0].integer, 3);
   EXPECT_THAT(owners(), IsEmpty());
+  // An id that never held anything has no receipt.
+  EXPECT_EQ(run({"release", "never-held"}).elements[0].integer, 0);
   EXPECT_EQ(counter(), 2);
 }
 

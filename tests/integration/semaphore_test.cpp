@@ -523,9 +523,9 @@ TEST_F(SemaphoreTest, GivingUpAfterPromotionPassesThePermitOn) {
   Permit holder = sem.acquire();
   // A waiter "w" queued through the script itself, so the test controls when it gives up.
   Connection raw(redis_options());
-  const std::vector<std::string> key_names = {key(name, "owner"),   key(name, "time"),
-                                              key(name, "counter"), key(name, "meta"),
-                                              key(name, "info"),    key(name, "wake:")};
+  const std::vector<std::string> key_names = {
+      key(name, "owner"), key(name, "time"),  key(name, "counter"),  key(name, "meta"),
+      key(name, "info"),  key(name, "wake:"), key(name, "released:")};
   const detail::Args keys(key_names.begin(), key_names.end());
   raw.eval(detail::scripts::semaphore, keys, {"acquire", "1", "10000", "w", "queue", "test"});
   std::atomic<bool> granted{false};
