@@ -1,1 +1,762 @@
-#include <gtest/gtest.h>
+// Multi-process tests: separate worker processes (tests/support/worker.cpp) share one semaphore
+// with each other and with this process, so a test can SIGKILL a holder or a waiter, SIGSTOP a
+// holder past its lease, or run a client whose wall clock is an hour off (libfaketime).
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "fairsem/detail/connection.hpp"
+#include "fairsem/semaphore.hpp"
+#include "test_env.hpp"
+
+#ifndef FAIRSEM_TEST_WORKER
+#error "FAIRSEM_TEST_WORKER (the path of fairsem_test_worker) must be defined by the build"
+#endif
+
+extern char** environ;
+
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+using fairsem::FairSemaphore;
+using fairsem::Permit;
+using fairsem::ReleaseResult;
+using fairsem::SemaphoreOptions;
+using fairsem::Status;
+using std::chrono::milliseconds;
+
+// Hang detectors, not speed requirements: sanitizer builds on a loaded machine are slow.
+constexpr auto kTimeout = 30s;
+constexpr auto kPollEvery = 5ms;
+
+/// Polls `pred` every few milliseconds until it holds (true) or `timeout` passes (false).
+template <class Pred>
+bool wait_until(Pred pred, Clock::duration timeout = kTimeout) {
+  const auto end = Clock::now() + timeout;
+  for (;;) {
+    if (pred()) return true;
+    if (Clock::now() >= end) return false;
+    std::this_thread::sleep_for(kPollEvery);
+  }
+}
+
+long long ms(Clock::duration d) { return std::chrono::duration_cast<milliseconds>(d).count(); }
+
+/// A measurement worth seeing in the log (not asserted).
+void note(const std::string& text) { std::printf("[   NOTE   ] %s\n", text.c_str()); }
+
+std::vector<std::string> split(const std::string& line) {
+  std::vector<std::string> words;
+  std::istringstream in(line);
+  for (std::string w; in >> w;) words.push_back(w);
+  return words;
+}
+
+std::string describe_wait_status(int status) {
+  if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) return std::string("killed by signal ") + strsignal(WTERMSIG(status));
+  return "wait status " + std::to_string(status);
+}
+
+/// One fairsem_test_worker process: its stdin and stdout are pipes to this process, its stderr
+/// goes to an unlinked temp file. The destructor SIGKILLs the worker if it is still running,
+/// reaps it, copies its stderr to ours, and fails the test if a sanitizer reported anything
+/// (also from a worker that was killed and so never got to exit with the sanitizer's status).
+class Worker {
+ public:
+  explicit Worker(const std::vector<std::string>& args,
+                  const std::map<std::string, std::string>& env_overrides = {}) {
+    // Everything the child needs is built before fork(): after it, only async-signal-safe calls.
+    std::vector<std::string> argv_strings{FAIRSEM_TEST_WORKER};
+    argv_strings.insert(argv_strings.end(), args.begin(), args.end());
+    std::vector<std::string> env_strings;
+    for (char** e = environ; *e != nullptr; ++e) {
+      const std::string entry = *e;
+      const std::string key = entry.substr(0, entry.find('='));
+      if (env_overrides.count(key) == 0) env_strings.push_back(entry);
+    }
+    for (const auto& [key, value] : env_overrides) env_strings.push_back(key + "=" + value);
+    std::vector<char*> argv_ptrs;
+    for (std::string& s : argv_strings) argv_ptrs.push_back(s.data());
+    argv_ptrs.push_back(nullptr);
+    std::vector<char*> env_ptrs;
+    for (std::string& s : env_strings) env_ptrs.push_back(s.data());
+    env_ptrs.push_back(nullptr);
+
+    char err_path[] = "/tmp/fairsem-worker-stderr-XXXXXX";
+    stderr_fd_ = ::mkostemp(err_path, O_CLOEXEC);
+    if (stderr_fd_ < 0) throw_errno("mkostemp");
+    ::unlink(err_path);
+    int to_child[2];
+    int from_child[2];
+    // O_CLOEXEC: no other worker inherits these ends (a stray write end would keep a worker
+    // from ever seeing EOF on its stdin).
+    if (::pipe2(to_child, O_CLOEXEC) != 0) {
+      const int saved = errno;
+      ::close(stderr_fd_);
+      errno = saved;
+      throw_errno("pipe2");
+    }
+    if (::pipe2(from_child, O_CLOEXEC) != 0) {
+      const int saved = errno;
+      for (int fd : {to_child[0], to_child[1], stderr_fd_}) ::close(fd);
+      errno = saved;
+      throw_errno("pipe2");
+    }
+    const pid_t parent = ::getpid();
+    const pid_t pid = ::fork();
+    if (pid < 0) {
+      const int saved = errno;
+      for (int fd : {to_child[0], to_child[1], from_child[0], from_child[1]}) ::close(fd);
+      ::close(stderr_fd_);
+      errno = saved;
+      throw_errno("fork");
+    }
+    if (pid == 0) {
+      // Dies with the test (the forking thread is the test's main thread).
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != parent) ::_exit(126);
+      if (::dup2(to_child[0], STDIN_FILENO) < 0 || ::dup2(from_child[1], STDOUT_FILENO) < 0 ||
+          ::dup2(stderr_fd_, STDERR_FILENO) < 0) {
+        ::_exit(126);
+      }
+#ifdef SYS_close_range
+      // Redis sockets of this process need not live on in the worker.
+      ::syscall(SYS_close_range, 3u, ~0u, 0u);
+#endif
+      ::execve(argv_ptrs[0], argv_ptrs.data(), env_ptrs.data());
+      static const char kMsg[] = "fairsem process test: execve of the worker failed\n";
+      [[maybe_unused]] const ssize_t n = ::write(STDERR_FILENO, kMsg, sizeof kMsg - 1);
+      ::_exit(127);
+    }
+    pid_ = pid;
+    ::close(to_child[0]);
+    ::close(from_child[1]);
+    stdin_fd_ = to_child[1];
+    stdout_fd_ = from_child[0];
+  }
+
+  ~Worker() {
+    close_stdin();
+    if (pid_ > 0 && !reaped_) {
+      ::kill(pid_, SIGKILL);
+      int status = 0;
+      while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+      }
+    }
+    if (stdout_fd_ >= 0) ::close(stdout_fd_);
+    const std::string err = stderr_text();
+    if (stderr_fd_ >= 0) ::close(stderr_fd_);
+    if (!err.empty()) {
+      std::fprintf(stderr, "--- stderr of worker %ld ---\n%s--- end of worker %ld ---\n",
+                   static_cast<long>(pid_), err.c_str(), static_cast<long>(pid_));
+    }
+    if (err.find("Sanitizer") != std::string::npos ||
+        err.find("runtime error:") != std::string::npos) {
+      ADD_FAILURE() << "a sanitizer reported an error in worker " << pid_ << ":\n" << err;
+    }
+  }
+
+  Worker(const Worker&) = delete;
+  Worker& operator=(const Worker&) = delete;
+
+  pid_t pid() const noexcept { return pid_; }
+
+  /// The next line the worker printed (without '\n'); nullopt at EOF or after `timeout`.
+  std::optional<std::string> read_line(Clock::duration timeout = kTimeout) {
+    const auto end = Clock::now() + timeout;
+    for (;;) {
+      const std::size_t nl = buffer_.find('\n');
+      if (nl != std::string::npos) {
+        std::string line = buffer_.substr(0, nl);
+        buffer_.erase(0, nl + 1);
+        transcript_ += line + "\n";
+        return line;
+      }
+      if (eof_) return std::nullopt;
+      const auto left = end - Clock::now();
+      if (left <= Clock::duration::zero()) return std::nullopt;
+      pollfd pfd{stdout_fd_, POLLIN, 0};
+      const int ready = ::poll(&pfd, 1, static_cast<int>(std::max<long long>(1, ms(left) + 1)));
+      if (ready < 0) {
+        if (errno == EINTR) continue;
+        throw_errno("poll");
+      }
+      if (ready == 0) continue;
+      char chunk[4096];
+      const ssize_t n = ::read(stdout_fd_, chunk, sizeof chunk);
+      if (n < 0) {
+        if (errno == EINTR || errno == EAGAIN) continue;
+        throw_errno("read");
+      }
+      if (n == 0) {
+        eof_ = true;
+      } else {
+        buffer_.append(chunk, static_cast<std::size_t>(n));
+      }
+    }
+  }
+
+  /// Reads lines until one starts with `prefix` and returns it; nullopt at EOF or timeout.
+  std::optional<std::string> expect(std::string_view prefix, Clock::duration timeout = kTimeout) {
+    const auto end = Clock::now() + timeout;
+    for (;;) {
+      auto line = read_line(std::max(Clock::duration::zero(), end - Clock::now()));
+      if (!line) return std::nullopt;
+      if (line->compare(0, prefix.size(), prefix) == 0) return line;
+    }
+  }
+
+  /// Every line read so far, for failure messages.
+  std::string transcript() const {
+    return "worker " + std::to_string(pid_) + " printed:\n" + transcript_ + buffer_ +
+           "its stderr so far:\n" + stderr_text();
+  }
+
+  /// Everything the worker wrote to stderr so far.
+  std::string stderr_text() const {
+    std::string text;
+    if (stderr_fd_ < 0) return text;
+    char chunk[4096];
+    for (;;) {
+      const ssize_t n = ::pread(stderr_fd_, chunk, sizeof chunk, static_cast<off_t>(text.size()));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return text;
+      text.append(chunk, static_cast<std::size_t>(n));
+    }
+  }
+
+  /// EOF on the worker's stdin: a holding worker then releases and exits.
+  void close_stdin() {
+    if (stdin_fd_ >= 0) ::close(stdin_fd_);
+    stdin_fd_ = -1;
+  }
+
+  void signal(int sig) {
+    if (pid_ <= 0 || reaped_) throw std::logic_error("signal to a worker that is gone");
+    if (::kill(pid_, sig) != 0) throw_errno("kill");
+  }
+
+  /// Waits (without reaping) until the worker is stopped, e.g. after SIGSTOP.
+  bool wait_stopped() {
+    int status = 0;
+    for (;;) {
+      const pid_t r = ::waitpid(pid_, &status, WUNTRACED);
+      if (r < 0 && errno == EINTR) continue;
+      if (r != pid_) return false;
+      if (WIFSTOPPED(status)) return true;
+      reaped_ = true;  // it exited instead
+      exit_status_ = status;
+      return false;
+    }
+  }
+
+  /// SIGKILL, then reaps: when this returns the process is gone.
+  void kill_and_reap() {
+    signal(SIGKILL);
+    exit_status_ = reap_blocking();
+  }
+
+  /// The worker's wait status once it has exited (polled), or nullopt after `timeout`.
+  std::optional<int> wait_exit(Clock::duration timeout = kTimeout) {
+    if (reaped_) return exit_status_;
+    const bool exited = wait_until(
+        [&] {
+          int status = 0;
+          const pid_t r = ::waitpid(pid_, &status, WNOHANG);
+          if (r == pid_ && (WIFEXITED(status) || WIFSIGNALED(status))) {
+            reaped_ = true;
+            exit_status_ = status;
+          }
+          return reaped_;
+        },
+        timeout);
+    if (!exited) return std::nullopt;
+    return exit_status_;
+  }
+
+ private:
+  [[noreturn]] static void throw_errno(const char* what) {
+    throw std::runtime_error(std::string("fairsem process test: ") + what + ": " +
+                             std::strerror(errno));
+  }
+
+  int reap_blocking() {
+    int status = 0;
+    for (;;) {
+      const pid_t r = ::waitpid(pid_, &status, 0);
+      if (r == pid_ && (WIFEXITED(status) || WIFSIGNALED(status))) break;
+      if (r < 0 && errno != EINTR) throw_errno("waitpid");
+    }
+    reaped_ = true;
+    return status;
+  }
+
+  pid_t pid_ = -1;
+  int stdin_fd_ = -1;
+  int stdout_fd_ = -1;
+  int stderr_fd_ = -1;
+  bool eof_ = false;
+  bool reaped_ = false;
+  int exit_status_ = 0;
+  std::string buffer_;
+  std::string transcript_;
+};
+
+::testing::AssertionResult exited_cleanly(const std::optional<int>& status, const Worker& w) {
+  if (!status) {
+    return ::testing::AssertionFailure() << "worker did not exit in time\n" << w.transcript();
+  }
+  if (WIFEXITED(*status) && WEXITSTATUS(*status) == 0) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "worker " << describe_wait_status(*status) << "\n"
+                                       << w.transcript();
+}
+
+/// A "GRANTED <id> <token>" line.
+struct Grant {
+  std::string id;
+  long long token = 0;
+};
+
+std::optional<Grant> parse_grant(const std::optional<std::string>& line) {
+  if (!line) return std::nullopt;
+  const auto words = split(*line);
+  if (words.size() != 3 || words[0] != "GRANTED") return std::nullopt;
+  return Grant{words[1], std::stoll(words[2])};
+}
+
+/// try_acquire_for on a thread of this process, so the test can act while it waits.
+class BackgroundAcquire {
+ public:
+  BackgroundAcquire(FairSemaphore& sem, Clock::duration timeout)
+      : thread_([this, &sem, timeout] {
+          std::optional<Permit> permit;
+          std::string error;
+          try {
+            permit = sem.try_acquire_for(timeout);
+          } catch (const std::exception& e) {
+            error = e.what();
+          }
+          const auto at = Clock::now();
+          std::lock_guard<std::mutex> lock(mu_);
+          permit_ = std::move(permit);
+          error_ = std::move(error);
+          finished_at_ = at;
+          done_ = true;
+        }) {}
+  ~BackgroundAcquire() { join(); }
+  BackgroundAcquire(const BackgroundAcquire&) = delete;
+  BackgroundAcquire& operator=(const BackgroundAcquire&) = delete;
+
+  bool done() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return done_;
+  }
+  void join() {
+    if (thread_.joinable()) thread_.join();
+  }
+  // After join():
+  std::optional<Permit>& permit() { return permit_; }
+  const std::string& error() const { return error_; }
+  Clock::time_point finished_at() const { return finished_at_; }
+
+ private:
+  mutable std::mutex mu_;
+  bool done_ = false;
+  std::optional<Permit> permit_;
+  std::string error_;
+  Clock::time_point finished_at_;
+  std::thread thread_;  // last: starts once the fields above exist
+};
+
+bool has_owner(const std::vector<fairsem::PermitInfo>& list, const std::string& owner) {
+  return std::any_of(list.begin(), list.end(),
+                     [&](const fairsem::PermitInfo& p) { return p.owner == owner; });
+}
+
+bool has_id(const Status& s, const std::string& id) {
+  auto match = [&](const fairsem::PermitInfo& p) { return p.id == id; };
+  return std::any_of(s.holders.begin(), s.holders.end(), match) ||
+         std::any_of(s.waiters.begin(), s.waiters.end(), match);
+}
+
+std::string describe(const Status& s) {
+  std::ostringstream out;
+  out << "limit " << s.limit << ", last ticket " << s.last_ticket << "\n";
+  for (const auto& p : s.holders) {
+    out << "  holder " << p.id << " ticket " << p.ticket << " lease_left " << p.lease_left.count()
+        << " ms owner '" << p.owner << "'\n";
+  }
+  for (const auto& p : s.waiters) {
+    out << "  waiter " << p.id << " ticket " << p.ticket << " lease_left " << p.lease_left.count()
+        << " ms owner '" << p.owner << "'\n";
+  }
+  return out.str();
+}
+
+class ProcessTest : public ::testing::Test {
+ protected:
+  const std::string prefix_ = fairsem::test::unique_prefix();
+  const std::string name_ = "procsem";
+
+  /// A key of the semaphore: "<prefix>:{<name>}:<suffix>".
+  std::string key(const std::string& suffix) const {
+    return prefix_ + ":{" + name_ + "}:" + suffix;
+  }
+
+  FairSemaphore open(long long limit, milliseconds lease, const std::string& owner) const {
+    SemaphoreOptions opts;
+    opts.key_prefix = prefix_;
+    opts.limit = limit;
+    opts.lease = lease;
+    opts.owner_info = owner;
+    return FairSemaphore(fairsem::test::redis_options(), name_, opts);
+  }
+
+  std::vector<std::string> worker_args(long long limit, milliseconds lease,
+                                       const std::string& owner,
+                                       const std::vector<std::string>& mode) const {
+    std::vector<std::string> args{"--url",      fairsem::test::RedisEnvironment::instance().url(),
+                                  "--prefix",   prefix_,
+                                  "--name",     name_,
+                                  "--limit",    std::to_string(limit),
+                                  "--lease-ms", std::to_string(lease.count()),
+                                  "--owner",    owner};
+    args.insert(args.end(), mode.begin(), mode.end());
+    return args;
+  }
+
+  fairsem::detail::Connection raw() const {
+    return fairsem::detail::Connection(fairsem::test::redis_options());
+  }
+};
+
+// --- 1. Safety --------------------------------------------------------------------------------
+
+TEST_F(ProcessTest, ManyProcessesAndThreadsNeverExceedTheLimit) {
+  constexpr long long kLimit = 3;
+  constexpr int kProcesses = 3;
+  constexpr int kThreads = 4;
+  constexpr int kGrantsPerThread = 834;  // 3 x 4 x 834 = 10,008 grants
+  const milliseconds lease = 5s;         // long enough that no permit expires under load
+  const std::string observer = prefix_ + ":observer";
+  const std::string violations_key = prefix_ + ":violations";
+
+  // Opened first so the limit is stored before the workers race to open it.
+  FairSemaphore sem = open(kLimit, lease, "test-observer");
+
+  std::vector<std::unique_ptr<Worker>> workers;
+  for (int i = 0; i < kProcesses; ++i) {
+    workers.push_back(std::make_unique<Worker>(
+        worker_args(kLimit, lease, "cycler-" + std::to_string(i),
+                    {"cycle", "--threads", std::to_string(kThreads), "--grants",
+                     std::to_string(kGrantsPerThread), "--observer", observer, "--violations",
+                     violations_key})));
+  }
+
+  long long grants = 0;
+  long long max_inside = 0;
+  long long violations = 0;
+  long long expired = 0;
+  for (auto& w : workers) {
+    // A hang detector only: 10,000 grants take seconds, even under TSan.
+    const auto done = w->expect("DONE ", 300s);
+    ASSERT_TRUE(done) << w->transcript();
+    std::map<std::string, long long> fields;
+    for (const std::string& word : split(*done)) {
+      const auto eq = word.find('=');
+      if (eq != std::string::npos) fields[word.substr(0, eq)] = std::stoll(word.substr(eq + 1));
+    }
+    ASSERT_EQ(fields.size(), 4u) << *done;
+    EXPECT_EQ(fields["grants"], kThreads * kGrantsPerThread) << w->transcript();
+    grants += fields["grants"];
+    max_inside = std::max(max_inside, fields["max"]);
+    violations += fields["violations"];
+    expired += fields["expired"];
+    EXPECT_TRUE(exited_cleanly(w->wait_exit(), *w));
+  }
+
+  note(std::to_string(grants) + " grants, at most " + std::to_string(max_inside) +
+       " holders seen inside at once");
+  EXPECT_EQ(violations, 0) << "more than " << kLimit << " holders were inside at once";
+  EXPECT_LE(max_inside, kLimit);
+  // The observer can see concurrency at all (otherwise a violation could not be seen either).
+  EXPECT_GE(max_inside, 2);
+  EXPECT_GE(grants, 10000);
+  EXPECT_EQ(expired, 0) << "a permit expired under a 5 s lease";
+
+  auto conn = raw();
+  EXPECT_TRUE(conn.command({"GET", violations_key}).is_nil());
+  EXPECT_EQ(conn.command({"GET", observer}).str, "0");
+
+  const Status s = sem.status();
+  EXPECT_TRUE(s.holders.empty()) << describe(s);
+  EXPECT_TRUE(s.waiters.empty()) << describe(s);
+  // One ticket per grant: no acquire took two, none was lost.
+  EXPECT_EQ(s.last_ticket, grants);
+}
+
+// --- 2. Liveness: a killed holder -------------------------------------------------------------
+
+TEST_F(ProcessTest, PermitOfAKilledHolderPassesOnWithinItsLease) {
+  const milliseconds lease = 1000ms;
+  Worker holder(worker_args(1, lease, "holder-A", {"hold"}));
+  const auto a = parse_grant(holder.expect("GRANTED "));
+  ASSERT_TRUE(a) << holder.transcript();
+
+  FairSemaphore sem = open(1, lease, "waiter-B");
+  BackgroundAcquire b(sem, kTimeout);
+  ASSERT_TRUE(wait_until([&] { return has_owner(sem.status().waiters, "waiter-B"); }))
+      << describe(sem.status());
+  // Safety first: while A is alive (and renewing), B must not get the permit.
+  ASSERT_FALSE(b.done()) << "B returned while A held the permit: "
+                         << (b.error().empty() ? "granted" : b.error());
+
+  const auto killed_at = Clock::now();
+  holder.kill_and_reap();
+  b.join();
+  ASSERT_TRUE(b.error().empty()) << b.error();
+  ASSERT_TRUE(b.permit().has_value()) << "B never got the permit of the killed holder";
+  const auto waited = b.finished_at() - killed_at;
+  note("B was granted " + std::to_string(ms(waited)) + " ms after A was killed (lease " +
+       std::to_string(lease.count()) + " ms)");
+  // The correctness bound of the lease mechanism: one lease, one poll, and generous slack.
+  EXPECT_LE(waited, lease + lease / 3 + 5s) << "granted " << ms(waited) << " ms after the kill";
+  EXPECT_GT(b.permit()->fencing_token(), a->token);
+
+  const Status s = sem.status();
+  ASSERT_EQ(s.holders.size(), 1u) << describe(s);
+  EXPECT_EQ(s.holders[0].id, b.permit()->id());
+  EXPECT_FALSE(has_id(s, a->id)) << describe(s);
+  EXPECT_EQ(b.permit()->release(), ReleaseResult::released);
+}
+
+// --- 3. Liveness: a killed waiter -------------------------------------------------------------
+
+TEST_F(ProcessTest, KilledWaiterDoesNotBlockTheQueue) {
+  const milliseconds lease = 1000ms;
+  FairSemaphore sem = open(1, lease, "test-holder");
+  auto held = sem.try_acquire();
+  ASSERT_TRUE(held);
+
+  Worker waiter(worker_args(1, lease, "waiter-W", {"wait"}));
+  std::string w_id;
+  ASSERT_TRUE(wait_until([&] {
+    const Status s = sem.status();
+    if (s.waiters.size() != 1 || s.waiters[0].owner != "waiter-W") return false;
+    w_id = s.waiters[0].id;
+    return true;
+  })) << describe(sem.status())
+      << waiter.transcript();
+
+  // A second waiter queues behind W (while W is still alive, so it is surely behind it).
+  FairSemaphore sem2 = open(1, lease, "waiter-2");
+  BackgroundAcquire second(sem2, kTimeout);
+  ASSERT_TRUE(wait_until([&] {
+    const Status s = sem.status();
+    return s.waiters.size() == 2 && s.waiters[0].id == w_id && s.waiters[1].owner == "waiter-2";
+  })) << describe(sem.status());
+
+  waiter.kill_and_reap();
+  const auto released_at = Clock::now();
+  // Promotes the dead W, whose entry must then be reaped within its lease.
+  EXPECT_EQ(held->release(), ReleaseResult::released);
+
+  second.join();
+  ASSERT_TRUE(second.error().empty()) << second.error();
+  ASSERT_TRUE(second.permit().has_value()) << "the dead waiter blocked the queue";
+  const auto waited = second.finished_at() - released_at;
+  note("the waiter behind the dead one was granted " + std::to_string(ms(waited)) +
+       " ms after the release (lease " + std::to_string(lease.count()) + " ms)");
+  EXPECT_LE(waited, lease + lease / 3 + 5s) << "granted " << ms(waited) << " ms after release";
+
+  // No trace of W is left: not in the queue, not in the info hash, no wake list.
+  auto conn = raw();
+  auto traces_of_w = [&] {
+    std::string found;
+    const Status s = sem.status();
+    if (has_id(s, w_id)) found += " listed in status();";
+    if (has_owner(s.holders, "waiter-W") || has_owner(s.waiters, "waiter-W")) {
+      found += " its owner info listed in status();";
+    }
+    if (conn.command({"EXISTS", key("wake:" + w_id)}).integer != 0) found += " wake list exists;";
+    if (conn.command({"HEXISTS", key("info"), w_id}).integer != 0) found += " in the info hash;";
+    if (!conn.command({"ZSCORE", key("owner"), w_id}).is_nil()) found += " in the owner zset;";
+    if (!conn.command({"ZSCORE", key("time"), w_id}).is_nil()) found += " in the time zset;";
+    return found;
+  };
+  ASSERT_TRUE(wait_until([&] { return traces_of_w().empty(); }))
+      << "dead waiter " << w_id << ":" << traces_of_w() << "\n"
+      << describe(sem.status());
+
+  const Status s = sem.status();
+  ASSERT_EQ(s.holders.size(), 1u) << describe(s);
+  EXPECT_EQ(s.holders[0].id, second.permit()->id());
+  EXPECT_TRUE(s.waiters.empty()) << describe(s);
+  EXPECT_EQ(second.permit()->release(), ReleaseResult::released);
+}
+
+// --- 4. A holder paused past its lease learns that it lost the permit ------------------------
+
+TEST_F(ProcessTest, HolderStoppedPastItsLeaseIsToldItLostThePermit) {
+  const milliseconds lease = 600ms;
+  Worker holder(worker_args(1, lease, "holder-A", {"hold"}));
+  const auto a = parse_grant(holder.expect("GRANTED "));
+  ASSERT_TRUE(a) << holder.transcript();
+
+  holder.signal(SIGSTOP);
+  ASSERT_TRUE(holder.wait_stopped()) << holder.transcript();
+
+  FairSemaphore sem = open(1, lease, "thief");
+  auto taken = sem.try_acquire_for(kTimeout);
+  ASSERT_TRUE(taken) << "the stopped holder's permit never passed on\n" << describe(sem.status());
+  EXPECT_GT(taken->fencing_token(), a->token);
+
+  holder.signal(SIGCONT);
+  const auto lost = holder.expect("LOST ");
+  ASSERT_TRUE(lost) << "on_lost was not called after the resume\n" << holder.transcript();
+  EXPECT_EQ(split(*lost).at(1), a->id);
+
+  holder.close_stdin();
+  const auto released = holder.expect("RELEASED ");
+  ASSERT_TRUE(released) << holder.transcript();
+  EXPECT_EQ(*released, "RELEASED expired");
+  EXPECT_TRUE(exited_cleanly(holder.wait_exit(), holder));
+
+  // The resumed holder's release did not free the permit that passed on.
+  const Status s = sem.status();
+  ASSERT_EQ(s.holders.size(), 1u) << describe(s);
+  EXPECT_EQ(s.holders[0].id, taken->id());
+  EXPECT_FALSE(taken->lost());
+  EXPECT_EQ(taken->release(), ReleaseResult::released);
+}
+
+// --- 5. A client whose wall clock is an hour off ----------------------------------------------
+
+std::string find_libfaketime() {
+  for (const char* path :
+       {"/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1",
+        "/usr/lib/aarch64-linux-gnu/faketime/libfaketime.so.1",
+        "/usr/lib/faketime/libfaketime.so.1", "/usr/lib64/faketime/libfaketime.so.1"}) {
+    if (::access(path, R_OK) == 0) return path;
+  }
+  return {};
+}
+
+class FakeClockTest : public ProcessTest,
+                      public ::testing::WithParamInterface<std::pair<const char*, long long>> {};
+
+TEST_P(FakeClockTest, ClientWithAnHourOffClockBehavesTheSame) {
+  const auto [faketime, offset_seconds] = GetParam();
+  const std::string lib = find_libfaketime();
+  ASSERT_FALSE(lib.empty()) << "libfaketime.so.1 not found: install the Debian package "
+                               "'faketime' (scripts/lib.sh lists it)";
+  const milliseconds lease = 2000ms;
+
+  // The worker queues behind a holder on the real clock first, so it is tested as a waiter
+  // (woken by a release) and then as a holder (renewing; deadlines from the server clock).
+  FairSemaphore sem = open(1, lease, "real-clock");
+  auto held = sem.try_acquire();
+  ASSERT_TRUE(held);
+
+  std::map<std::string, std::string> env{
+      {"LD_PRELOAD", lib},
+      {"FAKETIME", faketime},
+      // Only the wall clock is off; steady_clock (which fairsem uses for every duration) is
+      // left alone, since libfaketime cannot shift it consistently with timed waits.
+      {"FAKETIME_DONT_FAKE_MONOTONIC", "1"},
+  };
+  // ASan insists on being first in the library list; libfaketime is preloaded before it.
+  const char* asan = std::getenv("ASAN_OPTIONS");
+  env["ASAN_OPTIONS"] = std::string(asan != nullptr && *asan != '\0' ? asan : "") +
+                        (asan != nullptr && *asan != '\0' ? ":" : "") + "verify_asan_link_order=0";
+  Worker worker(worker_args(1, lease, "faked-clock", {"wait"}), env);
+
+  // The fake took effect: the worker's wall clock is off by the offset.
+  const auto clock_line = worker.expect("CLOCK ");
+  const auto real_now =
+      std::chrono::duration_cast<milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count();
+  ASSERT_TRUE(clock_line) << worker.transcript();
+  const auto clock_words = split(*clock_line);
+  ASSERT_EQ(clock_words.size(), 3u) << *clock_line;
+  const long long skew_ms = std::stoll(clock_words[1]) - real_now;
+  ASSERT_NEAR(static_cast<double>(skew_ms), static_cast<double>(offset_seconds * 1000), 60000.0)
+      << "FAKETIME=" << faketime << " did not shift the worker's clock (LD_PRELOAD=" << lib << ")";
+
+  // As a waiter: its queue entry carries a server-clock deadline.
+  ASSERT_TRUE(wait_until([&] { return has_owner(sem.status().waiters, "faked-clock"); }))
+      << describe(sem.status()) << worker.transcript();
+  {
+    const Status s = sem.status();
+    ASSERT_EQ(s.waiters.size(), 1u) << describe(s);
+    EXPECT_GT(s.waiters[0].lease_left.count(), 0) << describe(s);
+    EXPECT_LE(s.waiters[0].lease_left, lease) << describe(s);
+  }
+  EXPECT_EQ(held->release(), ReleaseResult::released);
+  const auto w = parse_grant(worker.expect("GRANTED "));
+  ASSERT_TRUE(w) << worker.transcript();
+  const auto granted_at = Clock::now();
+
+  // As a holder, across more than one lease (so it must renew): always the holder, its lease
+  // within (0, lease] (a client-clock deadline would be an hour too long, or already past),
+  // and a real-clock client cannot take the permit.
+  int checks = 0;
+  while (Clock::now() - granted_at < lease + lease / 2 || checks < 3) {
+    const Status s = sem.status();
+    ASSERT_EQ(s.holders.size(), 1u) << describe(s);
+    ASSERT_EQ(s.holders[0].id, w->id) << describe(s);
+    ASSERT_GT(s.holders[0].lease_left.count(), 0) << describe(s);
+    ASSERT_LE(s.holders[0].lease_left, lease) << describe(s);
+    ASSERT_FALSE(sem.try_acquire()) << "a real-clock client took the faked client's permit";
+    ++checks;
+    // Paces the checks over the observation window; not a synchronisation.
+    std::this_thread::sleep_for(100ms);
+  }
+
+  const auto killed_at = Clock::now();
+  worker.kill_and_reap();
+  auto taken = sem.try_acquire_for(kTimeout);
+  ASSERT_TRUE(taken) << describe(sem.status());
+  const auto waited = Clock::now() - killed_at;
+  note("worker clock skew " + std::to_string(skew_ms) + " ms; the real-clock client was granted " +
+       std::to_string(ms(waited)) + " ms after the faked one was killed");
+  EXPECT_LE(waited, lease + lease / 3 + 5s) << "granted " << ms(waited) << " ms after the kill";
+  EXPECT_GT(taken->fencing_token(), w->token);
+  EXPECT_EQ(taken->release(), ReleaseResult::released);
+}
+
+INSTANTIATE_TEST_SUITE_P(Offsets, FakeClockTest,
+                         ::testing::Values(std::make_pair("+1h", 3600LL),
+                                           std::make_pair("-1h", -3600LL)),
+                         [](const auto& param_info) {
+                           return std::string(param_info.param.second > 0 ? "Ahead" : "Behind");
+                         });
+
+}  // namespace
