@@ -29,6 +29,7 @@
 
 #include "cutting_proxy.hpp"
 #include "test_env.hpp"
+#include "wait.hpp"
 
 namespace {
 
@@ -45,6 +46,7 @@ using fairsem::detail::Reply;
 using fairsem::test::CuttingProxy;
 using fairsem::test::redis_options;
 using fairsem::test::unique_prefix;
+using fairsem::test::wait_until;
 using ::testing::Contains;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
@@ -56,17 +58,6 @@ using namespace std::chrono_literals;
 
 constexpr auto kWait = 20s;
 const std::string kName = "lost-reply";
-
-/// Polls `condition` until it holds or `timeout` passes.
-template <class Condition>
-bool eventually(Condition condition, std::chrono::milliseconds timeout = kWait) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  for (;;) {
-    if (condition()) return true;
-    if (std::chrono::steady_clock::now() >= deadline) return false;
-    std::this_thread::sleep_for(5ms);
-  }
-}
 
 /// The port the proxy forwards to: the test's own redis-server (or FAIRSEM_TEST_REDIS_URL's).
 int upstream_port() {
@@ -339,7 +330,7 @@ TEST_F(LostReplyTest, WaiterWhoseGrantReplyIsLostKeepsItsTicket) {
       waiter_error = e.what();
     }
   });
-  ASSERT_TRUE(eventually([&] { return owners().size() == 2; })) << "the waiter never queued";
+  ASSERT_TRUE(wait_until([&] { return owners().size() == 2; })) << "the waiter never queued";
   // Its queueing request has passed the proxy; the next acquire it sends is the one after
   // the wake-up, whose reply grants the permit.
   proxy.cut_reply_to("EVALSHA", "acquire");
@@ -374,7 +365,7 @@ TEST_F(LostReplyTest, ReleaseWhoseReplyIsLostReportsReleasedAndPromotesTheWaiter
       waiter_error = e.what();
     }
   });
-  ASSERT_TRUE(eventually([&] { return owners().size() == 2; })) << "the waiter never queued";
+  ASSERT_TRUE(wait_until([&] { return owners().size() == 2; })) << "the waiter never queued";
 
   proxy.cut_reply_to("EVALSHA", "release");
   EXPECT_EQ(held->release(), ReleaseResult::released);
@@ -440,7 +431,7 @@ TEST_F(LostReplyTest, RetriedReleaseOfAnExpiredPermitReportsExpired) {
   FairSemaphore sem(redis_options(), kName, o);
   std::optional<Permit> p = sem.try_acquire();
   ASSERT_TRUE(p.has_value());
-  ASSERT_TRUE(eventually([&] { return sem.status().holders.empty(); }));  // expired, reaped
+  ASSERT_TRUE(wait_until([&] { return sem.status().holders.empty(); }));  // expired, reaped
   const std::vector<std::string> killed = kill_other_clients();
   ASSERT_THAT(killed, Not(IsEmpty()));
   EXPECT_EQ(p->release(), ReleaseResult::expired);
@@ -463,7 +454,7 @@ TEST_F(LostReplyTest, ConnectionsKilledWhileTheScriptIsInFlightGrantNothingTwice
       }
     });
     std::string id;
-    ASSERT_TRUE(eventually([&] { return !(id = client_blocked_in_evalsha()).empty(); }));
+    ASSERT_TRUE(wait_until([&] { return !(id = client_blocked_in_evalsha()).empty(); }));
     EXPECT_EQ(admin_.command({"CLIENT", "KILL", "ID", id}).integer, 1);
     pause.end();
   }
@@ -484,7 +475,7 @@ TEST_F(LostReplyTest, ConnectionsKilledWhileTheScriptIsInFlightGrantNothingTwice
       }
     });
     std::string id;
-    ASSERT_TRUE(eventually([&] { return !(id = client_blocked_in_evalsha()).empty(); }));
+    ASSERT_TRUE(wait_until([&] { return !(id = client_blocked_in_evalsha()).empty(); }));
     EXPECT_EQ(admin_.command({"CLIENT", "KILL", "ID", id}).integer, 1);
     pause.end();
   }

@@ -33,6 +33,7 @@
 #include "fairsem/detail/connection.hpp"
 #include "fairsem/semaphore.hpp"
 #include "test_env.hpp"
+#include "wait.hpp"
 
 #ifndef FAIRSEM_TEST_WORKER
 #error "FAIRSEM_TEST_WORKER (the path of fairsem_test_worker) must be defined by the build"
@@ -49,22 +50,11 @@ using fairsem::Permit;
 using fairsem::ReleaseResult;
 using fairsem::SemaphoreOptions;
 using fairsem::Status;
+using fairsem::test::wait_until;
 using std::chrono::milliseconds;
 
 // Hang detectors, not speed requirements: sanitizer builds on a loaded machine are slow.
 constexpr auto kTimeout = 30s;
-constexpr auto kPollEvery = 5ms;
-
-/// Polls `pred` every few milliseconds until it holds (true) or `timeout` passes (false).
-template <class Pred>
-bool wait_until(Pred pred, Clock::duration timeout = kTimeout) {
-  const auto end = Clock::now() + timeout;
-  for (;;) {
-    if (pred()) return true;
-    if (Clock::now() >= end) return false;
-    std::this_thread::sleep_for(kPollEvery);
-  }
-}
 
 long long ms(Clock::duration d) { return std::chrono::duration_cast<milliseconds>(d).count(); }
 

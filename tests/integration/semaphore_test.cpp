@@ -20,6 +20,7 @@
 #include "fairsem/detail/scripts.hpp"
 #include "fairsem/fairsem.hpp"
 #include "test_env.hpp"
+#include "wait.hpp"
 
 namespace fairsem {
 namespace {
@@ -28,16 +29,7 @@ using namespace std::chrono_literals;
 using detail::Connection;
 using detail::Reply;
 using test::redis_options;
-
-/// Polls `done` every 5 ms until it holds or `timeout` passes.
-bool wait_until(const std::function<bool()>& done, std::chrono::milliseconds timeout = 20s) {
-  const auto give_up = std::chrono::steady_clock::now() + timeout;
-  while (!done()) {
-    if (std::chrono::steady_clock::now() >= give_up) return false;
-    std::this_thread::sleep_for(5ms);
-  }
-  return true;
-}
+using test::wait_until;
 
 class SemaphoreTest : public ::testing::Test {
  protected:
