@@ -1,6 +1,7 @@
 #include "fairsem/semaphore.hpp"
 
 #include <fmt/format.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -36,6 +37,9 @@ constexpr std::size_t kRenewChunk = 2000;
 // A script whose reply was lost is run again (it is idempotent per permit id).
 constexpr int kScriptAttempts = 3;
 constexpr std::size_t kMaxIdleConnections = 8;
+// Upper bounds that keep every number exact in Lua (doubles) and in steady_clock arithmetic.
+constexpr long long kMaxLimit = 1'000'000'000;
+constexpr auto kMaxLease = std::chrono::hours(24 * 30);
 
 /// Renders bytes for a message: printable ASCII as is, anything else as \xNN.
 std::string printable(std::string_view s) {
@@ -57,20 +61,28 @@ std::string default_owner_info() {
   return fmt::format("{}:{}", name, static_cast<long>(getpid()));
 }
 
-/// 128 random bits as 32 hex digits.
+/// 128 random bits as 32 hex digits, from the kernel: a forked child never repeats its
+/// parent's ids (a seeded generator copied by fork() would).
 std::string random_id() {
-  thread_local std::mt19937_64 rng{[] {
-    std::random_device rd;
-    std::seed_seq seq{
-        rd(),
-        rd(),
-        rd(),
-        rd(),
-        static_cast<unsigned>(std::hash<std::thread::id>{}(std::this_thread::get_id())),
-        static_cast<unsigned>(Clock::now().time_since_epoch().count())};
-    return std::mt19937_64(seq);
-  }()};
-  return fmt::format("{:016x}{:016x}", rng(), rng());
+  std::uint64_t bits[2] = {0, 0};
+  std::size_t got = 0;
+  auto* bytes = reinterpret_cast<unsigned char*>(bits);
+  while (got < sizeof(bits)) {
+    const ssize_t n = getrandom(bytes + got, sizeof(bits) - got, 0);
+    if (n > 0) {
+      got += static_cast<std::size_t>(n);
+    } else if (errno != EINTR) {
+      throw std::system_error(errno, std::generic_category(), "fairsem: getrandom");
+    }
+  }
+  return fmt::format("{:016x}{:016x}", bits[0], bits[1]);
+}
+
+/// Long enough for every retry of a release to find the receipt of a run whose reply was lost:
+/// each attempt may wait for a reply and then reconnect with backoff.
+milliseconds receipt_lifetime(const ConnectionOptions& c, milliseconds lease) {
+  const auto reconnect = c.reconnect_attempts * (c.connect_timeout + c.reconnect_backoff_max);
+  return std::max(lease, kScriptAttempts * (c.command_timeout + reconnect));
 }
 
 std::string seconds_string(milliseconds ms) {
@@ -104,11 +116,16 @@ void validate_name(std::string_view value, std::string_view what) {
 }
 
 void SemaphoreOptions::validate() const {
-  if (limit < 1) {
-    throw InvalidArgument(fmt::format("fairsem: limit must be at least 1, got {}", limit));
+  if (limit < 1 || limit > kMaxLimit) {
+    throw InvalidArgument(
+        fmt::format("fairsem: limit must be at least 1 and at most {}, got {}", kMaxLimit, limit));
   }
   if (lease.count() <= 0) {
     throw InvalidArgument(fmt::format("fairsem: lease must be positive, got {} ms", lease.count()));
+  }
+  if (lease > kMaxLease) {
+    throw InvalidArgument(fmt::format("fairsem: lease must be at most {} ms (30 days), got {} ms",
+                                      milliseconds(kMaxLease).count(), lease.count()));
   }
   if (renew_interval.count() < 0) {
     throw InvalidArgument(fmt::format("fairsem: renew_interval must not be negative, got {} ms",
@@ -210,7 +227,8 @@ class SemaphoreCore : public std::enable_shared_from_this<SemaphoreCore> {
   [[noreturn]] void throw_refusal(const std::vector<Reply>& items) const;
   AcquireReply run_acquire(Connection& conn, const std::string& id, std::string_view mode);
   Permit make_permit(const std::string& id, const AcquireReply& reply, Clock::time_point sent);
-  void give_up(Connection& conn, const std::string& id) noexcept;
+  /// Leaves the queue: removes the entry of `id` with `ticket` (0: whatever entry it has).
+  void give_up(Connection& conn, const std::string& id, long long ticket) noexcept;
   std::string next_id() const {
     return options_.permit_id.empty() ? random_id() : options_.permit_id;
   }
@@ -228,6 +246,7 @@ class SemaphoreCore : public std::enable_shared_from_this<SemaphoreCore> {
   const std::string owner_info_;
   const std::string limit_arg_;
   const std::string lease_arg_;
+  const std::string receipt_arg_;  // how long a release receipt outlives the release, in ms
   const milliseconds renew_interval_;
   const milliseconds poll_interval_;
   std::array<std::string, 7> keys_;
@@ -252,6 +271,7 @@ SemaphoreCore::SemaphoreCore(ConnectionOptions connection, std::string name,
       owner_info_(options_.owner_info.empty() ? default_owner_info() : options_.owner_info),
       limit_arg_(std::to_string(options_.limit)),
       lease_arg_(std::to_string(options_.lease.count())),
+      receipt_arg_(std::to_string(receipt_lifetime(connection_, options_.lease).count())),
       renew_interval_(options_.effective_renew_interval()),
       poll_interval_(std::max(milliseconds(1), std::min(options_.lease / 3, renew_interval_))) {
   const std::string base = fmt::format("{}:{{{}}}:", options_.key_prefix, name_);
@@ -398,10 +418,11 @@ Permit SemaphoreCore::make_permit(const std::string& id, const AcquireReply& rep
                                              sent + milliseconds(reply.deadline_ms - reply.now_ms));
   {
     std::lock_guard<std::mutex> lock(mu_);
-    live_.emplace(state.get(), state);
+    // The thread first: if it cannot start, no orphan entry is left to be renewed forever.
     if (options_.auto_renew && !watchdog_.joinable()) {
       watchdog_ = std::thread(&SemaphoreCore::watchdog_main, weak_from_this(), this);
     }
+    live_.emplace(state.get(), state);
   }
   return Permit(shared_from_this(), std::move(state));
 }
@@ -410,9 +431,16 @@ std::optional<Permit> SemaphoreCore::try_acquire() {
   const std::string id = next_id();
   Borrowed conn(*this);
   const auto sent = Clock::now();
-  AcquireReply reply = run_acquire(*conn, id, "try");
-  if (reply.state != AcquireReply::granted) return std::nullopt;
-  return make_permit(id, reply, sent);
+  AcquireReply reply;
+  try {
+    reply = run_acquire(*conn, id, "try");
+    if (reply.state != AcquireReply::granted) return std::nullopt;
+    return make_permit(id, reply, sent);
+  } catch (...) {
+    // The grant may have happened with its reply lost, or the permit could not be set up.
+    if (options_.permit_id.empty()) give_up(*conn, id, reply.ticket);
+    throw;
+  }
 }
 
 std::optional<Permit> SemaphoreCore::acquire(std::optional<Clock::time_point> deadline) {
@@ -422,12 +450,13 @@ std::optional<Permit> SemaphoreCore::acquire(std::optional<Clock::time_point> de
   const std::string wake_key = keys_[5] + id;
   Borrowed conn(*this);  // this waiter's own connection, also for its BRPOP
   auto sent = Clock::now();
-  AcquireReply reply = run_acquire(*conn, id, "queue");
+  AcquireReply reply;
   try {
+    reply = run_acquire(*conn, id, "queue");
     while (reply.state != AcquireReply::granted) {
       const auto now = Clock::now();
       if (deadline && now >= *deadline) {
-        give_up(*conn, id);
+        give_up(*conn, id, reply.ticket);
         return std::nullopt;
       }
       milliseconds wait = poll_interval_;
@@ -446,18 +475,19 @@ std::optional<Permit> SemaphoreCore::acquire(std::optional<Clock::time_point> de
       sent = Clock::now();
       reply = run_acquire(*conn, id, "queue");
     }
+    return make_permit(id, reply, sent);
   } catch (...) {
-    give_up(*conn, id);
+    give_up(*conn, id, reply.ticket);
     throw;
   }
-  return make_permit(id, reply, sent);
 }
 
-void SemaphoreCore::give_up(Connection& conn, const std::string& id) noexcept {
+void SemaphoreCore::give_up(Connection& conn, const std::string& id, long long ticket) noexcept {
   // Removes the queue entry and the wake list; if the waiter was promoted a moment ago, this
   // frees the permit and wakes the next waiter.
   try {
-    run(conn, "release", {id});
+    const std::string ticket_arg = std::to_string(ticket);
+    run(conn, "release", {id, ticket_arg, receipt_arg_});
   } catch (const std::exception& e) {
     log(LogLevel::warning, fmt::format("fairsem: {}: could not leave the queue ({}); the entry "
                                        "expires within one lease",
@@ -475,7 +505,8 @@ ReleaseResult SemaphoreCore::release(PermitState& state) {
   forget(state);
   Reply reply = [&] {
     Borrowed conn(*this);
-    return run(*conn, "release", {state.id});
+    const std::string ticket = std::to_string(state.ticket);
+    return run(*conn, "release", {state.id, ticket, receipt_arg_});
   }();
   // 3: an earlier run whose reply was lost released it (the script left a receipt).
   const long long result = detail::expect_integer(reply.elements[0], "the release state");
@@ -505,7 +536,8 @@ bool SemaphoreCore::renew(PermitState& state) {
   if (state.done.load() || state.lost.load()) return false;
   Borrowed conn(*this);
   const auto sent = Clock::now();
-  Reply reply = run(*conn, "renew", {state.id});
+  const std::string ticket = std::to_string(state.ticket);
+  Reply reply = run(*conn, "renew", {state.id, ticket});
   const auto& items = detail::expect_array(reply, "the renew reply", 3);
   const long long now_ms = detail::expect_integer(items[0], "the server clock");
   const long long deadline_ms = detail::expect_integer(items[1], "the lease deadline");
@@ -521,15 +553,21 @@ void SemaphoreCore::renew_all(Connection* conn,
                               const std::vector<std::shared_ptr<PermitState>>& permits) {
   for (std::size_t begin = 0; begin < permits.size(); begin += kRenewChunk) {
     const std::size_t end = std::min(permits.size(), begin + kRenewChunk);
-    Args ids;
-    ids.reserve(end - begin);
-    for (std::size_t i = begin; i < end; ++i) ids.push_back(permits[i]->id);
+    std::vector<std::string> tickets;
+    tickets.reserve(end - begin);
+    for (std::size_t i = begin; i < end; ++i) tickets.push_back(std::to_string(permits[i]->ticket));
+    Args ids;  // id, ticket, id, ticket...
+    ids.reserve(2 * (end - begin));
+    for (std::size_t i = begin; i < end; ++i) {
+      ids.push_back(permits[i]->id);
+      ids.push_back(tickets[i - begin]);
+    }
     const auto sent = Clock::now();
     try {
       if (conn == nullptr)
         throw ConnectionError(fmt::format("fairsem: cannot connect to {}", endpoint_));
       Reply reply = run(*conn, "renew", ids);
-      const auto& items = detail::expect_array(reply, "the renew reply", 2 + ids.size());
+      const auto& items = detail::expect_array(reply, "the renew reply", 2 + (end - begin));
       const long long now_ms = detail::expect_integer(items[0], "the server clock");
       const long long deadline_ms = detail::expect_integer(items[1], "the lease deadline");
       const auto deadline = sent + milliseconds(deadline_ms - now_ms);
@@ -671,13 +709,26 @@ std::chrono::steady_clock::time_point Permit::deadline() const {
   return state_ ? state_->get_deadline() : Clock::time_point();
 }
 
-bool Permit::lost() const noexcept { return state_ && state_->lost.load(); }
+bool Permit::lost() const noexcept {
+  if (!state_) return false;
+  if (state_->lost.load()) return true;
+  // A lease that ran out without a renewal is as good as lost, even before anyone checked.
+  return !state_->done.load() && Clock::now() >= state_->get_deadline();
+}
 
-bool Permit::renew() { return state_ && core_->renew(*state_); }
+bool Permit::renew() {
+  if (!state_) return false;
+  // Local copies: on_lost may destroy this Permit (and with it the last FairSemaphore core).
+  auto core = core_;
+  auto state = state_;
+  return core->renew(*state);
+}
 
 ReleaseResult Permit::release() {
   if (!state_) return ReleaseResult::already_released;
-  return core_->release(*state_);
+  auto core = core_;
+  auto state = state_;
+  return core->release(*state);
 }
 
 // --- FairSemaphore --------------------------------------------------------------------------

@@ -32,12 +32,13 @@ using Logger = std::function<void(LogLevel level, std::string_view message)>;
 using LostCallback = std::function<void(const std::string& permit_id, const std::string& reason)>;
 
 struct SemaphoreOptions {
-  /// How many permits may be held at once across every client of the semaphore. The first
+  /// How many permits may be held at once across every client of the semaphore (1 to 10^9).
+  /// The first
   /// client stores it in Redis; opening the semaphore with another limit throws
   /// LimitMismatchError.
   long long limit = 1;
   /// How long a permit (or a queued waiter) lives in Redis without being renewed; also the
-  /// time after which the permit of a crashed holder passes on.
+  /// time after which the permit of a crashed holder passes on. At most 30 days.
   std::chrono::milliseconds lease = std::chrono::seconds(10);
   /// Keys are "<key_prefix>:{<name>}:...".
   std::string key_prefix = "fairsem";
@@ -120,7 +121,8 @@ class Permit {
   /// When the lease runs out unless renewed, on this process's steady clock (estimated on
   /// the safe side: from when the renewing request was sent).
   std::chrono::steady_clock::time_point deadline() const;
-  /// True once the permit was found gone from Redis (by the watchdog, renew or release).
+  /// True once the permit was found gone from Redis (by the watchdog, renew or release), or
+  /// once its deadline() passed without a renewal (e.g. while Redis could not be reached).
   bool lost() const noexcept;
 
   /// Renews the lease now. Returns false (and marks the permit lost, calling on_lost) if it

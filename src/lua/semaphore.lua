@@ -12,8 +12,11 @@
 -- ARGV: 1 operation, 2 limit, 3 lease in ms, then per operation:
 --   open                          check key types and the limit; store the limit if unset
 --   acquire  ID MODE OWNER_INFO   MODE "try" (never queues) or "queue"
---   release  ID
---   renew    ID...                one call renews every permit of a process
+--   release  ID TICKET RECEIPT_MS TICKET 0: whatever entry ID has (a waiter giving up)
+--   renew    ID TICKET ...        one call renews every permit of a process
+--
+-- A permit is ID *and* TICKET: release and renew act only on the entry with that ticket, so a
+-- holder whose entry expired can never touch a later permit that reuses its id.
 --   status
 --
 -- A member of owner is a holder iff its rank < limit; the others wait in ticket order.
@@ -28,7 +31,7 @@
 --   open     {1}
 --   acquire  {state, ticket, deadline, position, now}   state 1 granted, 2 queued, 0 full
 --   release  {state}                      1 a holder released, 2 a waiter left, 0 not present,
---                                         3 this holder was released by an earlier run
+--                                         3 this permit was released by an earlier run
 --   renew    {now, deadline, r...}        per id: 1 holder, 0 lost, k >= 2 waiting at k - 1
 --   status   {now, limit, counter, id, ticket, deadline, info, ...}  in ticket order
 --
@@ -45,6 +48,7 @@ local FEW = 64
 -- unpack() has a stack limit; bulk commands go in chunks of this many arguments.
 local CHUNK = 1000
 
+-- Numbers go to Redis as integer strings: Lua would format large ones with an exponent.
 local function int(n) return string.format('%d', n) end
 
 local function server_now()
@@ -105,7 +109,7 @@ local function reap(now)
     redis.call('HDEL', INFO, unpack(expired))
     -- k holders left: the waiters now at ranks limit-k .. limit-1 were just promoted.
     if holders_gone > 0 then
-      wake(redis.call('ZRANGE', OWNER, limit - holders_gone, limit - 1))
+      wake(redis.call('ZRANGE', OWNER, int(limit - holders_gone), int(limit - 1)))
     end
     return
   end
@@ -113,7 +117,7 @@ local function reap(now)
   -- Many expired at once, or owner and time disagree (a key was deleted or edited behind the
   -- semaphore's back): rebuild both as their intersection. WEIGHTS 1 0 keeps each set's own
   -- scores (tickets in owner, deadlines in time).
-  local before = redis.call('ZRANGE', OWNER, 0, limit - 1)
+  local before = redis.call('ZRANGE', OWNER, 0, int(limit - 1))
   local expired = redis.call('ZRANGEBYSCORE', TIME, '-inf', now)
   redis.call('ZREMRANGEBYSCORE', TIME, '-inf', now)
   redis.call('ZINTERSTORE', OWNER, 2, OWNER, TIME, 'WEIGHTS', 1, 0)
@@ -127,7 +131,7 @@ local function reap(now)
   local was_holder = {}
   for _, id in ipairs(before) do was_holder[id] = true end
   local promoted = {}
-  for _, id in ipairs(redis.call('ZRANGE', OWNER, 0, limit - 1)) do
+  for _, id in ipairs(redis.call('ZRANGE', OWNER, 0, int(limit - 1))) do
     if not was_holder[id] then promoted[#promoted + 1] = id end
   end
   wake(promoted)
@@ -152,7 +156,13 @@ local function acquire(now)
   -- try never queues: when every permit is taken or anyone waits, it fails without writing.
   if mode == 'try' and count >= limit then return {0, 0, 0, 0, now} end
   ticket = redis.call('INCR', COUNTER)
-  redis.call('DEL', RELEASED .. id)  -- a receipt from an earlier permit of a reused id
+  -- Tickets must only grow. If the counter was lost (evicted, deleted), continue after the
+  -- newest ticket still queued rather than sort a newcomer ahead of the holders.
+  local last = redis.call('ZRANGE', OWNER, -1, -1, 'WITHSCORES')
+  if last[2] and ticket <= tonumber(last[2]) then
+    ticket = tonumber(last[2]) + 1
+    redis.call('SET', COUNTER, int(ticket))
+  end
   redis.call('ZADD', OWNER, int(ticket), id)
   redis.call('ZADD', TIME, int(deadline), id)
   redis.call('HSET', INFO, id, owner_info)
@@ -162,22 +172,25 @@ local function acquire(now)
 end
 
 local function release(now)
-  local id = ARGV[4]
-  redis.call('DEL', WAKE .. id)
-  local rank = redis.call('ZRANK', OWNER, id)
-  if not rank then
-    -- Gone: released by an earlier run of this call whose reply was lost, or expired.
-    if redis.call('EXISTS', RELEASED .. id) == 1 then return {3} end
+  local id, ticket, receipt_ms = ARGV[4], tonumber(ARGV[5]), ARGV[6]
+  local receipt = RELEASED .. id
+  local score = redis.call('ZSCORE', OWNER, id)
+  if not score or (ticket ~= 0 and tonumber(score) ~= ticket) then
+    -- Gone, or the id now names a later permit: released by an earlier run of this call whose
+    -- reply was lost (its receipt says so), or expired.
+    if ticket ~= 0 and tonumber(redis.call('GET', receipt)) == ticket then return {3} end
     return {0}
   end
+  redis.call('DEL', WAKE .. id)
+  local rank = redis.call('ZRANK', OWNER, id)
   redis.call('ZREM', OWNER, id)
   redis.call('ZREM', TIME, id)
   redis.call('HDEL', INFO, id)
   if rank < limit then
     -- A receipt, so that a retry after a lost reply can tell "released" from "expired".
-    redis.call('SET', RELEASED .. id, '1', 'PX', int(lease))
+    redis.call('SET', receipt, score, 'PX', receipt_ms)
     -- One holder left: the waiter now at rank limit-1 (if any) was just promoted.
-    wake(redis.call('ZRANGE', OWNER, limit - 1, limit - 1))
+    wake(redis.call('ZRANGE', OWNER, int(limit - 1), int(limit - 1)))
     return {1}
   end
   return {2}
@@ -187,9 +200,11 @@ local function renew(now)
   local deadline = now + lease
   local reply = {now, deadline}
   local pairs_to_set = {}
-  for i = 4, #ARGV do
-    local id = ARGV[i]
-    local rank = redis.call('ZRANK', OWNER, id)
+  for i = 4, #ARGV, 2 do
+    local id, ticket = ARGV[i], tonumber(ARGV[i + 1])
+    local score = redis.call('ZSCORE', OWNER, id)
+    local rank = nil
+    if score and tonumber(score) == ticket then rank = redis.call('ZRANK', OWNER, id) end
     if not rank then
       reply[#reply + 1] = 0
     else
@@ -204,7 +219,7 @@ end
 
 local function status(now)
   local stored = tonumber(redis.call('HGET', META, 'limit') or limit)
-  local reply = {now, stored, tonumber(redis.call('GET', COUNTER) or '0')}
+  local reply = {now, stored, tonumber(redis.call('GET', COUNTER) or '0') or -1}
   local members = redis.call('ZRANGE', OWNER, 0, -1, 'WITHSCORES')
   for i = 1, #members, 2 do
     local id = members[i]
@@ -223,7 +238,7 @@ refused = check_limit(op == 'open' or op == 'acquire')
 if refused then return refused end
 if op == 'acquire' then
   local counter = redis.call('GET', COUNTER)
-  if counter and not tonumber(counter) then return {-3, COUNTER} end
+  if counter and not string.match(counter, '^%-?%d+$') then return {-3, COUNTER} end
 end
 
 local now = server_now()

@@ -534,13 +534,13 @@ TEST_F(LostReplyTest, ScriptReleaseRunTwiceForOneIdIsHarmless) {
   }
   EXPECT_EQ(counter(), 2);
 
-  Reply released = run({"release", "a"});
+  Reply released = run({"release", "a", "1", "60000"});
   ASSERT_EQ(released.elements.size(), 1u);
   EXPECT_EQ(released.elements[0].integer, 1);
   EXPECT_EQ(admin_.command({"LLEN", key("wake:b")}).integer, 1);  // b was woken once
 
   // The repeat finds the receipt the first run left: 3, "released earlier", not 0 ("expired").
-  Reply again = run({"release", "a"});
+  Reply again = run({"release", "a", "1", "60000"});
   ASSERT_EQ(again.elements.size(), 1u);
   EXPECT_EQ(again.elements[0].integer, 3);
   // The repeat neither removed nor woke anyone else.
@@ -550,12 +550,20 @@ TEST_F(LostReplyTest, ScriptReleaseRunTwiceForOneIdIsHarmless) {
   Reply promoted = run({"acquire", "b", "queue", "o"});
   EXPECT_EQ(promoted.elements[0].integer, 1);
   EXPECT_EQ(promoted.elements[1].integer, 2);
-  EXPECT_EQ(run({"release", "b"}).elements[0].integer, 1);
-  EXPECT_EQ(run({"release", "b"}).elements[0].integer, 3);
+  EXPECT_EQ(run({"release", "b", "2", "60000"}).elements[0].integer, 1);
+  EXPECT_EQ(run({"release", "b", "2", "60000"}).elements[0].integer, 3);
   EXPECT_THAT(owners(), IsEmpty());
   // An id that never held anything has no receipt.
-  EXPECT_EQ(run({"release", "never-held"}).elements[0].integer, 0);
+  EXPECT_EQ(run({"release", "never-held", "1", "60000"}).elements[0].integer, 0);
   EXPECT_EQ(counter(), 2);
+
+  // A permit is its id and its ticket: once "a" names a later permit (ticket 3), a stale
+  // release or renew of ticket 1 (a paused holder resuming, or a late retry) leaves it alone.
+  EXPECT_EQ(run({"acquire", "a", "try", "o"}).elements[1].integer, 3);
+  EXPECT_EQ(run({"renew", "a", "1"}).elements.at(2).integer, 0);  // ticket 1: lost
+  EXPECT_EQ(run({"release", "a", "1", "60000"}).elements[0].integer, 3);
+  EXPECT_THAT(owners(), ElementsAre(Pair("a", 3)));
+  EXPECT_EQ(run({"renew", "a", "3"}).elements.at(2).integer, 1);  // ticket 3: holder
 }
 
 }  // namespace

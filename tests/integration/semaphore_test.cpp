@@ -16,6 +16,9 @@
 #include <thread>
 #include <vector>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include "fairsem/detail/connection.hpp"
 #include "fairsem/detail/scripts.hpp"
 #include "fairsem/fairsem.hpp"
@@ -433,14 +436,18 @@ TEST_F(SemaphoreTest, BadOptionsAreRefused) {
   };
   SemaphoreOptions o = options(1);
   o.limit = 0;
-  expect_refused(o, "limit must be at least 1, got 0");
+  expect_refused(o, "limit must be at least 1 and at most 1000000000, got 0");
   o.limit = -4;
   expect_refused(o, "got -4");
+  o.limit = 1'000'000'001;
+  expect_refused(o, "at most 1000000000, got 1000000001");
   o = options(1);
   o.lease = 0ms;
   expect_refused(o, "lease must be positive, got 0 ms");
   o.lease = -5ms;
   expect_refused(o, "got -5 ms");
+  o.lease = std::chrono::hours(24 * 31);
+  expect_refused(o, "lease must be at most");
   o = options(1, 3000ms);
   o.renew_interval = 3000ms;
   expect_refused(o, "renew_interval (3000 ms) must be shorter than the lease (3000 ms)");
@@ -530,7 +537,8 @@ TEST_F(SemaphoreTest, GivingUpAfterPromotionPassesThePermitOn) {
   EXPECT_EQ(1, integer({"LLEN", key(name, "wake:w")}));
   ASSERT_EQ("w", sem.status().holders.at(0).id);
   // What a waiter runs when its time is up: the release passes the permit to the next one.
-  const Reply r = raw.eval(detail::scripts::semaphore, keys, {"release", "1", "10000", "w"});
+  const Reply r =
+      raw.eval(detail::scripts::semaphore, keys, {"release", "1", "10000", "w", "0", "10000"});
   EXPECT_EQ(1, r.elements.at(0).integer);
   behind.join();
   EXPECT_TRUE(granted);
@@ -550,6 +558,81 @@ TEST_F(SemaphoreTest, CallerChosenIdIsIdempotent) {
   EXPECT_EQ(a.fencing_token(), b->fencing_token());
   EXPECT_EQ(1, integer({"ZCARD", key("chosen", "owner")}));
   EXPECT_EQ("1", admin_.command({"GET", key("chosen", "counter")}).str);
+}
+
+// A permit is its id and its ticket: a holder whose lease ran out cannot release or renew a
+// later permit that reuses its caller-chosen id.
+TEST_F(SemaphoreTest, StaleHolderCannotTouchALaterPermitWithTheSameId) {
+  SemaphoreOptions o = options(1, 500ms);
+  o.permit_id = "job-9";
+  o.auto_renew = false;
+  FairSemaphore first(redis_options(), "reused-id", o);
+  Permit stale = first.acquire();
+  ASSERT_TRUE(wait_until([&] { return first.status().holders.empty(); }));  // expired, reaped
+  EXPECT_TRUE(stale.lost());  // its deadline passed without a renewal
+  FairSemaphore second(redis_options(), "reused-id", o);
+  Permit current = second.acquire();
+  EXPECT_GT(current.fencing_token(), stale.fencing_token());
+  EXPECT_FALSE(stale.renew());
+  EXPECT_EQ(ReleaseResult::expired, stale.release());
+  const Status s = second.status();
+  ASSERT_EQ(1u, s.holders.size());
+  EXPECT_EQ(current.fencing_token(), s.holders[0].ticket);
+  EXPECT_TRUE(current.renew());
+}
+
+// Tickets only grow: if the counter key is lost, new tickets continue after the newest one
+// still queued instead of sorting ahead of the holders.
+TEST_F(SemaphoreTest, LostCounterNeverLetsANewcomerAheadOfHolders) {
+  FairSemaphore sem(redis_options(), "lost-counter", options(2));
+  for (int i = 0; i < 2; ++i) sem.acquire().release();
+  Permit holder = sem.acquire();
+  ASSERT_EQ(3, holder.fencing_token());
+  admin_.command({"DEL", key("lost-counter", "counter")});
+  Permit next = sem.acquire();
+  EXPECT_EQ(4, next.fencing_token());
+  EXPECT_EQ("4", admin_.command({"GET", key("lost-counter", "counter")}).str);
+  EXPECT_FALSE(sem.try_acquire());
+}
+
+// Permit ids come from the kernel: a forked child never draws the id its parent draws next.
+TEST_F(SemaphoreTest, ForkedProcessesNeverShareAPermitId) {
+  SemaphoreOptions o = options(2);
+  o.auto_renew = false;  // no watchdog thread: the fork happens in a single-threaded process
+  FairSemaphore sem(redis_options(), "forked", o);
+  auto first = sem.try_acquire();  // the parent has drawn an id before forking
+  ASSERT_TRUE(first);
+  first->release();
+  int fds[2];
+  ASSERT_EQ(0, ::pipe(fds));
+  const pid_t child = ::fork();
+  ASSERT_NE(-1, child);
+  if (child == 0) {
+    ::close(fds[0]);
+    long long token = -1;
+    try {
+      FairSemaphore own(redis_options(), "forked", o);
+      auto p = own.try_acquire();
+      token = p ? p->fencing_token() : 0;
+      if (p) p->release();
+    } catch (...) {
+    }
+    const std::string line = std::to_string(token);
+    if (::write(fds[1], line.data(), line.size()) < 0) ::_exit(2);
+    ::_exit(0);
+  }
+  ::close(fds[1]);
+  auto mine = sem.try_acquire();
+  char buf[32] = {};
+  const ssize_t n = ::read(fds[0], buf, sizeof(buf) - 1);
+  ::close(fds[0]);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  ASSERT_GT(n, 0);
+  const long long child_token = std::stoll(std::string(buf, static_cast<std::size_t>(n)));
+  ASSERT_TRUE(mine);
+  EXPECT_GT(child_token, 0);
+  EXPECT_NE(mine->fencing_token(), child_token) << "parent and child were granted one permit";
 }
 
 TEST_F(SemaphoreTest, WorksAsATimedLockable) {
