@@ -328,8 +328,14 @@ Reply Connection::command(const Args& argv, std::chrono::milliseconds reply_time
   if (argv.empty()) throw InvalidArgument("fairsem: a command needs at least its name");
   ensure_connected();
   set_socket_timeout(reply_timeout);
-  send(argv);
-  Reply reply = receive(argv[0], reply_timeout);
+  Reply reply;
+  try {
+    send(argv);
+    reply = receive(argv[0], reply_timeout);
+  } catch (...) {
+    broken_ = true;  // never hand out a connection still set to the long timeout
+    throw;
+  }
   set_socket_timeout(options_.command_timeout);
   if (reply.is_error()) {
     throw ReplyError(fmt::format("fairsem: {} on {} failed: {}", argv[0], endpoint_, reply.str),

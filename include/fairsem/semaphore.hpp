@@ -26,9 +26,10 @@ enum class LogLevel { warning, error };
 /// watchdog's; it must not block for long. Empty: messages go to stderr.
 using Logger = std::function<void(LogLevel level, std::string_view message)>;
 
-/// Called once when a held permit is found lost (its lease ran out or its entry was removed
-/// from Redis): from the watchdog thread, or from the thread that called Permit::renew. The
-/// permit's holder should stop relying on it (see Permit::lost and the fencing token).
+/// Called once per permit when a held permit is found lost (its lease ran out or its entry
+/// was removed from Redis): from the watchdog thread, or from the thread that called
+/// Permit::renew — possibly both at once for different permits, so it must be thread-safe.
+/// The permit's holder should stop relying on it (see Permit::lost and the fencing token).
 using LostCallback = std::function<void(const std::string& permit_id, const std::string& reason)>;
 
 struct SemaphoreOptions {
@@ -145,7 +146,11 @@ class Permit {
 
 /// A fair, lease-based counting semaphore in Redis. Thread-safe: any number of threads may
 /// acquire and release through one FairSemaphore, and permits may outlive it (they keep
-/// what they need alive).
+/// what they need alive). A moved-from FairSemaphore may only be destroyed or assigned to.
+///
+/// Timed calls: the deadline bounds the waiting in the queue. Talking to Redis is bounded by
+/// the connection's timeouts and retries, so when Redis is unreachable try_acquire_for can
+/// take longer than its timeout before it throws ConnectionError.
 class FairSemaphore {
  public:
   /// Validates everything (InvalidArgument), connects (ConnectionError, TimeoutError,
