@@ -22,6 +22,7 @@
 #include "fairsem/detail/connection.hpp"
 #include "fairsem/detail/scripts.hpp"
 #include "fairsem/fairsem.hpp"
+#include "redis_server.hpp"
 #include "test_env.hpp"
 #include "wait.hpp"
 
@@ -633,6 +634,25 @@ TEST_F(SemaphoreTest, ForkedProcessesNeverShareAPermitId) {
   ASSERT_TRUE(mine);
   EXPECT_GT(child_token, 0);
   EXPECT_NE(mine->fencing_token(), child_token) << "parent and child were granted one permit";
+}
+
+// A Redis restart with AOF: the permit survives, its release works afterwards, and tickets
+// keep growing.
+TEST_F(SemaphoreTest, PermitsSurviveARedisRestartWithAof) {
+  test::RedisServer server({"--appendonly", "yes", "--appendfsync", "always"});
+  ConnectionOptions conn = redis_options();
+  conn.port = server.port();
+  SemaphoreOptions o = options(1, 60s);
+  o.logger = [](LogLevel, std::string_view) {};  // reconnect warnings are expected here
+  FairSemaphore sem(conn, "restart", o);
+  FairSemaphore outsider(conn, "restart", o);
+  Permit p = sem.acquire();
+  server.restart();
+  EXPECT_FALSE(outsider.try_acquire()) << "the permit did not survive the restart";
+  EXPECT_EQ(ReleaseResult::released, p.release());
+  auto next = outsider.try_acquire();
+  ASSERT_TRUE(next);
+  EXPECT_GT(next->fencing_token(), p.fencing_token());
 }
 
 TEST_F(SemaphoreTest, WorksAsATimedLockable) {
