@@ -36,6 +36,17 @@ constexpr std::size_t kMaxOwnerInfoBytes = 1024;
 constexpr std::size_t kRenewChunk = 2000;
 // A script whose reply was lost is run again (it is idempotent per permit id).
 constexpr int kScriptAttempts = 3;
+// Replies that say the server did not run the script yet (loading its data after a restart,
+// busy with another script, a replica without its master) are retried with backoff this often.
+constexpr int kTransientAttempts = 12;
+constexpr auto kTransientBackoffMax = std::chrono::milliseconds(500);
+
+bool is_transient(const std::string& server_message) {
+  return detail::starts_with(server_message, "LOADING") ||
+         detail::starts_with(server_message, "BUSY ") ||
+         detail::starts_with(server_message, "MASTERDOWN") ||
+         detail::starts_with(server_message, "TRYAGAIN");
+}
 constexpr std::size_t kMaxIdleConnections = 8;
 // Upper bounds that keep every number exact in Lua (doubles) and in steady_clock arithmetic.
 constexpr long long kMaxLimit = 1'000'000'000;
@@ -335,7 +346,8 @@ Reply SemaphoreCore::run(Connection& conn, std::string_view op, const Args& extr
   args.push_back(lease_arg_);
   args.insert(args.end(), extra.begin(), extra.end());
   Reply reply;
-  for (int attempt = 1;; ++attempt) {
+  auto backoff = std::chrono::milliseconds(20);
+  for (int attempt = 1, transient = 1;; ++attempt) {
     try {
       reply = conn.eval(detail::scripts::semaphore, key_args_, args);
       break;
@@ -348,6 +360,14 @@ Reply SemaphoreCore::run(Connection& conn, std::string_view op, const Args& extr
       log(LogLevel::warning,
           fmt::format("fairsem: {}: {} interrupted ({}); running it again", where(), op, e.what()));
     } catch (const ReplyError& e) {
+      if (is_transient(e.server_message()) && transient < kTransientAttempts) {
+        // The script did not run; waiting does not use up the lost-reply attempts.
+        ++transient;
+        --attempt;
+        std::this_thread::sleep_for(backoff);
+        backoff = std::min(backoff * 2, std::chrono::milliseconds(kTransientBackoffMax));
+        continue;
+      }
       throw ReplyError(fmt::format("fairsem: {}: {} failed: {}", where(), op, e.server_message()),
                        e.server_message());
     }
