@@ -249,6 +249,8 @@ class SemaphoreCore : public std::enable_shared_from_this<SemaphoreCore> {
   void forget(PermitState& state);
   static void watchdog_main(std::weak_ptr<SemaphoreCore> weak, SemaphoreCore* core);
   void renew_all(Connection* conn, const std::vector<std::shared_ptr<PermitState>>& permits);
+  /// One renew call for `permits`; marks those found gone as lost. Throws what run() throws.
+  void renew_chunk(Connection& conn, const std::vector<PermitState*>& permits);
 
   const ConnectionOptions connection_;
   const std::string name_;
@@ -552,65 +554,62 @@ void SemaphoreCore::mark_lost(PermitState& state, const std::string& reason) {
   }
 }
 
+void SemaphoreCore::renew_chunk(Connection& conn, const std::vector<PermitState*>& permits) {
+  std::vector<std::string> tickets;
+  tickets.reserve(permits.size());
+  for (const PermitState* p : permits) tickets.push_back(std::to_string(p->ticket));
+  Args args;  // id, ticket, id, ticket...
+  args.reserve(2 * permits.size());
+  for (std::size_t i = 0; i < permits.size(); ++i) {
+    args.push_back(permits[i]->id);
+    args.push_back(tickets[i]);
+  }
+  const auto sent = Clock::now();
+  Reply reply = run(conn, "renew", args);
+  const auto& items = detail::expect_array(reply, "the renew reply", 2 + permits.size());
+  const long long now_ms = detail::expect_integer(items[0], "the server clock");
+  const long long deadline_ms = detail::expect_integer(items[1], "the lease deadline");
+  const auto deadline = sent + milliseconds(deadline_ms - now_ms);
+  for (std::size_t i = 0; i < permits.size(); ++i) {
+    PermitState& state = *permits[i];
+    if (state.done.load()) continue;
+    const long long result = detail::expect_integer(items[2 + i], "a renew state");
+    if (result == 1) {
+      state.set_deadline(deadline);
+    } else {
+      mark_lost(state, result == 0 ? "the permit is no longer in Redis (its lease ran out or its "
+                                     "keys were removed)"
+                                   : "the permit is no longer among the first limit tickets");
+    }
+  }
+}
+
 bool SemaphoreCore::renew(PermitState& state) {
   if (state.done.load() || state.lost.load()) return false;
   Borrowed conn(*this);
-  const auto sent = Clock::now();
-  const std::string ticket = std::to_string(state.ticket);
-  Reply reply = run(*conn, "renew", {state.id, ticket});
-  const auto& items = detail::expect_array(reply, "the renew reply", 3);
-  const long long now_ms = detail::expect_integer(items[0], "the server clock");
-  const long long deadline_ms = detail::expect_integer(items[1], "the lease deadline");
-  if (detail::expect_integer(items[2], "the renew state") == 1) {
-    state.set_deadline(sent + milliseconds(deadline_ms - now_ms));
-    return true;
-  }
-  mark_lost(state, "the permit is no longer in Redis (its lease ran out or its keys were removed)");
-  return false;
+  renew_chunk(*conn, {&state});
+  return !state.lost.load();
 }
 
 void SemaphoreCore::renew_all(Connection* conn,
                               const std::vector<std::shared_ptr<PermitState>>& permits) {
   for (std::size_t begin = 0; begin < permits.size(); begin += kRenewChunk) {
     const std::size_t end = std::min(permits.size(), begin + kRenewChunk);
-    std::vector<std::string> tickets;
-    tickets.reserve(end - begin);
-    for (std::size_t i = begin; i < end; ++i) tickets.push_back(std::to_string(permits[i]->ticket));
-    Args ids;  // id, ticket, id, ticket...
-    ids.reserve(2 * (end - begin));
-    for (std::size_t i = begin; i < end; ++i) {
-      ids.push_back(permits[i]->id);
-      ids.push_back(tickets[i - begin]);
-    }
-    const auto sent = Clock::now();
+    std::vector<PermitState*> chunk;
+    chunk.reserve(end - begin);
+    for (std::size_t i = begin; i < end; ++i) chunk.push_back(permits[i].get());
     try {
-      if (conn == nullptr)
+      if (conn == nullptr) {
         throw ConnectionError(fmt::format("fairsem: cannot connect to {}", endpoint_));
-      Reply reply = run(*conn, "renew", ids);
-      const auto& items = detail::expect_array(reply, "the renew reply", 2 + (end - begin));
-      const long long now_ms = detail::expect_integer(items[0], "the server clock");
-      const long long deadline_ms = detail::expect_integer(items[1], "the lease deadline");
-      const auto deadline = sent + milliseconds(deadline_ms - now_ms);
-      for (std::size_t i = begin; i < end; ++i) {
-        PermitState& state = *permits[i];
-        if (state.done.load()) continue;
-        const long long result = detail::expect_integer(items[2 + i - begin], "a renew state");
-        if (result == 1) {
-          state.set_deadline(deadline);
-        } else {
-          mark_lost(state, result == 0 ? "the permit is no longer in Redis (its lease ran out or "
-                                         "its keys were removed)"
-                                       : "the permit is no longer among the first limit tickets");
-        }
       }
+      renew_chunk(*conn, chunk);
     } catch (const std::exception& e) {
       const auto now = Clock::now();
       log(LogLevel::warning, fmt::format("fairsem: {}: renewing {} permits failed: {}", where(),
-                                         end - begin, e.what()));
-      for (std::size_t i = begin; i < end; ++i) {
-        PermitState& state = *permits[i];
-        if (!state.done.load() && now >= state.get_deadline()) {
-          mark_lost(state, fmt::format("the lease ran out while renewals failed ({})", e.what()));
+                                         chunk.size(), e.what()));
+      for (PermitState* state : chunk) {
+        if (!state->done.load() && now >= state->get_deadline()) {
+          mark_lost(*state, fmt::format("the lease ran out while renewals failed ({})", e.what()));
         }
       }
     }
