@@ -100,6 +100,24 @@ struct ScopedThread {
   }
 };
 
+/// try_acquire_for(kWait) on a thread of its own; joined by join() or the destructor.
+struct BackgroundWaiter {
+  explicit BackgroundWaiter(FairSemaphore& semaphore) {
+    runner.thread = std::thread([this, &semaphore] {
+      try {
+        granted = semaphore.try_acquire_for(kWait);
+      } catch (const std::exception& e) {
+        error = e.what();
+      }
+    });
+  }
+  void join() { runner.join(); }
+
+  std::optional<Permit> granted;
+  std::string error;
+  ScopedThread runner;  // last: joined before the results above are destroyed
+};
+
 class LostReplyTest : public ::testing::Test {
  protected:
   LostReplyTest() : admin_(redis_options()), prefix_(unique_prefix()) {
@@ -320,16 +338,8 @@ TEST_F(LostReplyTest, WaiterWhoseGrantReplyIsLostKeepsItsTicket) {
   std::optional<Permit> held = holding.try_acquire();
   ASSERT_TRUE(held.has_value());
 
-  ScopedThread waiter;
-  std::optional<Permit> granted;
-  std::string waiter_error;
-  waiter.thread = std::thread([&] {
-    try {
-      granted = waiting.try_acquire_for(kWait);
-    } catch (const std::exception& e) {
-      waiter_error = e.what();
-    }
-  });
+  BackgroundWaiter waiter(waiting);
+  std::optional<Permit>& granted = waiter.granted;
   ASSERT_TRUE(wait_until([&] { return owners().size() == 2; })) << "the waiter never queued";
   // Its queueing request has passed the proxy; the next acquire it sends is the one after
   // the wake-up, whose reply grants the permit.
@@ -337,7 +347,7 @@ TEST_F(LostReplyTest, WaiterWhoseGrantReplyIsLostKeepsItsTicket) {
   EXPECT_EQ(held->release(), ReleaseResult::released);
   waiter.join();
 
-  ASSERT_EQ(waiter_error, "");
+  ASSERT_EQ(waiter.error, "");
   ASSERT_TRUE(granted.has_value()) << "the waiter was not granted";
   EXPECT_EQ(granted->fencing_token(), 2);
   expect_acquire_reply_was_cut(proxy, *granted);
@@ -355,16 +365,8 @@ TEST_F(LostReplyTest, ReleaseWhoseReplyIsLostReportsReleasedAndPromotesTheWaiter
   std::optional<Permit> held = holder.try_acquire();
   ASSERT_TRUE(held.has_value());
 
-  ScopedThread waiter;
-  std::optional<Permit> granted;
-  std::string waiter_error;
-  waiter.thread = std::thread([&] {
-    try {
-      granted = other.try_acquire_for(kWait);
-    } catch (const std::exception& e) {
-      waiter_error = e.what();
-    }
-  });
+  BackgroundWaiter waiter(other);
+  std::optional<Permit>& granted = waiter.granted;
   ASSERT_TRUE(wait_until([&] { return owners().size() == 2; })) << "the waiter never queued";
 
   proxy.cut_reply_to("EVALSHA", "release");
@@ -376,7 +378,7 @@ TEST_F(LostReplyTest, ReleaseWhoseReplyIsLostReportsReleasedAndPromotesTheWaiter
   ASSERT_EQ(proxy.cuts(), 1u);
   EXPECT_EQ(proxy.dropped_replies()[0], "*1\r\n:1\r\n");  // a holder was released
   EXPECT_GE(proxy.accepts(), 2u);
-  ASSERT_EQ(waiter_error, "");
+  ASSERT_EQ(waiter.error, "");
   ASSERT_TRUE(granted.has_value()) << "the waiter was not granted";
   EXPECT_EQ(granted->fencing_token(), 2);
   // The release run again found nothing to free; the waiter it promoted keeps its permit.

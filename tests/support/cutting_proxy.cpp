@@ -1,5 +1,7 @@
 #include "cutting_proxy.hpp"
 
+#include "loopback.hpp"
+
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -19,17 +21,7 @@ namespace {
 
 constexpr std::size_t kNoFrame = static_cast<std::size_t>(-1);  // the bytes are not RESP
 
-[[noreturn]] void sys_fail(const char* what) {
-  throw std::runtime_error(std::string("CuttingProxy: ") + what + ": " + std::strerror(errno));
-}
-
-sockaddr_in loopback(int port) {
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  return addr;
-}
+[[noreturn]] void sys_fail(const char* what) { throw_errno("CuttingProxy: " + std::string(what)); }
 
 bool parse_length(std::string_view s, long long& out) {
   if (s.empty()) return false;

@@ -1,5 +1,7 @@
 #include "fake_peer.hpp"
 
+#include "loopback.hpp"
+
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -14,17 +16,7 @@
 namespace fairsem::test {
 namespace {
 
-[[noreturn]] void sys_fail(const char* what) {
-  throw std::runtime_error(std::string(what) + ": " + std::strerror(errno));
-}
-
-sockaddr_in loopback(int port) {
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  return addr;
-}
+[[noreturn]] void sys_fail(const char* what) { throw_errno(std::string(what)); }
 
 }  // namespace
 
