@@ -21,7 +21,9 @@
 --
 -- A member of owner is a holder iff its rank < limit; the others wait in ticket order.
 -- Every operation first reaps: members whose deadline has passed are removed, and exactly the
--- waiters their removal promoted are woken through their own wake lists.
+-- waiters their removal promoted are woken through their own wake lists. "Passed" is strict:
+-- the clock is read in whole milliseconds (rounded down), so a deadline equal to now may still
+-- be up to 1 ms ahead; reaping it would end a lease before the client's own estimate of it.
 --
 -- Replies are arrays. A negative first element is a refusal and nothing was written:
 --   {-1, stored_limit}                    the semaphore was created with another limit
@@ -93,12 +95,13 @@ local function wake(ids)
 end
 
 local function reap(now)
-  local expired_count = redis.call('ZCOUNT', TIME, '-inf', now)
+  local cutoff = '(' .. int(now)  -- deadlines strictly before now
+  local expired_count = redis.call('ZCOUNT', TIME, '-inf', cutoff)
   local in_sync = redis.call('ZCARD', OWNER) == redis.call('ZCARD', TIME)
   if expired_count == 0 and in_sync then return end
 
   if in_sync and expired_count <= FEW then
-    local expired = redis.call('ZRANGEBYSCORE', TIME, '-inf', now)
+    local expired = redis.call('ZRANGEBYSCORE', TIME, '-inf', cutoff)
     local holders_gone = 0
     for _, id in ipairs(expired) do
       local rank = redis.call('ZRANK', OWNER, id)
@@ -118,8 +121,8 @@ local function reap(now)
   -- semaphore's back): rebuild both as their intersection. WEIGHTS 1 0 keeps each set's own
   -- scores (tickets in owner, deadlines in time).
   local before = redis.call('ZRANGE', OWNER, 0, int(limit - 1))
-  local expired = redis.call('ZRANGEBYSCORE', TIME, '-inf', now)
-  redis.call('ZREMRANGEBYSCORE', TIME, '-inf', now)
+  local expired = redis.call('ZRANGEBYSCORE', TIME, '-inf', cutoff)
+  redis.call('ZREMRANGEBYSCORE', TIME, '-inf', cutoff)
   redis.call('ZINTERSTORE', OWNER, 2, OWNER, TIME, 'WEIGHTS', 1, 0)
   redis.call('ZINTERSTORE', TIME, 2, TIME, OWNER, 'WEIGHTS', 1, 0)
   bulk('HDEL', INFO, expired)

@@ -582,6 +582,26 @@ TEST_F(SemaphoreTest, StaleHolderCannotTouchALaterPermitWithTheSameId) {
   EXPECT_TRUE(current.renew());
 }
 
+// The client's deadline is never later than the moment Redis reaps the permit: Redis reads
+// its clock in whole milliseconds, so it must only reap a lease strictly past its deadline.
+// Polling status() back to back hits the first reaping call to within a round trip.
+TEST_F(SemaphoreTest, RedisNeverReapsAPermitBeforeTheClientDeadline) {
+  SemaphoreOptions o = options(1, 20ms);
+  o.auto_renew = false;
+  FairSemaphore sem(redis_options(), "reap-boundary", o);
+  for (int round = 0; round < 25; ++round) {
+    Permit p = sem.acquire();
+    while (!sem.status().holders.empty()) {
+    }
+    ASSERT_TRUE(p.lost()) << "round " << round << ": reaped "
+                          << std::chrono::duration_cast<std::chrono::microseconds>(
+                                 p.deadline() - std::chrono::steady_clock::now())
+                                 .count()
+                          << " us before the client's deadline";
+    EXPECT_EQ(ReleaseResult::expired, p.release());
+  }
+}
+
 // Tickets only grow: if the counter key is lost, new tickets continue after the newest one
 // still queued instead of sorting ahead of the holders.
 TEST_F(SemaphoreTest, LostCounterNeverLetsANewcomerAheadOfHolders) {
