@@ -11,6 +11,7 @@ AuthError::~AuthError() = default;
 ReplyError::~ReplyError() = default;
 ProtocolError::~ProtocolError() = default;
 LimitMismatchError::~LimitMismatchError() = default;
+EvictedError::~EvictedError() = default;
 InvalidArgument::~InvalidArgument() = default;
 
 }  // namespace fairsem

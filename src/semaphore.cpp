@@ -187,7 +187,7 @@ struct PermitState {
 
 /// What the acquire operation reported.
 struct AcquireReply {
-  enum State : long long { full = 0, granted = 1, queued = 2 };
+  enum State : long long { full = 0, granted = 1, queued = 2, evicted = 3 };
   long long state = full;
   long long ticket = 0;
   long long deadline_ms = 0;  // server clock
@@ -197,17 +197,22 @@ struct AcquireReply {
 
 class SemaphoreCore : public std::enable_shared_from_this<SemaphoreCore> {
  public:
-  SemaphoreCore(ConnectionOptions connection, std::string name, SemaphoreOptions options);
+  /// `admin`: for SemaphoreAdmin, whose calls pass limit 0 ("whatever Redis stores"); the
+  /// script then accepts only status and evict.
+  SemaphoreCore(ConnectionOptions connection, std::string name, SemaphoreOptions options,
+                bool admin = false);
   ~SemaphoreCore();
   SemaphoreCore(const SemaphoreCore&) = delete;
   SemaphoreCore& operator=(const SemaphoreCore&) = delete;
 
   void open();
+  void connect();
   std::optional<Permit> try_acquire();
   std::optional<Permit> acquire(std::optional<Clock::time_point> deadline);
   ReleaseResult release(PermitState& state);
   bool renew(PermitState& state);
   Status status();
+  EvictResult evict(const std::string& permit_id);
 
   const std::string& name() const noexcept { return name_; }
   const SemaphoreOptions& options() const noexcept { return options_; }
@@ -236,7 +241,10 @@ class SemaphoreCore : public std::enable_shared_from_this<SemaphoreCore> {
   /// kScriptAttempts in all). Refusals become LimitMismatchError / ReplyError.
   Reply run(Connection& conn, std::string_view op, const Args& extra);
   [[noreturn]] void throw_refusal(const std::vector<Reply>& items) const;
-  AcquireReply run_acquire(Connection& conn, const std::string& id, std::string_view mode);
+  /// `ticket`: the ticket a polling waiter already has (0 on its first call).
+  AcquireReply run_acquire(Connection& conn, const std::string& id, std::string_view mode,
+                           long long ticket = 0);
+  [[noreturn]] void throw_evicted(const std::string& id) const;
   Permit make_permit(const std::string& id, const AcquireReply& reply, Clock::time_point sent);
   /// Leaves the queue: removes the entry of `id` with `ticket` (0: whatever entry it has).
   void give_up(Connection& conn, const std::string& id, long long ticket) noexcept;
@@ -276,13 +284,13 @@ class SemaphoreCore : public std::enable_shared_from_this<SemaphoreCore> {
 };
 
 SemaphoreCore::SemaphoreCore(ConnectionOptions connection, std::string name,
-                             SemaphoreOptions options)
+                             SemaphoreOptions options, bool admin)
     : connection_((connection.validate(), std::move(connection))),
       name_((validate_name(name, "semaphore name"), std::move(name))),
       options_((options.validate(), std::move(options))),
       endpoint_(connection_.endpoint()),
       owner_info_(options_.owner_info.empty() ? default_owner_info() : options_.owner_info),
-      limit_arg_(std::to_string(options_.limit)),
+      limit_arg_(admin ? std::string("0") : std::to_string(options_.limit)),
       lease_arg_(std::to_string(options_.lease.count())),
       receipt_arg_(std::to_string(receipt_lifetime(connection_, options_.lease).count())),
       renew_interval_(options_.effective_renew_interval()),
@@ -415,14 +423,19 @@ void SemaphoreCore::throw_refusal(const std::vector<Reply>& items) const {
       fmt::format("fairsem: {}: unexpected refusal {} from the semaphore script", where(), code));
 }
 
+void SemaphoreCore::connect() {
+  Borrowed conn(*this);  // connects now, so a bad address or password is reported here
+}
+
 void SemaphoreCore::open() {
   Borrowed conn(*this);
   run(*conn, "open", {});
 }
 
 AcquireReply SemaphoreCore::run_acquire(Connection& conn, const std::string& id,
-                                        std::string_view mode) {
-  Reply reply = run(conn, "acquire", {id, mode, owner_info_});
+                                        std::string_view mode, long long ticket) {
+  Reply reply = ticket == 0 ? run(conn, "acquire", {id, mode, owner_info_})
+                            : run(conn, "acquire", {id, mode, owner_info_, std::to_string(ticket)});
   const auto& items = detail::expect_array(reply, "the acquire reply", 5);
   AcquireReply r;
   r.state = detail::expect_integer(items[0], "the acquire state");
@@ -431,6 +444,13 @@ AcquireReply SemaphoreCore::run_acquire(Connection& conn, const std::string& id,
   r.position = detail::expect_integer(items[3], "the queue position");
   r.now_ms = detail::expect_integer(items[4], "the server clock");
   return r;
+}
+
+void SemaphoreCore::throw_evicted(const std::string& id) const {
+  throw EvictedError(
+      fmt::format("fairsem: {}: the queued request {} was evicted (removed on purpose)", where(),
+                  id),
+      id);
 }
 
 Permit SemaphoreCore::make_permit(const std::string& id, const AcquireReply& reply,
@@ -489,15 +509,24 @@ std::optional<Permit> SemaphoreCore::acquire(std::optional<Clock::time_point> de
       try {
         // Woken by the release (or reap) that promotes this waiter; on timeout the acquire
         // below renews the queue entry and reports promotion, so a lost wake-up costs one poll.
-        conn->command({"BRPOP", wake_key, seconds_string(wait)},
-                      wait + connection_.command_timeout);
+        const Reply woken = conn->command({"BRPOP", wake_key, seconds_string(wait)},
+                                          wait + connection_.command_timeout);
+        // {list, element}: the element is "1" for a promotion, "evicted" for an eviction
+        // (which already removed the entry; the marker is consumed here).
+        if (woken.type == Reply::Type::array && woken.elements.size() == 2 &&
+            woken.elements[1].str == "evicted") {
+          throw_evicted(id);
+        }
       } catch (const ConnectionError&) {
         // The acquire below reconnects, or reports why it cannot.
       }
       sent = Clock::now();
-      reply = run_acquire(*conn, id, "queue");
+      reply = run_acquire(*conn, id, "queue", reply.ticket);
+      if (reply.state == AcquireReply::evicted) throw_evicted(id);
     }
     return make_permit(id, reply, sent);
+  } catch (const EvictedError&) {
+    throw;  // the entry is gone already
   } catch (...) {
     give_up(*conn, id, reply.ticket);
     throw;
@@ -576,6 +605,8 @@ void SemaphoreCore::renew_chunk(Connection& conn, const std::vector<PermitState*
     const long long result = detail::expect_integer(items[2 + i], "a renew state");
     if (result == 1) {
       state.set_deadline(deadline);
+    } else if (result == -1) {
+      mark_lost(state, "the permit was evicted (removed on purpose, e.g. by `fairsem evict`)");
     } else {
       mark_lost(state, result == 0 ? "the permit is no longer in Redis (its lease ran out or its "
                                      "keys were removed)"
@@ -679,6 +710,22 @@ Status SemaphoreCore::status() {
   return status;
 }
 
+EvictResult SemaphoreCore::evict(const std::string& permit_id) {
+  validate_name(permit_id, "permit id");
+  Reply reply = [&] {
+    Borrowed conn(*this);
+    return run(*conn, "evict", {permit_id});
+  }();
+  switch (detail::expect_integer(reply.elements[0], "the evict state")) {
+    case 1:
+      return EvictResult::holder;
+    case 2:
+      return EvictResult::waiter;
+    default:
+      return EvictResult::not_found;
+  }
+}
+
 }  // namespace detail
 
 // --- Permit ---------------------------------------------------------------------------------
@@ -773,8 +820,41 @@ std::optional<Permit> FairSemaphore::acquire_until_steady(Clock::time_point dead
 
 Status FairSemaphore::status() { return core_->status(); }
 
+EvictResult FairSemaphore::evict(const std::string& permit_id) { return core_->evict(permit_id); }
+
 const std::string& FairSemaphore::name() const noexcept { return core_->name(); }
 
 const SemaphoreOptions& FairSemaphore::options() const noexcept { return core_->options(); }
+
+// --- SemaphoreAdmin -------------------------------------------------------------------------
+
+namespace {
+
+SemaphoreOptions admin_options(std::string key_prefix) {
+  SemaphoreOptions o;
+  o.key_prefix = std::move(key_prefix);
+  o.auto_renew = false;
+  return o;
+}
+
+}  // namespace
+
+SemaphoreAdmin::SemaphoreAdmin(ConnectionOptions connection, std::string name,
+                               std::string key_prefix)
+    : core_(std::make_shared<detail::SemaphoreCore>(std::move(connection), std::move(name),
+                                                    admin_options(std::move(key_prefix)),
+                                                    /*admin=*/true)) {
+  core_->connect();
+}
+
+SemaphoreAdmin::SemaphoreAdmin(SemaphoreAdmin&&) noexcept = default;
+SemaphoreAdmin& SemaphoreAdmin::operator=(SemaphoreAdmin&&) noexcept = default;
+SemaphoreAdmin::~SemaphoreAdmin() = default;
+
+Status SemaphoreAdmin::status() { return core_->status(); }
+
+EvictResult SemaphoreAdmin::evict(const std::string& permit_id) { return core_->evict(permit_id); }
+
+const std::string& SemaphoreAdmin::name() const noexcept { return core_->name(); }
 
 }  // namespace fairsem

@@ -74,6 +74,20 @@ class LimitMismatchError : public Error {
   long long requested_limit_;
 };
 
+/// A queued acquire ended because its request was evicted (FairSemaphore::evict,
+/// SemaphoreAdmin::evict, `fairsem evict`): an operator removed it from the queue on purpose.
+class EvictedError : public Error {
+ public:
+  EvictedError(const std::string& message, std::string permit_id)
+      : Error(message), permit_id_(std::move(permit_id)) {}
+  ~EvictedError() override;
+
+  const std::string& permit_id() const noexcept { return permit_id_; }
+
+ private:
+  std::string permit_id_;
+};
+
 /// An argument or option was invalid; nothing was sent to Redis.
 class InvalidArgument : public Error {
  public:

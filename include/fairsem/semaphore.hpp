@@ -77,6 +77,14 @@ enum class ReleaseResult {
   already_released  // this Permit had been released (or moved from) before; nothing was sent
 };
 
+/// What an eviction found.
+enum class EvictResult {
+  holder,    // a holder was removed: its permit passed on; its owner learns of it at its next
+             // renewal (on_lost, lost(), release() reports expired)
+  waiter,    // a waiter was removed: its acquire throws EvictedError
+  not_found  // no such permit (never there, released, or expired)
+};
+
 /// One entry of Status: a holder or a waiter.
 struct PermitInfo {
   std::string id;
@@ -86,7 +94,7 @@ struct PermitInfo {
 };
 
 struct Status {
-  long long limit = 0;
+  long long limit = 0;              // 0 from SemaphoreAdmin: no limit stored (never used)
   long long last_ticket = 0;        // the counter: tickets handed out so far
   std::vector<PermitInfo> holders;  // in ticket order
   std::vector<PermitInfo> waiters;  // in queue order
@@ -165,7 +173,8 @@ class FairSemaphore {
 
   /// Takes a permit if one is free and nobody waits; never waits and never queues.
   [[nodiscard]] std::optional<Permit> try_acquire();
-  /// Queues and waits until granted, in ticket (FIFO) order.
+  /// Queues and waits until granted, in ticket (FIFO) order. Throws EvictedError if the
+  /// request is evicted while it waits.
   [[nodiscard]] Permit acquire();
   /// Like acquire(), giving up after `timeout`: the queue entry is removed (and if it was
   /// promoted in the last instant, the permit passes on to the next waiter).
@@ -184,6 +193,10 @@ class FairSemaphore {
 
   /// Holders and waiters as Redis has them now (after reaping expired entries).
   Status status();
+  /// Removes permit `permit_id`, holder or waiter, from any client (an operator's tool: the
+  /// permit is taken away, not released by its owner). A removed holder's permit passes on at
+  /// once. Throws InvalidArgument for a malformed id.
+  EvictResult evict(const std::string& permit_id);
 
   const std::string& name() const noexcept;
   const SemaphoreOptions& options() const noexcept;
@@ -203,6 +216,32 @@ class FairSemaphore {
   }
   std::optional<Permit> acquire_until_steady(std::chrono::steady_clock::time_point deadline);
 
+  std::shared_ptr<detail::SemaphoreCore> core_;
+};
+
+/// Reads and administers a semaphore known only by name, without its limit (which Redis
+/// stores): for tools such as `fairsem status` and `fairsem evict`. Opening one writes nothing.
+/// Thread-safe.
+class SemaphoreAdmin {
+ public:
+  /// Validates the arguments (InvalidArgument) and connects (ConnectionError, AuthError).
+  SemaphoreAdmin(ConnectionOptions connection, std::string name,
+                 std::string key_prefix = "fairsem");
+  SemaphoreAdmin(SemaphoreAdmin&&) noexcept;
+  SemaphoreAdmin& operator=(SemaphoreAdmin&&) noexcept;
+  SemaphoreAdmin(const SemaphoreAdmin&) = delete;
+  SemaphoreAdmin& operator=(const SemaphoreAdmin&) = delete;
+  ~SemaphoreAdmin();
+
+  /// As FairSemaphore::status(), with the stored limit (0 and every entry listed as a waiter
+  /// when no limit is stored: the semaphore was never used, or its meta key was removed).
+  Status status();
+  /// As FairSemaphore::evict().
+  EvictResult evict(const std::string& permit_id);
+
+  const std::string& name() const noexcept;
+
+ private:
   std::shared_ptr<detail::SemaphoreCore> core_;
 };
 

@@ -11,13 +11,22 @@
 --
 -- ARGV: 1 operation, 2 limit, 3 lease in ms, then per operation:
 --   open                          check key types and the limit; store the limit if unset
---   acquire  ID MODE OWNER_INFO   MODE "try" (never queues) or "queue"
+--   acquire  ID MODE OWNER_INFO [TICKET]
+--                                 MODE "try" (never queues) or "queue"; TICKET: the ticket a
+--                                 waiter polling again already has (0 or absent: none yet)
 --   release  ID TICKET RECEIPT_MS TICKET 0: whatever entry ID has (a waiter giving up)
 --   renew    ID TICKET ...        one call renews every permit of a process
+--   status
+--   evict    ID                   remove ID (holder or waiter) on an operator's request
+-- Limit 0 ("whatever is stored") is accepted by status and evict only, for tools that do not
+-- know the limit; with no limit stored they neither reap nor wake.
 --
 -- A permit is ID *and* TICKET: release and renew act only on the entry with that ticket, so a
 -- holder whose entry expired can never touch a later permit that reuses its id.
---   status
+--
+-- Eviction leaves the marker EVICTED as the only element of the evicted id's wake list, so the
+-- waiter blocked on it, a waiter polling with its TICKET, and a holder's next renewal can each
+-- tell "evicted" from "expired". A new entry for the id clears the list first.
 --
 -- A member of owner is a holder iff its rank < limit; the others wait in ticket order.
 -- Every operation first reaps: members whose deadline has passed are removed, and exactly the
@@ -31,11 +40,14 @@
 --   {-3, key}                             the counter is not an integer
 -- Otherwise:
 --   open     {1}
---   acquire  {state, ticket, deadline, position, now}   state 1 granted, 2 queued, 0 full
+--   acquire  {state, ticket, deadline, position, now}   state 1 granted, 2 queued, 0 full,
+--                                         3 the polling waiter was evicted
 --   release  {state}                      1 a holder released, 2 a waiter left, 0 not present,
 --                                         3 this permit was released by an earlier run
---   renew    {now, deadline, r...}        per id: 1 holder, 0 lost, k >= 2 waiting at k - 1
+--   renew    {now, deadline, r...}        per id: 1 holder, 0 lost, -1 evicted,
+--                                         k >= 2 waiting at k - 1
 --   status   {now, limit, counter, id, ticket, deadline, info, ...}  in ticket order
+--   evict    {state}                      1 a holder removed, 2 a waiter removed, 0 not present
 --
 -- Every operation is idempotent for a given permit id, so a client may repeat one whose reply
 -- was lost. Runs on its own: redis-cli --eval src/lua/semaphore.lua o t c m i w: r: , status 1 1000
@@ -43,6 +55,7 @@
 local OWNER, TIME, COUNTER, META, INFO, WAKE = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local RELEASED = KEYS[7]
 local op, limit, lease = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
+local EVICTED = 'evicted'
 
 -- Up to this many expired members are removed one by one (ZREM); more at once are removed
 -- with one ZINTERSTORE pass, which costs O(N) instead of O(k log N).
@@ -95,6 +108,7 @@ local function wake(ids)
 end
 
 local function reap(now)
+  if limit == 0 then return end  -- a tool's read with no stored limit: holders are unknown
   local cutoff = '(' .. int(now)  -- deadlines strictly before now
   local expired_count = redis.call('ZCOUNT', TIME, '-inf', cutoff)
   local in_sync = redis.call('ZCARD', OWNER) == redis.call('ZCARD', TIME)
@@ -140,8 +154,13 @@ local function reap(now)
   wake(promoted)
 end
 
+local function was_evicted(id)
+  return redis.call('LINDEX', WAKE .. id, 0) == EVICTED
+end
+
 local function acquire(now)
   local id, mode, owner_info = ARGV[4], ARGV[5], ARGV[6]
+  local polling = tonumber(ARGV[7] or '0') ~= 0
   local deadline = now + lease
   local ticket = redis.call('ZSCORE', OWNER, id)
   if ticket then
@@ -154,6 +173,10 @@ local function acquire(now)
       return {1, tonumber(ticket), deadline, 0, now}
     end
     return {2, tonumber(ticket), deadline, rank - limit + 1, now}
+  end
+  if polling and was_evicted(id) then
+    redis.call('DEL', WAKE .. id)
+    return {3, 0, 0, 0, now}
   end
   local count = redis.call('ZCARD', OWNER)
   -- try never queues: when every permit is taken or anyone waits, it fails without writing.
@@ -169,6 +192,8 @@ local function acquire(now)
   redis.call('ZADD', OWNER, int(ticket), id)
   redis.call('ZADD', TIME, int(deadline), id)
   redis.call('HSET', INFO, id, owner_info)
+  -- A caller-chosen id may find an old eviction marker (or wake-up) in its list.
+  redis.call('DEL', WAKE .. id)
   -- Tickets only grow, so the new member is last: its rank is the old member count.
   if count < limit then return {1, ticket, deadline, 0, now} end
   return {2, ticket, deadline, count - limit + 1, now}
@@ -209,7 +234,7 @@ local function renew(now)
     local rank = nil
     if score and tonumber(score) == ticket then rank = redis.call('ZRANK', OWNER, id) end
     if not rank then
-      reply[#reply + 1] = 0
+      if was_evicted(id) then reply[#reply + 1] = -1 else reply[#reply + 1] = 0 end
     else
       pairs_to_set[#pairs_to_set + 1] = int(deadline)
       pairs_to_set[#pairs_to_set + 1] = id
@@ -218,6 +243,26 @@ local function renew(now)
   end
   bulk('ZADD', TIME, pairs_to_set)
   return reply
+end
+
+local function evict(now)
+  local id = ARGV[4]
+  local rank = redis.call('ZRANK', OWNER, id)
+  if not rank then return {0} end
+  local left = tonumber(redis.call('ZSCORE', TIME, id) or now) - now
+  redis.call('ZREM', OWNER, id)
+  redis.call('ZREM', TIME, id)
+  redis.call('HDEL', INFO, id)
+  local list = WAKE .. id
+  redis.call('DEL', list)
+  redis.call('LPUSH', list, EVICTED)
+  -- Kept until the holder's next renewal (due before its deadline) has surely seen it.
+  redis.call('PEXPIRE', list, int(math.max(left, 0) + lease))
+  if limit > 0 and rank < limit then
+    wake(redis.call('ZRANGE', OWNER, int(limit - 1), int(limit - 1)))
+    return {1}
+  end
+  return {2}
 end
 
 local function status(now)
@@ -235,6 +280,14 @@ local function status(now)
 end
 
 -- Refusals come first, before anything is written.
+if limit == 0 then
+  if op ~= 'status' and op ~= 'evict' then
+    return redis.error_reply('fairsem semaphore script: limit 0 is only for status and evict')
+  end
+  local stored = redis.call('HGET', META, 'limit')
+  if stored and not tonumber(stored) then return {-1, stored} end
+  limit = tonumber(stored or '0')
+end
 local refused = check_types()
 if refused then return refused end
 refused = check_limit(op == 'open' or op == 'acquire')
@@ -251,4 +304,5 @@ if op == 'acquire' then return acquire(now) end
 if op == 'release' then return release(now) end
 if op == 'renew' then return renew(now) end
 if op == 'status' then return status(now) end
+if op == 'evict' then return evict(now) end
 return redis.error_reply('fairsem semaphore script: unknown operation ' .. tostring(op))
