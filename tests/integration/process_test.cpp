@@ -2,11 +2,7 @@
 // with each other and with this process, so a test can SIGKILL a holder or a waiter, SIGSTOP a
 // holder past its lease, or run a client whose wall clock is an hour off (libfaketime).
 
-#include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
-#include <sys/prctl.h>
-#include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -30,6 +26,7 @@
 #include <utility>
 #include <vector>
 
+#include "child_process.hpp"
 #include "fairsem/detail/connection.hpp"
 #include "fairsem/semaphore.hpp"
 #include "test_env.hpp"
@@ -39,7 +36,6 @@
 #error "FAIRSEM_TEST_WORKER (the path of fairsem_test_worker) must be defined by the build"
 #endif
 
-extern char** environ;
 
 namespace {
 
@@ -50,6 +46,7 @@ using fairsem::Permit;
 using fairsem::ReleaseResult;
 using fairsem::SemaphoreOptions;
 using fairsem::Status;
+using fairsem::test::describe_wait_status;
 using fairsem::test::wait_until;
 using std::chrono::milliseconds;
 
@@ -68,255 +65,19 @@ std::vector<std::string> split(const std::string& line) {
   return words;
 }
 
-std::string describe_wait_status(int status) {
-  if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
-  if (WIFSIGNALED(status)) return std::string("killed by signal ") + strsignal(WTERMSIG(status));
-  return "wait status " + std::to_string(status);
-}
-
-/// One fairsem_test_worker process: its stdin and stdout are pipes to this process, its stderr
-/// goes to an unlinked temp file. The destructor SIGKILLs the worker if it is still running,
-/// reaps it, copies its stderr to ours, and fails the test if a sanitizer reported anything
-/// (also from a worker that was killed and so never got to exit with the sanitizer's status).
-class Worker {
+/// One fairsem_test_worker process (see ChildProcess).
+class Worker : public fairsem::test::ChildProcess {
  public:
   explicit Worker(const std::vector<std::string>& args,
-                  const std::map<std::string, std::string>& env_overrides = {}) {
-    // Everything the child needs is built before fork(): after it, only async-signal-safe calls.
-    std::vector<std::string> argv_strings{FAIRSEM_TEST_WORKER};
-    argv_strings.insert(argv_strings.end(), args.begin(), args.end());
-    std::vector<std::string> env_strings;
-    for (char** e = environ; *e != nullptr; ++e) {
-      const std::string entry = *e;
-      const std::string key = entry.substr(0, entry.find('='));
-      if (env_overrides.count(key) == 0) env_strings.push_back(entry);
-    }
-    for (const auto& [key, value] : env_overrides) env_strings.push_back(key + "=" + value);
-    std::vector<char*> argv_ptrs;
-    for (std::string& s : argv_strings) argv_ptrs.push_back(s.data());
-    argv_ptrs.push_back(nullptr);
-    std::vector<char*> env_ptrs;
-    for (std::string& s : env_strings) env_ptrs.push_back(s.data());
-    env_ptrs.push_back(nullptr);
-
-    char err_path[] = "/tmp/fairsem-worker-stderr-XXXXXX";
-    stderr_fd_ = ::mkostemp(err_path, O_CLOEXEC);
-    if (stderr_fd_ < 0) throw_errno("mkostemp");
-    ::unlink(err_path);
-    int to_child[2];
-    int from_child[2];
-    // O_CLOEXEC: no other worker inherits these ends (a stray write end would keep a worker
-    // from ever seeing EOF on its stdin).
-    if (::pipe2(to_child, O_CLOEXEC) != 0) {
-      const int saved = errno;
-      ::close(stderr_fd_);
-      errno = saved;
-      throw_errno("pipe2");
-    }
-    if (::pipe2(from_child, O_CLOEXEC) != 0) {
-      const int saved = errno;
-      for (int fd : {to_child[0], to_child[1], stderr_fd_}) ::close(fd);
-      errno = saved;
-      throw_errno("pipe2");
-    }
-    const pid_t parent = ::getpid();
-    const pid_t pid = ::fork();
-    if (pid < 0) {
-      const int saved = errno;
-      for (int fd : {to_child[0], to_child[1], from_child[0], from_child[1]}) ::close(fd);
-      ::close(stderr_fd_);
-      errno = saved;
-      throw_errno("fork");
-    }
-    if (pid == 0) {
-      // Dies with the test (the forking thread is the test's main thread).
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (::getppid() != parent) ::_exit(126);
-      if (::dup2(to_child[0], STDIN_FILENO) < 0 || ::dup2(from_child[1], STDOUT_FILENO) < 0 ||
-          ::dup2(stderr_fd_, STDERR_FILENO) < 0) {
-        ::_exit(126);
-      }
-#ifdef SYS_close_range
-      // Redis sockets of this process need not live on in the worker.
-      ::syscall(SYS_close_range, 3u, ~0u, 0u);
-#endif
-      ::execve(argv_ptrs[0], argv_ptrs.data(), env_ptrs.data());
-      static const char kMsg[] = "fairsem process test: execve of the worker failed\n";
-      [[maybe_unused]] const ssize_t n = ::write(STDERR_FILENO, kMsg, sizeof kMsg - 1);
-      ::_exit(127);
-    }
-    pid_ = pid;
-    ::close(to_child[0]);
-    ::close(from_child[1]);
-    stdin_fd_ = to_child[1];
-    stdout_fd_ = from_child[0];
-  }
-
-  ~Worker() {
-    close_stdin();
-    if (pid_ > 0 && !reaped_) {
-      ::kill(pid_, SIGKILL);
-      int status = 0;
-      while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
-      }
-    }
-    if (stdout_fd_ >= 0) ::close(stdout_fd_);
-    const std::string err = stderr_text();
-    if (stderr_fd_ >= 0) ::close(stderr_fd_);
-    if (!err.empty()) {
-      std::fprintf(stderr, "--- stderr of worker %ld ---\n%s--- end of worker %ld ---\n",
-                   static_cast<long>(pid_), err.c_str(), static_cast<long>(pid_));
-    }
-    if (err.find("Sanitizer") != std::string::npos ||
-        err.find("runtime error:") != std::string::npos) {
-      ADD_FAILURE() << "a sanitizer reported an error in worker " << pid_ << ":\n" << err;
-    }
-  }
-
-  Worker(const Worker&) = delete;
-  Worker& operator=(const Worker&) = delete;
-
-  pid_t pid() const noexcept { return pid_; }
-
-  /// The next line the worker printed (without '\n'); nullopt at EOF or after `timeout`.
-  std::optional<std::string> read_line(Clock::duration timeout = kTimeout) {
-    const auto end = Clock::now() + timeout;
-    for (;;) {
-      const std::size_t nl = buffer_.find('\n');
-      if (nl != std::string::npos) {
-        std::string line = buffer_.substr(0, nl);
-        buffer_.erase(0, nl + 1);
-        transcript_ += line + "\n";
-        return line;
-      }
-      if (eof_) return std::nullopt;
-      const auto left = end - Clock::now();
-      if (left <= Clock::duration::zero()) return std::nullopt;
-      pollfd pfd{stdout_fd_, POLLIN, 0};
-      const int ready = ::poll(&pfd, 1, static_cast<int>(std::max<long long>(1, ms(left) + 1)));
-      if (ready < 0) {
-        if (errno == EINTR) continue;
-        throw_errno("poll");
-      }
-      if (ready == 0) continue;
-      char chunk[4096];
-      const ssize_t n = ::read(stdout_fd_, chunk, sizeof chunk);
-      if (n < 0) {
-        if (errno == EINTR || errno == EAGAIN) continue;
-        throw_errno("read");
-      }
-      if (n == 0) {
-        eof_ = true;
-      } else {
-        buffer_.append(chunk, static_cast<std::size_t>(n));
-      }
-    }
-  }
-
-  /// Reads lines until one starts with `prefix` and returns it; nullopt at EOF or timeout.
-  std::optional<std::string> expect(std::string_view prefix, Clock::duration timeout = kTimeout) {
-    const auto end = Clock::now() + timeout;
-    for (;;) {
-      auto line = read_line(std::max(Clock::duration::zero(), end - Clock::now()));
-      if (!line) return std::nullopt;
-      if (line->compare(0, prefix.size(), prefix) == 0) return line;
-    }
-  }
-
-  /// Every line read so far, for failure messages.
-  std::string transcript() const {
-    return "worker " + std::to_string(pid_) + " printed:\n" + transcript_ + buffer_ +
-           "its stderr so far:\n" + stderr_text();
-  }
-
-  /// Everything the worker wrote to stderr so far.
-  std::string stderr_text() const {
-    std::string text;
-    if (stderr_fd_ < 0) return text;
-    char chunk[4096];
-    for (;;) {
-      const ssize_t n = ::pread(stderr_fd_, chunk, sizeof chunk, static_cast<off_t>(text.size()));
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) return text;
-      text.append(chunk, static_cast<std::size_t>(n));
-    }
-  }
-
-  /// EOF on the worker's stdin: a holding worker then releases and exits.
-  void close_stdin() {
-    if (stdin_fd_ >= 0) ::close(stdin_fd_);
-    stdin_fd_ = -1;
-  }
-
-  void signal(int sig) {
-    if (pid_ <= 0 || reaped_) throw std::logic_error("signal to a worker that is gone");
-    if (::kill(pid_, sig) != 0) throw_errno("kill");
-  }
-
-  /// Waits (without reaping) until the worker is stopped, e.g. after SIGSTOP.
-  bool wait_stopped() {
-    int status = 0;
-    for (;;) {
-      const pid_t r = ::waitpid(pid_, &status, WUNTRACED);
-      if (r < 0 && errno == EINTR) continue;
-      if (r != pid_) return false;
-      if (WIFSTOPPED(status)) return true;
-      reaped_ = true;  // it exited instead
-      exit_status_ = status;
-      return false;
-    }
-  }
-
-  /// SIGKILL, then reaps: when this returns the process is gone.
-  void kill_and_reap() {
-    signal(SIGKILL);
-    exit_status_ = reap_blocking();
-  }
-
-  /// The worker's wait status once it has exited (polled), or nullopt after `timeout`.
-  std::optional<int> wait_exit(Clock::duration timeout = kTimeout) {
-    if (reaped_) return exit_status_;
-    const bool exited = wait_until(
-        [&] {
-          int status = 0;
-          const pid_t r = ::waitpid(pid_, &status, WNOHANG);
-          if (r == pid_ && (WIFEXITED(status) || WIFSIGNALED(status))) {
-            reaped_ = true;
-            exit_status_ = status;
-          }
-          return reaped_;
-        },
-        timeout);
-    if (!exited) return std::nullopt;
-    return exit_status_;
-  }
+                  const std::map<std::string, std::string>& env_overrides = {})
+      : ChildProcess(with_worker_path(args), env_overrides) {}
 
  private:
-  [[noreturn]] static void throw_errno(const char* what) {
-    throw std::runtime_error(std::string("fairsem process test: ") + what + ": " +
-                             std::strerror(errno));
+  static std::vector<std::string> with_worker_path(const std::vector<std::string>& args) {
+    std::vector<std::string> argv{FAIRSEM_TEST_WORKER};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return argv;
   }
-
-  int reap_blocking() {
-    int status = 0;
-    for (;;) {
-      const pid_t r = ::waitpid(pid_, &status, 0);
-      if (r == pid_ && (WIFEXITED(status) || WIFSIGNALED(status))) break;
-      if (r < 0 && errno != EINTR) throw_errno("waitpid");
-    }
-    reaped_ = true;
-    return status;
-  }
-
-  pid_t pid_ = -1;
-  int stdin_fd_ = -1;
-  int stdout_fd_ = -1;
-  int stderr_fd_ = -1;
-  bool eof_ = false;
-  bool reaped_ = false;
-  int exit_status_ = 0;
-  std::string buffer_;
-  std::string transcript_;
 };
 
 ::testing::AssertionResult exited_cleanly(const std::optional<int>& status, const Worker& w) {

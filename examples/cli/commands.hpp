@@ -1,0 +1,50 @@
+#pragma once
+
+// The `fairsem` subcommands, each given its parsed and checked arguments.
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace fairsem::cli {
+
+struct Target {
+  std::string url;  // as resolved by resolve_url()
+  std::string name;
+  std::string key_prefix = "fairsem";
+};
+
+struct RunArgs {
+  Target target;
+  long long limit = 0;
+  std::chrono::milliseconds lease{10'000};
+  std::optional<std::chrono::milliseconds> wait;  // none: wait as long as it takes
+  bool kill_on_lost = true;
+  std::vector<std::string> command;
+};
+
+struct StatusArgs {
+  Target target;
+  bool json = false;
+};
+
+struct EvictArgs {
+  Target target;
+  std::string id;
+};
+
+struct DemoArgs {
+  std::string url;  // empty: start a private redis-server
+  int workers = 6;
+  long long limit = 2;
+  int seconds = 20;
+  std::chrono::milliseconds lease{2'000};
+};
+
+int run_main(const RunArgs& args);
+int status_main(const StatusArgs& args);
+int evict_main(const EvictArgs& args);
+int demo_main(const DemoArgs& args);
+
+}  // namespace fairsem::cli

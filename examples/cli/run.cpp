@@ -1,0 +1,322 @@
+// `fairsem run`: hold a permit for as long as a command runs.
+//
+// Signals: INT, TERM, HUP, CHLD and USR1 are blocked before any thread exists (so every
+// thread, including the library's watchdog, inherits the mask) and taken synchronously with
+// sigwaitinfo() on the main thread. The acquiring thread and the on_lost callback report to
+// the main thread by raising SIGUSR1 at this process. The command is started with
+// posix_spawnp() with those signals unblocked and at their defaults; no shell is involved.
+
+#include <fmt/format.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <variant>
+#include <vector>
+
+#include "commands.hpp"
+#include "common.hpp"
+
+extern char** environ;
+
+namespace fairsem::cli {
+
+namespace {
+
+constexpr const char* kCommand = "fairsem run";
+// Owner info shown by `fairsem status`: host:pid and the start of the command line.
+constexpr std::size_t kMaxOwnerInfo = 200;
+
+std::atomic<bool> g_lost{false};
+std::mutex g_lost_mu;
+std::string g_lost_reason;
+
+sigset_t handled_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGCHLD, SIGUSR1}) sigaddset(&set, sig);
+  return set;
+}
+
+std::string signal_name(int sig) {
+  switch (sig) {
+    case SIGINT:
+      return "SIGINT";
+    case SIGTERM:
+      return "SIGTERM";
+    case SIGHUP:
+      return "SIGHUP";
+    default:
+      return fmt::format("signal {}", sig);
+  }
+}
+
+/// The shell's convention: the exit code, or 128+N for death by signal N.
+int exit_code_of(int wait_status) {
+  if (WIFEXITED(wait_status)) return WEXITSTATUS(wait_status);
+  if (WIFSIGNALED(wait_status)) return 128 + WTERMSIG(wait_status);
+  return kExitInternal;
+}
+
+std::string owner_info(const std::vector<std::string>& command) {
+  std::array<char, 256> host{};
+  if (gethostname(host.data(), host.size() - 1) != 0 || host[0] == '\0') {
+    std::strcpy(host.data(), "unknown-host");
+  }
+  std::string info = fmt::format("{}:{}", host.data(), static_cast<long>(getpid()));
+  for (const std::string& word : command) {
+    info += ' ';
+    info += word;
+    if (info.size() > kMaxOwnerInfo) {
+      info.resize(kMaxOwnerInfo - 3);
+      info += "...";
+      break;
+    }
+  }
+  return info;
+}
+
+void print_message(std::string_view message) {
+  constexpr std::string_view kPrefix = "fairsem: ";
+  if (message.substr(0, kPrefix.size()) == kPrefix) message.remove_prefix(kPrefix.size());
+  fmt::print(stderr, "{}: {}\n", kCommand, message);
+}
+
+/// What the acquiring thread hands back.
+struct Acquired {
+  std::optional<Permit> permit;
+  std::exception_ptr error;
+  std::atomic<bool> done{false};
+};
+
+/// Waits (FIFO) on a thread while the main thread stays free to take signals. Returns the
+/// permit, or an exit code: 75 when not granted in time, 128+N when interrupted by signal N
+/// (the queue entry is then evicted so nobody waits behind a process that is gone).
+std::variant<Permit, int> acquire_interruptibly(FairSemaphore& sem, const RunArgs& args,
+                                                const std::string& id, const sigset_t& set) {
+  Acquired out;
+  std::thread waiter([&] {
+    try {
+      out.permit =
+          args.wait ? sem.try_acquire_for(*args.wait) : std::optional<Permit>(sem.acquire());
+    } catch (...) {
+      out.error = std::current_exception();
+    }
+    out.done.store(true);
+    kill(getpid(), SIGUSR1);
+  });
+  int interrupted = 0;
+  while (!out.done.load()) {
+    siginfo_t info;
+    const int sig = sigwaitinfo(&set, &info);
+    if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) {
+      interrupted = sig;
+      break;
+    }
+    // SIGUSR1: the loop condition tells; SIGCHLD: no child yet; -1: EINTR.
+  }
+  if (interrupted != 0) {
+    print_message(
+        fmt::format("{} while waiting for a permit; leaving the queue", signal_name(interrupted)));
+    try {
+      (void)sem.evict(id);  // ends the waiter's acquire with EvictedError, or takes the
+                            // permit back if it was granted this very moment
+    } catch (const std::exception& e) {
+      print_message(
+          fmt::format("could not leave the queue ({}); the entry expires within one "
+                      "lease",
+                      e.what()));
+      std::fflush(nullptr);
+      std::_Exit(128 + interrupted);  // the waiter may stay blocked on an unreachable Redis
+    }
+    waiter.join();
+    return 128 + interrupted;
+  }
+  waiter.join();
+  if (out.error) {
+    try {
+      std::rethrow_exception(out.error);
+    } catch (...) {
+      return report_exception(kCommand);
+    }
+  }
+  if (!out.permit) {
+    print_message(fmt::format("not granted a permit of semaphore '{}' within {}", args.target.name,
+                              format_duration(*args.wait)));
+    return kExitTempFail;
+  }
+  return std::move(*out.permit);
+}
+
+/// environ, with FAIRSEM_PERMIT_ID and FAIRSEM_FENCING_TOKEN set for the command.
+std::vector<std::string> child_environment(const Permit& permit) {
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string_view entry = *e;
+    if (entry.rfind("FAIRSEM_PERMIT_ID=", 0) == 0) continue;
+    if (entry.rfind("FAIRSEM_FENCING_TOKEN=", 0) == 0) continue;
+    env.emplace_back(entry);
+  }
+  env.push_back("FAIRSEM_PERMIT_ID=" + permit.id());
+  env.push_back(fmt::format("FAIRSEM_FENCING_TOKEN={}", permit.fencing_token()));
+  return env;
+}
+
+std::vector<char*> pointers(std::vector<std::string>& strings) {
+  std::vector<char*> out;
+  out.reserve(strings.size() + 1);
+  for (std::string& s : strings) out.push_back(s.data());
+  out.push_back(nullptr);
+  return out;
+}
+
+/// Starts the command and returns its pid; nullopt (with `exit_code` set, 127 or 126) when it
+/// cannot start.
+std::optional<pid_t> spawn(const RunArgs& args, const Permit& permit, const sigset_t& set,
+                           int& exit_code) {
+  std::vector<std::string> argv_strings = args.command;
+  std::vector<std::string> env_strings = child_environment(permit);
+  std::vector<char*> argv_ptrs = pointers(argv_strings);
+  std::vector<char*> env_ptrs = pointers(env_strings);
+
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t none;
+  sigemptyset(&none);
+  sigset_t defaults = set;
+  sigaddset(&defaults, SIGPIPE);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setsigdefault(&attr, &defaults);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  pid_t pid = -1;
+  const int rc =
+      posix_spawnp(&pid, argv_ptrs[0], nullptr, &attr, argv_ptrs.data(), env_ptrs.data());
+  posix_spawnattr_destroy(&attr);
+  if (rc != 0) {
+    print_message(fmt::format("cannot run '{}': {}", args.command[0], std::strerror(rc)));
+    exit_code = rc == ENOENT ? kExitNotFound : kExitCannotExecute;
+    return std::nullopt;
+  }
+  return pid;
+}
+
+}  // namespace
+
+int run_main(const RunArgs& args) {
+  const sigset_t set = handled_signals();
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);  // before any thread starts
+
+  // A chosen id, so that an interrupted wait can evict its own queue entry.
+  const std::string id = "run-" + random_hex();
+  SemaphoreOptions options;
+  options.limit = args.limit;
+  options.lease = args.lease;
+  options.key_prefix = args.target.key_prefix;
+  options.permit_id = id;
+  options.owner_info = owner_info(args.command);
+  options.logger = [](LogLevel, std::string_view message) { print_message(message); };
+  options.on_lost = [](const std::string&, const std::string& reason) {
+    {
+      std::lock_guard<std::mutex> lock(g_lost_mu);
+      g_lost_reason = reason;
+    }
+    g_lost.store(true);
+    kill(getpid(), SIGUSR1);
+  };
+
+  std::optional<FairSemaphore> sem;
+  std::optional<Permit> permit;
+  try {
+    sem.emplace(ConnectionOptions::from_url(args.target.url), args.target.name, options);
+    if (args.wait && args.wait->count() == 0) {
+      permit = sem->try_acquire();
+      if (!permit) {
+        print_message(
+            fmt::format("every permit of semaphore '{}' (limit {}) is taken or "
+                        "waited for; not queueing (--wait 0)",
+                        args.target.name, args.limit));
+        return kExitTempFail;
+      }
+    }
+  } catch (...) {
+    return report_exception(kCommand);
+  }
+  if (!permit) {
+    auto outcome = acquire_interruptibly(*sem, args, id, set);
+    if (const int* code = std::get_if<int>(&outcome)) return *code;
+    permit = std::move(std::get<Permit>(outcome));
+  }
+
+  int spawn_failure = 0;
+  const std::optional<pid_t> started = spawn(args, *permit, set, spawn_failure);
+  if (!started) {
+    try {
+      (void)permit->release();
+    } catch (const std::exception& e) {
+      print_message(
+          fmt::format("releasing permit {} failed ({}); it expires with its lease", id, e.what()));
+    }
+    return spawn_failure;
+  }
+  const pid_t child = *started;
+
+  int wait_status = 0;
+  bool lost_reported = false;
+  bool killed_for_lost = false;
+  for (;;) {
+    siginfo_t info;
+    const int sig = sigwaitinfo(&set, &info);
+    if (sig == SIGCHLD) {
+      const pid_t r = waitpid(child, &wait_status, WNOHANG);
+      if (r == child) break;
+    } else if (sig == SIGUSR1) {
+      if (g_lost.load() && !lost_reported) {
+        lost_reported = true;
+        std::string reason;
+        {
+          std::lock_guard<std::mutex> lock(g_lost_mu);
+          reason = g_lost_reason;
+        }
+        if (args.kill_on_lost) {
+          print_message(fmt::format("permit {} lost: {}; sending SIGTERM to '{}' (pid {})", id,
+                                    reason, args.command[0], static_cast<long>(child)));
+          kill(child, SIGTERM);
+          killed_for_lost = true;
+        } else {
+          print_message(fmt::format("permit {} lost: {}; '{}' keeps running (--on-lost warn)", id,
+                                    reason, args.command[0]));
+        }
+      }
+    } else if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) {
+      // From the terminal (SI_KERNEL) the whole foreground process group, the command
+      // included, got it already; anything sent to this process alone is passed on.
+      if (info.si_code != SI_KERNEL) kill(child, sig);
+    }
+  }
+
+  try {
+    if (permit->release() == ReleaseResult::expired && !g_lost.load()) {
+      print_message(fmt::format("permit {} had expired before '{}' ended (renewals failed)", id,
+                                args.command[0]));
+    }
+  } catch (const std::exception& e) {
+    print_message(
+        fmt::format("releasing permit {} failed ({}); it expires with its lease", id, e.what()));
+  }
+  if (killed_for_lost) return kExitTempFail;
+  return exit_code_of(wait_status);
+}
+
+}  // namespace fairsem::cli

@@ -1,0 +1,440 @@
+// The installed `fairsem` command, driven as a user drives it: exit codes, the permit handed
+// to the command, signal forwarding, --on-lost after an eviction, status --json, bad
+// arguments, an unreachable or refusing Redis, and the demo.
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "child_process.hpp"
+#include "fairsem/detail/connection.hpp"
+#include "fairsem/fairsem.hpp"
+#include "test_env.hpp"
+#include "wait.hpp"
+
+#ifndef FAIRSEM_CLI
+#error "FAIRSEM_CLI (the installed fairsem binary) must be defined by the build"
+#endif
+
+namespace fairsem {
+namespace {
+
+using namespace std::chrono_literals;
+using test::ChildProcess;
+using test::RedisEnvironment;
+using test::wait_until;
+
+/// The exit code, or 128+N for death by signal N (never expected from fairsem itself).
+int exit_code(const std::optional<int>& status) {
+  if (!status) return -1;  // did not exit in time
+  if (WIFEXITED(*status)) return WEXITSTATUS(*status);
+  return 128 + WTERMSIG(*status);
+}
+
+struct Outcome {
+  int code = -1;
+  std::string out;
+  std::string err;
+};
+
+std::ostream& operator<<(std::ostream& os, const Outcome& o) {
+  return os << "exit " << o.code << "\n--- stdout ---\n" << o.out << "--- stderr ---\n" << o.err;
+}
+
+class CliTest : public ::testing::Test {
+ protected:
+  /// Starts `fairsem args...` with FAIRSEM_URL pointing at the test's Redis.
+  std::unique_ptr<ChildProcess> start(std::vector<std::string> args,
+                                      std::map<std::string, std::string> env = {}) {
+    args.insert(args.begin(), FAIRSEM_CLI);
+    env.emplace("FAIRSEM_URL", RedisEnvironment::instance().url());
+    return std::make_unique<ChildProcess>(args, env);
+  }
+
+  /// Runs `fairsem args...` to the end, with nothing on its stdin.
+  Outcome run(std::vector<std::string> args, std::map<std::string, std::string> env = {}) {
+    auto p = start(std::move(args), std::move(env));
+    p->close_stdin();
+    Outcome o;
+    o.out = p->read_to_eof();
+    o.code = exit_code(p->wait_exit());
+    o.err = p->stderr_text();
+    return o;
+  }
+
+  /// The target options every command takes: this test's name and key prefix.
+  std::vector<std::string> target(const std::string& name = "cli") const {
+    return {"--name", name, "--prefix", prefix_};
+  }
+  std::vector<std::string> cmd(std::initializer_list<std::string> head,
+                               std::initializer_list<std::string> tail = {},
+                               const std::string& name = "cli") const {
+    std::vector<std::string> v(head);
+    for (const std::string& t : target(name)) v.push_back(t);
+    v.insert(v.end(), tail);
+    return v;
+  }
+
+  Status status(const std::string& name = "cli") {
+    return SemaphoreAdmin(test::redis_options(), name, prefix_).status();
+  }
+
+  /// A `fairsem run` whose command says "ready" and then waits for its stdin to close.
+  std::unique_ptr<ChildProcess> holder(std::vector<std::string> extra = {},
+                                       const std::string& name = "cli") {
+    std::vector<std::string> args = cmd({"run"}, {"--limit", "1"}, name);
+    args.insert(args.end(), extra.begin(), extra.end());
+    for (const char* word : {"--", "sh", "-c", "echo ready; read line; echo done"}) {
+      args.push_back(word);
+    }
+    auto p = start(args);
+    EXPECT_TRUE(p->expect("ready")) << p->transcript();
+    return p;
+  }
+
+  long long dbsize() { return admin_.command({"DBSIZE"}).integer; }
+
+  const std::string prefix_ = test::unique_prefix();
+  detail::Connection admin_{test::redis_options()};
+};
+
+TEST_F(CliTest, PrintsVersionAndHelpWithTheExitCodes) {
+  const Outcome version = run({"--version"});
+  EXPECT_EQ(0, version.code) << version;
+  EXPECT_EQ(std::string("fairsem ") + fairsem::version() + "\n", version.out);
+  const Outcome help = run({"--help"});
+  EXPECT_EQ(0, help.code) << help;
+  for (const char* text :
+       {"run", "status", "evict", "demo", "64", "69", "70", "75", "FAIRSEM_URL"}) {
+    EXPECT_NE(std::string::npos, help.out.find(text)) << text << "\n" << help;
+  }
+}
+
+TEST_F(CliTest, RunGivesTheCommandItsPermitAndExitsWithItsStatus) {
+  const Outcome o =
+      run(cmd({"run"}, {"--limit", "2", "--", "sh", "-c",
+                        "echo \"$FAIRSEM_PERMIT_ID $FAIRSEM_FENCING_TOKEN\"; exit 3"}));
+  EXPECT_EQ(3, o.code) << o;
+  EXPECT_EQ(0u, o.out.rfind("run-", 0)) << o;
+  EXPECT_NE(std::string::npos, o.out.find(" 1\n")) << o;  // the first ticket
+  const Status s = status();
+  EXPECT_EQ(2, s.limit);
+  EXPECT_TRUE(s.holders.empty());  // released when the command ended
+  EXPECT_EQ(1, s.last_ticket);
+}
+
+TEST_F(CliTest, ArgvGoesToTheCommandAsGivenWithoutAShell) {
+  const Outcome o =
+      run(cmd({"run"}, {"--limit", "1", "--", "printf", "[%s]\n", "a b", "$HOME", "*", "--limit"}));
+  EXPECT_EQ(0, o.code) << o;
+  EXPECT_EQ("[a b]\n[$HOME]\n[*]\n[--limit]\n", o.out);
+}
+
+TEST_F(CliTest, CommandKilledBySignalGives128PlusTheSignal) {
+  const Outcome o = run(cmd({"run"}, {"--limit", "1", "--", "sh", "-c", "kill -KILL $$"}));
+  EXPECT_EQ(128 + SIGKILL, o.code) << o;
+  EXPECT_TRUE(status().holders.empty());
+}
+
+TEST_F(CliTest, CommandThatCannotStartGives127Or126AndReleases) {
+  const Outcome missing = run(cmd({"run"}, {"--limit", "1", "--", "/nonexistent/command"}));
+  EXPECT_EQ(127, missing.code) << missing;
+  EXPECT_NE(std::string::npos, missing.err.find("cannot run '/nonexistent/command'")) << missing;
+  const Outcome not_executable = run(cmd({"run"}, {"--limit", "1", "--", "/etc/hostname"}));
+  EXPECT_EQ(126, not_executable.code) << not_executable;
+  EXPECT_TRUE(status().holders.empty());
+}
+
+TEST_F(CliTest, HoldsThePermitWhileTheCommandRunsAndWaitZeroNeverQueues) {
+  auto first = holder();
+  Status s = status();
+  ASSERT_EQ(1u, s.holders.size());
+  EXPECT_NE(std::string::npos, s.holders[0].owner.find("sh -c")) << s.holders[0].owner;
+  EXPECT_GT(s.holders[0].lease_left, 0ms);
+
+  const Outcome busy = run(cmd({"run"}, {"--limit", "1", "--wait", "0", "--", "true"}));
+  EXPECT_EQ(75, busy.code) << busy;
+  EXPECT_NE(std::string::npos, busy.err.find("not queueing (--wait 0)")) << busy;
+  EXPECT_TRUE(status().waiters.empty());
+
+  const Outcome timed_out = run(cmd({"run"}, {"--limit", "1", "--wait", "300ms", "--", "true"}));
+  EXPECT_EQ(75, timed_out.code) << timed_out;
+  EXPECT_NE(std::string::npos, timed_out.err.find("within 300ms")) << timed_out;
+  EXPECT_TRUE(status().waiters.empty());  // it left the queue
+
+  first->close_stdin();
+  EXPECT_EQ(0, exit_code(first->wait_exit())) << first->transcript();
+  EXPECT_TRUE(status().holders.empty());
+}
+
+TEST_F(CliTest, QueuedRunsGetThePermitInTheOrderTheyAsked) {
+  char path[] = "/tmp/fairsem-cli-order-XXXXXX";
+  const int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  close(fd);
+  auto first = holder();
+  std::vector<std::unique_ptr<ChildProcess>> queued;
+  for (const char* who : {"B", "C", "D"}) {
+    queued.push_back(start(cmd(
+        {"run"}, {"--limit", "1", "--", "sh", "-c", std::string("echo ") + who + " >> " + path})));
+    const std::size_t waiting = queued.size();
+    ASSERT_TRUE(wait_until([&] { return status().waiters.size() == waiting; }));
+  }
+  first->close_stdin();
+  for (auto& p : queued) {
+    p->close_stdin();
+    EXPECT_EQ(0, exit_code(p->wait_exit())) << p->transcript();
+  }
+  std::ifstream in(path);
+  const std::string order((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::remove(path);
+  EXPECT_EQ("B\nC\nD\n", order);
+}
+
+class CliSignalTest : public CliTest, public ::testing::WithParamInterface<int> {};
+
+TEST_P(CliSignalTest, SignalToFairsemIsForwardedToTheCommand) {
+  const int sig = GetParam();
+  const std::string name = strsignal(sig);
+  auto p = start(cmd({"run"}, {"--limit", "1", "--", "sh", "-c",
+                               "trap 'echo got-signal; exit 7' INT TERM HUP; echo ready; "
+                               "while :; do sleep 0.05; done"}));
+  ASSERT_TRUE(p->expect("ready")) << p->transcript();
+  p->signal(sig);
+  EXPECT_TRUE(p->expect("got-signal")) << p->transcript();
+  EXPECT_EQ(7, exit_code(p->wait_exit())) << name << "\n" << p->transcript();
+  EXPECT_TRUE(status().holders.empty());
+}
+
+INSTANTIATE_TEST_SUITE_P(Signals, CliSignalTest, ::testing::Values(SIGINT, SIGTERM, SIGHUP),
+                         [](const ::testing::TestParamInfo<int>& param) {
+                           return std::string(sigabbrev_np(param.param));
+                         });
+
+TEST_F(CliTest, SignalWhileWaitingLeavesTheQueueAndExits128PlusTheSignal) {
+  auto first = holder({"--lease", "60s"});
+  auto waiter = start(cmd({"run"}, {"--limit", "1", "--lease", "60s", "--", "true"}));
+  ASSERT_TRUE(wait_until([&] { return status().waiters.size() == 1; }));
+  waiter->signal(SIGTERM);
+  EXPECT_EQ(128 + SIGTERM, exit_code(waiter->wait_exit())) << waiter->transcript();
+  // Gone at once, not after its 60 s lease.
+  EXPECT_TRUE(status().waiters.empty());
+  EXPECT_EQ(1u, status().holders.size());
+  first->close_stdin();
+  EXPECT_EQ(0, exit_code(first->wait_exit()));
+}
+
+std::string holder_id(const Outcome& json_status) {
+  const auto j = nlohmann::json::parse(json_status.out);
+  return j.at("holders").at(0).at("id").get<std::string>();
+}
+
+TEST_F(CliTest, EvictedHolderWithOnLostKillIsTerminatedAndExits75) {
+  auto p = start(cmd({"run"}, {"--limit", "1", "--lease", "1s", "--", "sh", "-c",
+                               "trap 'echo got-TERM; exit 0' TERM; echo ready; "
+                               "while :; do sleep 0.05; done"}));
+  ASSERT_TRUE(p->expect("ready")) << p->transcript();
+  const std::string id = holder_id(run(cmd({"status"}, {"--json"})));
+  const Outcome evicted = run(cmd({"evict"}, {"--id", id}));
+  EXPECT_EQ(0, evicted.code) << evicted;
+  EXPECT_NE(std::string::npos, evicted.out.find("evicted holder " + id)) << evicted;
+  EXPECT_TRUE(p->expect("got-TERM")) << p->transcript();
+  EXPECT_EQ(75, exit_code(p->wait_exit())) << p->transcript();  // although the command exited 0
+  EXPECT_NE(std::string::npos, p->stderr_text().find("evicted")) << p->transcript();
+
+  const Outcome again = run(cmd({"evict"}, {"--id", id}));
+  EXPECT_EQ(1, again.code) << again;
+  EXPECT_NE(std::string::npos, again.err.find("has no permit " + id)) << again;
+}
+
+TEST_F(CliTest, EvictedHolderWithOnLostWarnKeepsRunning) {
+  auto p = holder({"--lease", "1s", "--on-lost", "warn"});
+  const std::string id = holder_id(run(cmd({"status"}, {"--json"})));
+  ASSERT_EQ(0, run(cmd({"evict"}, {"--id", id})).code);
+  ASSERT_TRUE(wait_until([&] {
+    return p->stderr_text().find("keeps running (--on-lost warn)") != std::string::npos;
+  })) << p->transcript();
+  p->close_stdin();
+  EXPECT_TRUE(p->expect("done")) << p->transcript();  // the command ran to its end
+  EXPECT_EQ(0, exit_code(p->wait_exit())) << p->transcript();
+}
+
+TEST_F(CliTest, EvictedWaiterExits75) {
+  auto first = holder();
+  auto waiter = start(cmd({"run"}, {"--limit", "1", "--", "true"}));
+  ASSERT_TRUE(wait_until([&] { return status().waiters.size() == 1; }));
+  const std::string id = status().waiters.at(0).id;
+  const Outcome evicted = run(cmd({"evict"}, {"--id", id}));
+  EXPECT_EQ(0, evicted.code) << evicted;
+  EXPECT_NE(std::string::npos, evicted.out.find("evicted waiter " + id)) << evicted;
+  EXPECT_EQ(75, exit_code(waiter->wait_exit())) << waiter->transcript();
+  EXPECT_NE(std::string::npos, waiter->stderr_text().find("was evicted")) << waiter->transcript();
+  first->close_stdin();
+  EXPECT_EQ(0, exit_code(first->wait_exit()));
+}
+
+TEST_F(CliTest, StatusJsonAndTableShowHoldersAndWaitersInOrder) {
+  auto a = holder({}, "shown");
+  auto b = start(cmd({"run"}, {"--limit", "1", "--", "true"}, "shown"));
+  ASSERT_TRUE(wait_until([&] { return status("shown").waiters.size() == 1; }));
+  auto c = start(cmd({"run"}, {"--limit", "1", "--", "true"}, "shown"));
+  ASSERT_TRUE(wait_until([&] { return status("shown").waiters.size() == 2; }));
+
+  const Outcome json = run(cmd({"status"}, {"--json"}, "shown"));
+  ASSERT_EQ(0, json.code) << json;
+  const auto j = nlohmann::json::parse(json.out);
+  EXPECT_EQ("shown", j.at("name"));
+  EXPECT_EQ(1, j.at("limit"));
+  EXPECT_EQ(3, j.at("counter"));
+  ASSERT_EQ(1u, j.at("holders").size());
+  const auto& h = j.at("holders").at(0);
+  EXPECT_EQ(1, h.at("token"));
+  EXPECT_GT(h.at("lease_left_ms").get<long long>(), 0);
+  EXPECT_NE(std::string::npos, h.at("owner").get<std::string>().find("sh -c")) << json;
+  ASSERT_EQ(2u, j.at("waiters").size());
+  EXPECT_EQ(2, j.at("waiters").at(0).at("token"));
+  EXPECT_EQ(3, j.at("waiters").at(1).at("token"));
+  const std::vector<std::string> keys = {"id", "token", "lease_left_ms", "owner"};
+  for (const auto& entry : {h, j.at("waiters").at(0)}) {
+    std::vector<std::string> seen;
+    for (auto it = entry.begin(); it != entry.end(); ++it) seen.push_back(it.key());
+    std::sort(seen.begin(), seen.end());
+    std::vector<std::string> want = keys;
+    std::sort(want.begin(), want.end());
+    EXPECT_EQ(want, seen);
+  }
+
+  const Outcome table = run(cmd({"status"}, {}, "shown"));
+  ASSERT_EQ(0, table.code) << table;
+  EXPECT_NE(std::string::npos, table.out.find("limit 1, 1 holding, 2 waiting")) << table;
+  const std::string first_waiter = j.at("waiters").at(0).at("id");
+  const std::string second_waiter = j.at("waiters").at(1).at("id");
+  EXPECT_LT(table.out.find(first_waiter), table.out.find(second_waiter)) << table;
+
+  a->close_stdin();
+  for (auto* p : {a.get(), b.get(), c.get()}) {
+    p->close_stdin();
+    EXPECT_EQ(0, exit_code(p->wait_exit())) << p->transcript();
+  }
+  const Outcome unused = run(cmd({"status"}, {"--json"}, "never-used"));
+  EXPECT_EQ(0, unused.code) << unused;
+  EXPECT_EQ(0, nlohmann::json::parse(unused.out).at("limit"));
+}
+
+struct BadArguments {
+  std::vector<std::string> args;
+  std::string message;  // a part of the one-line error
+};
+
+TEST_F(CliTest, BadArgumentsExit64WithAClearMessageAndChangeNothing) {
+  const long long keys_before = dbsize();
+  const auto t = target("untouched");
+  auto with = [&](std::initializer_list<std::string> head,
+                  std::initializer_list<std::string> tail) {
+    std::vector<std::string> v(head);
+    v.insert(v.end(), t.begin(), t.end());
+    v.insert(v.end(), tail);
+    return v;
+  };
+  const std::vector<BadArguments> cases = {
+      {with({"run"}, {"--limit", "0", "--", "true"}), "--limit: Value 0 not in range"},
+      {with({"run"}, {"--limit", "x", "--", "true"}), "--limit"},
+      {with({"run"}, {"--limit", "-3", "--", "true"}), "--limit"},
+      {with({"run"}, {"--limit", "1", "--lease", "-1", "--", "true"}),
+       "--lease \"-1\" is not a duration (it is negative)"},
+      {with({"run"}, {"--limit", "1", "--lease", "0", "--", "true"}), "--lease must be positive"},
+      {with({"run"}, {"--limit", "1", "--lease", "10parsecs", "--", "true"}),
+       "unknown unit \"parsecs\""},
+      {with({"run"}, {"--limit", "1", "--wait", "soon", "--", "true"}), "--wait \"soon\""},
+      {with({"run"}, {"--limit", "1", "--on-lost", "ignore", "--", "true"}), "--on-lost"},
+      {with({"run"}, {"--limit", "1", "--bogus", "--", "true"}), "--bogus"},
+      {with({"run"}, {"--limit", "1", "true"}), "is '--' missing before the command?"},
+      {with({"run"}, {"--limit", "1", "--"}), "no command after '--'"},
+      {{"run", "--limit", "1", "--", "true"}, "--name is required"},
+      {with({"run"}, {"--limit", "1", "--url", "http://127.0.0.1:6379", "--", "true"}), "scheme"},
+      {with({"status"}, {"--json", "extra"}), "extra"},
+      {with({"evict"}, {}), "--id is required"},
+      {with({"evict"}, {"--id", "a b"}), "permit id"},
+      {{"status", "--name", "bad name"}, "semaphore name"},
+      {{"launch"}, "launch"},
+      {{}, "subcommand"},
+      {with({"demo"}, {}), "--name"},
+      {{"demo", "--workers", "1"}, "--workers"},
+  };
+  for (const BadArguments& c : cases) {
+    const Outcome o = run(c.args);
+    std::string line;
+    for (const auto& a : c.args) line += a + " ";
+    EXPECT_EQ(64, o.code) << line << "\n" << o;
+    EXPECT_NE(std::string::npos, o.err.find(c.message)) << line << "\n" << o;
+    EXPECT_NE(std::string::npos, o.err.find("--help")) << line << "\n" << o;
+    EXPECT_TRUE(o.out.empty()) << line << "\n" << o;
+  }
+  EXPECT_EQ(keys_before, dbsize());
+}
+
+TEST_F(CliTest, LimitOtherThanTheStoredOneExits64) {
+  ASSERT_EQ(0, run(cmd({"run"}, {"--limit", "2", "--", "true"})).code);
+  const Outcome o = run(cmd({"run"}, {"--limit", "3", "--", "true"}));
+  EXPECT_EQ(64, o.code) << o;
+  EXPECT_NE(std::string::npos, o.err.find("Redis stores limit 2")) << o;
+}
+
+TEST_F(CliTest, UnreachableRedisExits69WithoutShowingThePassword) {
+  const std::string url = "redis://operator:sekret-pw@127.0.0.1:1";
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           cmd({"run"}, {"--limit", "1", "--url", url, "--", "true"}),
+           cmd({"status"}, {"--url", url}), cmd({"evict"}, {"--id", "x", "--url", url})}) {
+    const Outcome o = run(args);
+    EXPECT_EQ(69, o.code) << o;
+    EXPECT_NE(std::string::npos, o.err.find("127.0.0.1:1")) << o;
+    EXPECT_EQ(std::string::npos, o.err.find("sekret")) << o;
+    EXPECT_EQ(std::string::npos, o.out.find("sekret")) << o;
+  }
+  // From the environment too, and with the URL quoted in a parse error.
+  const Outcome env = run(cmd({"status"}, {}), {{"FAIRSEM_URL", url}});
+  EXPECT_EQ(69, env.code) << env;
+  EXPECT_EQ(std::string::npos, env.err.find("sekret")) << env;
+  const Outcome bad = run(cmd({"status"}, {"--url", "redis://operator:sekret-pw@"}));
+  EXPECT_EQ(64, bad.code) << bad;
+  EXPECT_EQ(std::string::npos, bad.err.find("sekret")) << bad;
+}
+
+TEST_F(CliTest, RefusedLoginExits69WithoutShowingThePassword) {
+  const std::string user = "cli-" + std::to_string(getpid());
+  admin_.command({"ACL", "SETUSER", user, "on", ">right-password", "~*", "+@all"});
+  const std::string host =
+      RedisEnvironment::instance().url().substr(std::string("redis://").size());
+  const std::string url = "redis://" + user + ":wrong-password@" + host;
+  const Outcome o = run(cmd({"status"}, {"--url", url}));
+  admin_.command({"ACL", "DELUSER", user});
+  EXPECT_EQ(69, o.code) << o;
+  EXPECT_EQ(std::string::npos, o.err.find("wrong-password")) << o;
+}
+
+TEST_F(CliTest, DemoOnAPrivateRedisShowsEveryGuaranteeHeld) {
+  const Outcome o =
+      run({"demo", "--workers", "4", "--limit", "2", "--seconds", "5", "--lease", "1s"},
+          {{"FAIRSEM_URL", "redis://127.0.0.1:1"}});  // not used by the demo
+  EXPECT_EQ(0, o.code) << o;
+  EXPECT_NE(std::string::npos, o.out.find("private redis-server started on redis://127.0.0.1:"))
+      << o;
+  EXPECT_NE(std::string::npos, o.out.find("SIGKILL worker-")) << o;
+  for (const char* line : {"max simultaneous holders", "FIFO order violations      0  ok",
+                           "killed holder's permit     reclaimed",
+                           "left in Redis              0 holders, 0 waiters  ok"}) {
+    EXPECT_NE(std::string::npos, o.out.find(line)) << line << "\n" << o;
+  }
+  EXPECT_EQ(std::string::npos, o.out.find("FAILED")) << o;
+  // Plain lines when stdout is not a terminal: no cursor movement.
+  EXPECT_EQ(std::string::npos, o.out.find("\033[")) << o;
+}
+
+}  // namespace
+}  // namespace fairsem
