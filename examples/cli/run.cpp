@@ -131,8 +131,16 @@ std::variant<Permit, int> acquire_interruptibly(FairSemaphore& sem, const RunArg
     print_message(
         fmt::format("{} while waiting for a permit; leaving the queue", signal_name(interrupted)));
     try {
-      (void)sem.evict(id);  // ends the waiter's acquire with EvictedError, or takes the
-                            // permit back if it was granted this very moment
+      // Ends the waiter's acquire with EvictedError, or takes back a permit granted this very
+      // moment. Until the waiter's first call has queued it there is nothing to evict: retry.
+      sigset_t done_signal;
+      sigemptyset(&done_signal);
+      sigaddset(&done_signal, SIGUSR1);
+      while (!out.done.load()) {
+        (void)sem.evict(id);
+        const timespec pause{0, 50'000'000};
+        (void)sigtimedwait(&done_signal, nullptr, &pause);
+      }
     } catch (const std::exception& e) {
       print_message(
           fmt::format("could not leave the queue ({}); the entry expires within one "

@@ -230,6 +230,19 @@ TEST_F(CliTest, SignalWhileWaitingLeavesTheQueueAndExits128PlusTheSignal) {
   EXPECT_EQ(0, exit_code(first->wait_exit()));
 }
 
+// A signal that arrives before the waiter has even queued must not leave it queued later.
+TEST_F(CliTest, SignalRightAfterStartNeverLeavesAWaiterBehind) {
+  auto first = holder({"--lease", "60s"});
+  for (int round = 0; round < 5; ++round) {
+    auto waiter = start(cmd({"run"}, {"--limit", "1", "--lease", "60s", "--", "true"}));
+    waiter->signal(SIGTERM);
+    EXPECT_EQ(128 + SIGTERM, exit_code(waiter->wait_exit())) << waiter->transcript();
+    EXPECT_TRUE(status().waiters.empty()) << "round " << round;
+  }
+  first->close_stdin();
+  EXPECT_EQ(0, exit_code(first->wait_exit()));
+}
+
 std::string holder_id(const Outcome& json_status) {
   const auto j = nlohmann::json::parse(json_status.out);
   return j.at("holders").at(0).at("id").get<std::string>();
