@@ -1,0 +1,242 @@
+// fairsem-worker-pool: threads in several processes share one upstream API that allows only
+// N concurrent calls. Every call is made holding a permit of a FairSemaphore with limit N, so
+// however many processes and threads there are, at most N calls are in flight at once.
+//
+//   fairsem-worker-pool [--url URL] [--name NAME] [--processes P] [--threads T]
+//                       [--permits N] [--calls C]
+//
+// The parent forks P processes (before it creates any semaphore or thread); each opens the
+// semaphore and runs T threads, and each thread makes C calls. The "API call" is a short sleep.
+// To show the limit holds, every call counts itself in a counter shared by all processes
+// (anonymous shared memory): up on entry, down on exit, and the highest value seen is kept.
+// The parent prints one line and checks it:
+//
+//   calls=<total> max_concurrent=<highest> permits=<N>
+//
+// URL defaults to $FAIRSEM_URL, then $REDIS_URL, then redis://127.0.0.1:6379. NAME (default
+// "rate-limited-api") names the semaphore; its limit is stored in Redis by its first user, so
+// another --permits needs another --name.
+// Exit codes: 0 ok, 1 the count or the limit was wrong, 64 usage error, 69 Redis unreachable
+// or auth failed, 70 other error (from the first process that failed).
+
+#include <sys/mman.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+#include <fairsem/fairsem.hpp>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <new>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+constexpr int kExitUsage = 64;
+constexpr int kExitUnavailable = 69;
+constexpr int kExitInternal = 70;
+
+constexpr const char* kUsage =
+    "usage: fairsem-worker-pool [--url URL] [--name NAME] [--processes P] [--threads T] "
+    "[--permits N] [--calls C]\n";
+
+struct Options {
+  std::string url = "redis://127.0.0.1:6379";
+  std::string name = "rate-limited-api";
+  int processes = 3;
+  int threads = 4;
+  long long permits = 2;
+  int calls = 10;
+};
+
+// Lives in memory shared by every process (mapped before fork).
+struct Shared {
+  std::atomic<int> in_flight{0};
+  std::atomic<int> max_in_flight{0};
+  std::atomic<long long> calls{0};
+};
+static_assert(std::atomic<int>::is_always_lock_free && std::atomic<long long>::is_always_lock_free,
+              "atomics in shared memory must be lock-free to work across processes");
+
+bool is_option(const std::string& arg) {
+  for (const char* known :
+       {"--url", "--name", "--processes", "--threads", "--permits", "--calls"}) {
+    if (arg == known) return true;
+  }
+  return false;
+}
+
+int usage(const std::string& problem) {
+  fmt::print(stderr, "fairsem-worker-pool: {}\n{}", problem, kUsage);
+  return kExitUsage;
+}
+
+// A whole number in 1..max, and nothing else.
+template <class T>
+bool parse_count(const char* text, long long max, T& out) {
+  char* end = nullptr;
+  errno = 0;
+  const long long value = std::strtoll(text, &end, 10);
+  if (errno != 0 || end == text || *end != '\0' || value < 1 || value > max) return false;
+  out = static_cast<T>(value);
+  return true;
+}
+
+// A call to the rate-limited upstream, made while holding a permit.
+void call_api(Shared& shared) {
+  const int now = ++shared.in_flight;
+  int seen = shared.max_in_flight.load();
+  while (now > seen && !shared.max_in_flight.compare_exchange_weak(seen, now)) {
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(2));  // the upstream's work
+  --shared.in_flight;
+  ++shared.calls;
+}
+
+// One process of the pool. Returns its exit code.
+int run_process(const Options& opt, Shared& shared) {
+  try {
+    fairsem::SemaphoreOptions sem_options;
+    sem_options.limit = opt.permits;
+    fairsem::FairSemaphore sem(fairsem::ConnectionOptions::from_url(opt.url), opt.name,
+                               sem_options);
+    std::mutex error_mu;
+    std::string error;
+    int error_code = 0;
+    std::vector<std::thread> threads;
+    for (int t = 0; t < opt.threads; ++t) {
+      threads.emplace_back([&] {
+        try {
+          fairsem::SemaphoreLock lock(sem);  // one per thread
+          for (int c = 0; c < opt.calls; ++c) {
+            std::unique_lock<fairsem::SemaphoreLock> guard(lock);
+            call_api(shared);
+          }
+        } catch (const std::exception& e) {
+          std::lock_guard<std::mutex> hold(error_mu);
+          if (error.empty()) {
+            error = e.what();
+            error_code = dynamic_cast<const fairsem::ConnectionError*>(&e) != nullptr
+                             ? kExitUnavailable
+                             : kExitInternal;
+          }
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+    if (!error.empty()) {
+      fmt::print(stderr, "fairsem-worker-pool: process {}: {}\n", ::getpid(), error);
+      return error_code;
+    }
+    return 0;
+  } catch (const fairsem::LimitMismatchError& e) {
+    fmt::print(stderr, "fairsem-worker-pool: process {}: {} (use another --name)\n", ::getpid(),
+               e.what());
+    return kExitInternal;
+  } catch (const fairsem::ConnectionError& e) {
+    fmt::print(stderr, "fairsem-worker-pool: process {}: {}\n", ::getpid(), e.what());
+    return kExitUnavailable;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "fairsem-worker-pool: process {}: {}\n", ::getpid(), e.what());
+    return kExitInternal;
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options opt;
+  if (const char* env = std::getenv("REDIS_URL")) opt.url = env;
+  if (const char* env = std::getenv("FAIRSEM_URL")) opt.url = env;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--help" || arg == "-h") {
+      fmt::print("{}", kUsage);
+      return 0;
+    }
+    if (!is_option(arg)) return usage("unknown option " + arg);
+    if (i + 1 >= argc) return usage("missing value after " + arg);
+    const char* value = argv[++i];
+    bool ok = true;
+    if (arg == "--url") {
+      opt.url = value;
+    } else if (arg == "--name") {
+      opt.name = value;
+    } else if (arg == "--processes") {
+      ok = parse_count(value, 1000, opt.processes);
+    } else if (arg == "--threads") {
+      ok = parse_count(value, 1000, opt.threads);
+    } else if (arg == "--calls") {
+      ok = parse_count(value, 1000000, opt.calls);
+    } else if (arg == "--permits") {
+      ok = parse_count(value, 1000000000, opt.permits);
+    }
+    if (!ok) return usage(fmt::format("{} needs a whole number > 0, got \"{}\"", arg, value));
+  }
+  try {
+    fairsem::ConnectionOptions::from_url(opt.url);  // a bad URL is a usage error, found once
+    fairsem::validate_name(opt.name, "semaphore name");
+  } catch (const fairsem::InvalidArgument& e) {
+    return usage(e.what());
+  }
+
+  void* memory =
+      ::mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (memory == MAP_FAILED) {
+    fmt::print(stderr, "fairsem-worker-pool: mmap of the shared counters: {}\n",
+               std::strerror(errno));
+    return kExitInternal;
+  }
+  Shared& shared = *new (memory) Shared;
+
+  std::fflush(stdout);  // nothing buffered may be written twice by the children
+  std::vector<pid_t> children;
+  int result = 0;
+  for (int p = 0; p < opt.processes; ++p) {
+    const pid_t pid = ::fork();
+    if (pid < 0) {
+      fmt::print(stderr, "fairsem-worker-pool: fork of process {}: {}\n", p + 1,
+                 std::strerror(errno));
+      result = kExitInternal;
+      break;
+    }
+    if (pid == 0) std::exit(run_process(opt, shared));
+    children.push_back(pid);
+  }
+  for (const pid_t pid : children) {
+    int status = 0;
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    const int code = WIFEXITED(status) ? WEXITSTATUS(status) : kExitInternal;
+    if (WIFSIGNALED(status)) {
+      fmt::print(stderr, "fairsem-worker-pool: process {} killed by signal {}\n", pid,
+                 WTERMSIG(status));
+    }
+    if (result == 0) result = code;
+  }
+
+  const long long expected = static_cast<long long>(opt.processes) * opt.threads * opt.calls;
+  const long long calls = shared.calls.load();
+  const int max_in_flight = shared.max_in_flight.load();
+  fmt::print("calls={} max_concurrent={} permits={}\n", calls, max_in_flight, opt.permits);
+  if (result != 0) return result;
+  if (calls != expected) {
+    fmt::print(stderr, "fairsem-worker-pool: {} calls made, expected {}\n", calls, expected);
+    return 1;
+  }
+  if (max_in_flight > opt.permits) {
+    fmt::print(stderr, "fairsem-worker-pool: {} calls were in flight at once, limit {}\n",
+               max_in_flight, opt.permits);
+    return 1;
+  }
+  return 0;
+}

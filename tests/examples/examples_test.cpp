@@ -1,0 +1,266 @@
+// The example programs, run as their users run them: separate processes against the test's
+// redis-server, judged by their exit codes, their output and the files they write.
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "child_process.hpp"
+#include "test_env.hpp"
+
+#if !defined(FAIRSEM_EXAMPLE_GUARD) || !defined(FAIRSEM_EXAMPLE_WORKER_POOL) || \
+    !defined(FAIRSEM_EXAMPLE_MIGRATION_JOB)
+#error "the paths of the example programs must be defined by the build"
+#endif
+
+namespace {
+
+using fairsem::test::ChildProcess;
+namespace fs = std::filesystem;
+
+constexpr int kExitUsage = 64;
+constexpr int kExitUnavailable = 69;
+constexpr int kExitTempFail = 75;
+
+std::string harness_url() { return fairsem::test::RedisEnvironment::instance().url(); }
+
+/// How a program ended.
+struct Outcome {
+  int exit_code = -1;  // -1: killed by a signal or did not exit in time
+  std::string out;     // what it printed to stdout (after the lines read before)
+  std::string err;     // everything it printed to stderr
+
+  std::string describe() const {
+    return "exit code " + std::to_string(exit_code) + "\n--- stdout ---\n" + out +
+           "--- stderr ---\n" + err + "--- end ---";
+  }
+  /// The last line of stdout, without '\n'.
+  std::string last_line() const {
+    std::string text = out;
+    while (!text.empty() && text.back() == '\n') text.pop_back();
+    const auto nl = text.rfind('\n');
+    return nl == std::string::npos ? text : text.substr(nl + 1);
+  }
+};
+
+/// The value of `key=value` in a line of words ("" if absent).
+std::string field(const std::string& line, const std::string& key) {
+  std::istringstream in(line);
+  for (std::string word; in >> word;) {
+    if (word.compare(0, key.size() + 1, key + "=") == 0) return word.substr(key.size() + 1);
+  }
+  return "";
+}
+
+/// Reads the rest of `child`'s stdout, waits for its exit and returns how it ended.
+Outcome finish(ChildProcess& child) {
+  Outcome outcome;
+  outcome.out = child.read_to_eof();
+  const std::optional<int> status = child.wait_exit();
+  if (!status) {
+    ADD_FAILURE() << "process " << child.pid() << " did not exit in time";
+  } else if (WIFEXITED(*status)) {
+    outcome.exit_code = WEXITSTATUS(*status);
+  }
+  outcome.err = child.stderr_text();
+  return outcome;
+}
+
+/// Runs one example program to its end.
+Outcome run(const std::string& path, const std::vector<std::string>& args,
+            const std::map<std::string, std::string>& env = {}) {
+  std::vector<std::string> argv{path};
+  argv.insert(argv.end(), args.begin(), args.end());
+  ChildProcess child(argv, env);
+  return finish(child);
+}
+
+// ---------------------------------------------------------------------------------------------
+// fairsem-guard
+
+TEST(GuardExample, RunsItsCriticalSectionAgainstTheUrlGivenAsArgument) {
+  const Outcome o = run(FAIRSEM_EXAMPLE_GUARD, {harness_url()});
+  ASSERT_EQ(o.exit_code, 0) << o.describe();
+  EXPECT_NE(o.out.find("inside the critical section with fencing token "), std::string::npos)
+      << o.describe();
+  EXPECT_EQ(o.err, "");
+}
+
+TEST(GuardExample, TakesTheUrlFromFairsemUrlBeforeRedisUrl) {
+  const Outcome o = run(FAIRSEM_EXAMPLE_GUARD, {},
+                        {{"FAIRSEM_URL", harness_url()}, {"REDIS_URL", "redis://127.0.0.1:1"}});
+  EXPECT_EQ(o.exit_code, 0) << o.describe();
+}
+
+TEST(GuardExample, ReportsAnUnreachableServerInOneLineWithExitCode69) {
+  // Port 1 on loopback: nothing listens there, so the connection is refused at once.
+  const Outcome o = run(FAIRSEM_EXAMPLE_GUARD, {"redis://127.0.0.1:1"});
+  EXPECT_EQ(o.exit_code, kExitUnavailable) << o.describe();
+  EXPECT_EQ(o.out, "");
+  EXPECT_EQ(o.err.rfind("fairsem-guard: ", 0), 0u) << o.describe();
+  EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.describe();
+}
+
+// ---------------------------------------------------------------------------------------------
+// fairsem-worker-pool
+
+TEST(WorkerPoolExample, ThreadsInSeveralProcessesNeverExceedThePermits) {
+  const Outcome o = run(FAIRSEM_EXAMPLE_WORKER_POOL,
+                        {"--url", harness_url(), "--name", fairsem::test::unique_prefix(),
+                         "--processes", "3", "--threads", "3", "--calls", "20", "--permits", "2"});
+  ASSERT_EQ(o.exit_code, 0) << o.describe();
+  const std::string line = o.last_line();
+  EXPECT_EQ(field(line, "calls"), "180") << o.describe();
+  EXPECT_EQ(field(line, "permits"), "2") << o.describe();
+  // Nine threads queue for two permits: both are in use at some point, never a third.
+  EXPECT_EQ(field(line, "max_concurrent"), "2") << o.describe();
+}
+
+TEST(WorkerPoolExample, RejectsUnknownOptionsAndBadNumbersWithExitCode64) {
+  for (const std::vector<std::string>& args : {std::vector<std::string>{"--pemits", "2"},
+                                               {"--permits", "0"},
+                                               {"--calls", "3x"},
+                                               {"--threads"},
+                                               {"--processes", "-1"}}) {
+    const Outcome o = run(FAIRSEM_EXAMPLE_WORKER_POOL, args);
+    EXPECT_EQ(o.exit_code, kExitUsage) << args[0] << "\n" << o.describe();
+    EXPECT_EQ(o.out, "");
+    EXPECT_NE(o.err.find("usage: fairsem-worker-pool"), std::string::npos) << o.describe();
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// fairsem-migration-job
+
+class MigrationJobExample : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char dir[] = "/tmp/fairsem-migration-test-XXXXXX";
+    ASSERT_NE(::mkdtemp(dir), nullptr) << std::strerror(errno);
+    dir_ = dir;
+    state_ = (dir_ / "migration.state").string();
+    name_ = fairsem::test::unique_prefix();
+  }
+  void TearDown() override {
+    std::error_code ignored;
+    fs::remove_all(dir_, ignored);
+  }
+
+  std::vector<std::string> job_args(const std::string& machine, const std::string& limit,
+                                    const std::string& wait = "30") const {
+    return {"--machine", machine, "--url",  harness_url(), "--name",  name_,
+            "--limit",   limit,   "--wait", wait,          "--state", state_};
+  }
+
+  std::vector<std::string> job_command(const std::string& machine, const std::string& limit,
+                                       const std::string& wait = "30") const {
+    std::vector<std::string> argv = job_args(machine, limit, wait);
+    argv.insert(argv.begin(), FAIRSEM_EXAMPLE_MIGRATION_JOB);
+    return argv;
+  }
+
+  std::string state_text() const {
+    std::ifstream in(state_);
+    std::stringstream text;
+    text << in.rdbuf();
+    return text.str();
+  }
+
+  fs::path dir_;
+  std::string state_;
+  std::string name_;
+};
+
+TEST_F(MigrationJobExample, MachinesRunningOneAfterAnotherEachWriteWithANewerToken) {
+  const Outcome a = run(FAIRSEM_EXAMPLE_MIGRATION_JOB, job_args("alpha", "2"));
+  ASSERT_EQ(a.exit_code, 0) << a.describe();
+  EXPECT_EQ(field(a.last_line(), "wrote"), "yes") << a.describe();
+  const long long token_a = std::stoll(field(a.last_line(), "token"));
+  EXPECT_EQ(state_text(), std::to_string(token_a) + " alpha\n");
+
+  const Outcome b = run(FAIRSEM_EXAMPLE_MIGRATION_JOB, job_args("beta", "2"));
+  ASSERT_EQ(b.exit_code, 0) << b.describe();
+  EXPECT_EQ(field(b.last_line(), "wrote"), "yes") << b.describe();
+  const long long token_b = std::stoll(field(b.last_line(), "token"));
+  EXPECT_GT(token_b, token_a);
+  EXPECT_EQ(state_text(), std::to_string(token_b) + " beta\n");
+}
+
+TEST_F(MigrationJobExample, AJobWhoseTokenIsOlderThanTheStoredOneIsRefused) {
+  // A newer permit (one granted after this job's) already wrote.
+  const std::string newer = "1000000 gamma\n";
+  {
+    std::ofstream out(state_);
+    out << newer;
+  }
+  const Outcome o = run(FAIRSEM_EXAMPLE_MIGRATION_JOB, job_args("alpha", "2"));
+  EXPECT_EQ(o.exit_code, kExitTempFail) << o.describe();
+  const std::string token = field(o.last_line(), "token");
+  EXPECT_EQ(field(o.last_line(), "machine"), "alpha") << o.describe();
+  EXPECT_EQ(field(o.last_line(), "wrote"), "no") << o.describe();
+  EXPECT_NE(o.err.find("refused: token " + token + " is older than stored 1000000"),
+            std::string::npos)
+      << o.describe();
+  EXPECT_EQ(state_text(), newer);
+}
+
+TEST_F(MigrationJobExample, TheSameMachineStartedTwiceAtOnceSharesOnePermit) {
+  // Hold the state file's lock, so each job stops at its write once it holds its permit:
+  // both copies of "alpha" then run at the same time.
+  struct Fd {
+    int value;
+    ~Fd() {
+      if (value >= 0) ::close(value);
+    }
+  } lock{::open(state_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644)};
+  ASSERT_GE(lock.value, 0) << std::strerror(errno);
+  ASSERT_EQ(::flock(lock.value, LOCK_EX), 0) << std::strerror(errno);
+
+  ChildProcess first(job_command("alpha", "1"));
+  const auto first_granted = first.read_line();
+  ASSERT_TRUE(first_granted) << finish(first).describe();
+  ASSERT_EQ(field(*first_granted, "permit"), "migration-alpha") << *first_granted;
+  const std::string token = field(*first_granted, "token");
+
+  // Limit 1 and alpha holds it: the second alpha is granted the same permit at once (with
+  // a random id it would wait, and give up after --wait seconds).
+  ChildProcess second(job_command("alpha", "1", "5"));
+  const auto second_granted = second.read_line();
+  ASSERT_TRUE(second_granted) << finish(second).describe();
+  EXPECT_EQ(field(*second_granted, "permit"), "migration-alpha") << *second_granted;
+  EXPECT_EQ(field(*second_granted, "token"), token) << *second_granted;
+
+  // Another machine gets nothing meanwhile: the one permit is alpha's.
+  const Outcome beta = run(FAIRSEM_EXAMPLE_MIGRATION_JOB, job_args("beta", "1", "0"));
+  EXPECT_EQ(beta.exit_code, kExitTempFail) << beta.describe();
+  EXPECT_EQ(beta.last_line(), "machine=beta token=none wrote=no") << beta.describe();
+
+  ASSERT_EQ(::flock(lock.value, LOCK_UN), 0);  // both alphas write now, with the same token
+  for (ChildProcess* job : {&first, &second}) {
+    const Outcome o = finish(*job);
+    EXPECT_EQ(o.exit_code, 0) << o.describe();
+    EXPECT_EQ(field(o.last_line(), "token"), token) << o.describe();
+    EXPECT_EQ(field(o.last_line(), "wrote"), "yes") << o.describe();
+  }
+  EXPECT_EQ(state_text(), token + " alpha\n");
+}
+
+TEST_F(MigrationJobExample, RequiresAMachineName) {
+  const Outcome o = run(FAIRSEM_EXAMPLE_MIGRATION_JOB, {"--url", harness_url()});
+  EXPECT_EQ(o.exit_code, kExitUsage) << o.describe();
+  EXPECT_NE(o.err.find("--machine is required"), std::string::npos) << o.describe();
+}
+
+}  // namespace
