@@ -36,7 +36,6 @@
 #error "FAIRSEM_TEST_WORKER (the path of fairsem_test_worker) must be defined by the build"
 #endif
 
-
 namespace {
 
 using namespace std::chrono_literals;
