@@ -721,6 +721,8 @@ EvictResult SemaphoreCore::evict(const std::string& permit_id) {
       return EvictResult::holder;
     case 2:
       return EvictResult::waiter;
+    case 3:
+      return EvictResult::already_evicted;
     default:
       return EvictResult::not_found;
   }

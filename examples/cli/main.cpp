@@ -24,7 +24,9 @@ constexpr const char* kExitCodes = R"(Exit codes:
   64     usage error: bad arguments, or --limit differs from the limit Redis stores
   69     Redis unreachable, or authentication refused
   70     internal error
-  75     run: not acquired within --wait, or the permit was lost (--on-lost kill)
+  75     run: not acquired within --wait, evicted while waiting, or the permit lost
+         (--on-lost kill)
+  128+N  run: interrupted by signal N before the command started
   126    run: the command could not be executed
   127    run: the command was not found
 

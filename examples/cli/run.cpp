@@ -43,11 +43,31 @@ std::atomic<bool> g_lost{false};
 std::mutex g_lost_mu;
 std::string g_lost_reason;
 
+/// INT, TERM and HUP (unless this process was started with them ignored, as by nohup or a
+/// shell's background job: they stay ignored, here and in the command), CHLD and USR1.
 sigset_t handled_signals() {
   sigset_t set;
   sigemptyset(&set);
-  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGCHLD, SIGUSR1}) sigaddset(&set, sig);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
+    struct sigaction current {};
+    if (sigaction(sig, nullptr, &current) == 0 && current.sa_handler == SIG_IGN) continue;
+    sigaddset(&set, sig);
+  }
+  sigaddset(&set, SIGCHLD);
+  sigaddset(&set, SIGUSR1);
   return set;
+}
+
+/// The first of INT, TERM, HUP already pending (e.g. a Ctrl-C while connecting), or 0.
+int pending_interrupt(const sigset_t& set) {
+  sigset_t interrupts;
+  sigemptyset(&interrupts);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
+    if (sigismember(&set, sig) == 1) sigaddset(&interrupts, sig);
+  }
+  const timespec zero{0, 0};
+  const int sig = sigtimedwait(&interrupts, nullptr, &zero);
+  return sig > 0 ? sig : 0;
 }
 
 std::string signal_name(int sig) {
@@ -203,14 +223,23 @@ std::optional<pid_t> spawn(const RunArgs& args, const Permit& permit, const sigs
   posix_spawnattr_init(&attr);
   sigset_t none;
   sigemptyset(&none);
-  sigset_t defaults = set;
+  sigset_t defaults = set;  // an ignored INT/TERM/HUP is not in `set`: it stays ignored
   sigaddset(&defaults, SIGPIPE);
   posix_spawnattr_setsigmask(&attr, &none);
   posix_spawnattr_setsigdefault(&attr, &defaults);
   posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  // The command inherits no descriptor beyond 0-2: hiredis does not mark its sockets
+  // close-on-exec, and they carry this process's authenticated Redis connections.
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_t* file_actions = nullptr;
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 34))
+  if (posix_spawn_file_actions_addclosefrom_np(&actions, 3) == 0) file_actions = &actions;
+#endif
   pid_t pid = -1;
   const int rc =
-      posix_spawnp(&pid, argv_ptrs[0], nullptr, &attr, argv_ptrs.data(), env_ptrs.data());
+      posix_spawnp(&pid, argv_ptrs[0], file_actions, &attr, argv_ptrs.data(), env_ptrs.data());
+  posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attr);
   if (rc != 0) {
     print_message(fmt::format("cannot run '{}': {}", args.command[0], std::strerror(rc)));
@@ -223,6 +252,11 @@ std::optional<pid_t> spawn(const RunArgs& args, const Permit& permit, const sigs
 }  // namespace
 
 int run_main(const RunArgs& args) {
+  // Started with SIGCHLD ignored, the kernel would reap the command itself and never say so.
+  struct sigaction child_default {};
+  child_default.sa_handler = SIG_DFL;
+  sigemptyset(&child_default.sa_mask);
+  sigaction(SIGCHLD, &child_default, nullptr);
   const sigset_t set = handled_signals();
   pthread_sigmask(SIG_BLOCK, &set, nullptr);  // before any thread starts
 
@@ -259,6 +293,14 @@ int run_main(const RunArgs& args) {
       }
     }
   } catch (...) {
+    // With a chosen id a try_acquire whose reply was lost is not given up by the library.
+    if (sem) {
+      try {
+        (void)sem->evict(id);
+      } catch (...) {
+        // Redis is unreachable: the entry, if any, expires with its lease.
+      }
+    }
     return report_exception(kCommand);
   }
   if (!permit) {
@@ -267,6 +309,18 @@ int run_main(const RunArgs& args) {
     permit = std::move(std::get<Permit>(outcome));
   }
 
+  // A Ctrl-C (or TERM, HUP) while connecting or acquiring is not lost: nothing is started.
+  if (const int sig = pending_interrupt(set)) {
+    print_message(
+        fmt::format("{} before the command started; releasing the permit", signal_name(sig)));
+    try {
+      (void)permit->release();
+    } catch (const std::exception& e) {
+      print_message(
+          fmt::format("releasing permit {} failed ({}); it expires with its lease", id, e.what()));
+    }
+    return 128 + sig;
+  }
   int spawn_failure = 0;
   const std::optional<pid_t> started = spawn(args, *permit, set, spawn_failure);
   if (!started) {
@@ -289,6 +343,10 @@ int run_main(const RunArgs& args) {
     if (sig == SIGCHLD) {
       const pid_t r = waitpid(child, &wait_status, WNOHANG);
       if (r == child) break;
+      if (r < 0 && errno == ECHILD) {  // reaped by someone else: its status is unknown
+        wait_status = kExitInternal << 8;
+        break;
+      }
     } else if (sig == SIGUSR1) {
       if (g_lost.load() && !lost_reported) {
         lost_reported = true;

@@ -87,6 +87,9 @@ int evict_main(const EvictArgs& args) {
       case EvictResult::waiter:
         fmt::print("evicted waiter {} of semaphore '{}'\n", args.id, args.target.name);
         return 0;
+      case EvictResult::already_evicted:
+        fmt::print("permit {} of semaphore '{}' was evicted already\n", args.id, args.target.name);
+        return 0;
       case EvictResult::not_found:
         break;
     }

@@ -79,10 +79,12 @@ enum class ReleaseResult {
 
 /// What an eviction found.
 enum class EvictResult {
-  holder,    // a holder was removed: its permit passed on; its owner learns of it at its next
-             // renewal (on_lost, lost(), release() reports expired)
-  waiter,    // a waiter was removed: its acquire throws EvictedError
-  not_found  // no such permit (never there, released, or expired)
+  holder,  // a holder was removed: its permit passed on; its owner learns of it at its next
+           // renewal (on_lost, lost(), release() reports expired)
+  waiter,  // a waiter was removed: its acquire throws EvictedError
+  already_evicted,  // evicted before (e.g. by this call, run again after a lost reply), and
+                    // its owner has not noticed yet
+  not_found         // no such permit (never there, released, or expired)
 };
 
 /// One entry of Status: a holder or a waiter.

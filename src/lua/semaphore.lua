@@ -47,7 +47,8 @@
 --   renew    {now, deadline, r...}        per id: 1 holder, 0 lost, -1 evicted,
 --                                         k >= 2 waiting at k - 1
 --   status   {now, limit, counter, id, ticket, deadline, info, ...}  in ticket order
---   evict    {state}                      1 a holder removed, 2 a waiter removed, 0 not present
+--   evict    {state}                      1 a holder removed, 2 a waiter removed, 0 not present,
+--                                         3 evicted already (its marker is still there)
 --
 -- Every operation is idempotent for a given permit id, so a client may repeat one whose reply
 -- was lost. Runs on its own: redis-cli --eval src/lua/semaphore.lua o t c m i w: r: , status 1 1000
@@ -248,7 +249,11 @@ end
 local function evict(now)
   local id = ARGV[4]
   local rank = redis.call('ZRANK', OWNER, id)
-  if not rank then return {0} end
+  if not rank then
+    -- Evicted already: by an earlier run of this call whose reply was lost, or by another.
+    if was_evicted(id) then return {3} end
+    return {0}
+  end
   local left = tonumber(redis.call('ZSCORE', TIME, id) or now) - now
   redis.call('ZREM', OWNER, id)
   redis.call('ZREM', TIME, id)
@@ -280,6 +285,8 @@ local function status(now)
 end
 
 -- Refusals come first, before anything is written.
+local refused = check_types()
+if refused then return refused end
 if limit == 0 then
   if op ~= 'status' and op ~= 'evict' then
     return redis.error_reply('fairsem semaphore script: limit 0 is only for status and evict')
@@ -288,8 +295,6 @@ if limit == 0 then
   if stored and not tonumber(stored) then return {-1, stored} end
   limit = tonumber(stored or '0')
 end
-local refused = check_types()
-if refused then return refused end
 refused = check_limit(op == 'open' or op == 'acquire')
 if refused then return refused end
 if op == 'acquire' then
