@@ -47,6 +47,11 @@ class SemaphoreTest : public ::testing::Test {
   std::string key(const std::string& name, const std::string& suffix) const {
     return prefix_ + ":{" + name + "}:" + suffix;
   }
+  /// The KEYS of the semaphore script for `name`, for tests that run it directly.
+  std::vector<std::string> script_keys(const std::string& name) const {
+    return {key(name, "owner"), key(name, "time"),  key(name, "counter"),  key(name, "meta"),
+            key(name, "info"),  key(name, "wake:"), key(name, "released:")};
+  }
   long long integer(std::initializer_list<std::string_view> argv) {
     return admin_.command(argv).integer;
   }
@@ -523,9 +528,7 @@ TEST_F(SemaphoreTest, GivingUpAfterPromotionPassesThePermitOn) {
   Permit holder = sem.acquire();
   // A waiter "w" queued through the script itself, so the test controls when it gives up.
   Connection raw(redis_options());
-  const std::vector<std::string> key_names = {
-      key(name, "owner"), key(name, "time"),  key(name, "counter"),  key(name, "meta"),
-      key(name, "info"),  key(name, "wake:"), key(name, "released:")};
+  const std::vector<std::string> key_names = script_keys(name);
   const detail::Args keys(key_names.begin(), key_names.end());
   raw.eval(detail::scripts::semaphore, keys, {"acquire", "1", "10000", "w", "queue", "test"});
   std::atomic<bool> granted{false};
@@ -800,9 +803,7 @@ TEST_F(SemaphoreTest, WaiterEvictedBetweenPollsIsNotQueuedAgain) {
   FairSemaphore sem(redis_options(), name, options(1));
   Permit holder = sem.acquire();
   Connection raw(redis_options());
-  const std::vector<std::string> key_names = {
-      key(name, "owner"), key(name, "time"),  key(name, "counter"),  key(name, "meta"),
-      key(name, "info"),  key(name, "wake:"), key(name, "released:")};
+  const std::vector<std::string> key_names = script_keys(name);
   const detail::Args keys(key_names.begin(), key_names.end());
   const Reply queued =
       raw.eval(detail::scripts::semaphore, keys, {"acquire", "1", "10000", "w", "queue", "t"});
