@@ -3,6 +3,7 @@
 // arguments, an unreachable or refusing Redis, and the demo.
 
 #include <gtest/gtest.h>
+#include <sys/syscall.h>
 
 #include <chrono>
 #include <cstdio>
@@ -39,15 +40,29 @@ int exit_code(const std::optional<int>& status) {
   return 1000 + WTERMSIG(*status);
 }
 
-/// The number of threads of `pid` (entries of /proc/PID/task).
-std::size_t thread_count(pid_t pid) {
+/// True once `pid` runs the fairsem binary and its main thread has `sig` blocked: either the
+/// mask shows it (SigBlk in /proc/PID/status) or the thread waits in sigwaitinfo (the kernel
+/// unblocks the awaited signals for the duration of that call). Checking the program first
+/// matters: a sanitizer's fork() blocks every signal in the child until just before execve.
+/// A thread count would not do either: sanitizer runtimes start threads of their own.
+bool fairsem_blocks_signal(pid_t pid, int sig) {
+  const std::string proc = "/proc/" + std::to_string(pid);
   std::error_code ec;
-  std::size_t n = 0;
-  for (std::filesystem::directory_iterator it("/proc/" + std::to_string(pid) + "/task", ec), end;
-       !ec && it != end; it.increment(ec)) {
-    ++n;
+  const auto exe = std::filesystem::read_symlink(proc + "/exe", ec);
+  if (ec || !std::filesystem::equivalent(exe, FAIRSEM_CLI, ec) || ec) return false;
+  long syscall_number = -1;
+  if (std::ifstream in(proc + "/syscall"); in >> syscall_number) {
+    if (syscall_number == SYS_rt_sigtimedwait) return true;
   }
-  return n;
+  std::ifstream in(proc + "/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("SigBlk:", 0) == 0) {
+      const unsigned long long mask = std::stoull(line.substr(7), nullptr, 16);
+      return ((mask >> (sig - 1)) & 1ULL) != 0;
+    }
+  }
+  return false;
 }
 
 struct Outcome {
@@ -255,8 +270,9 @@ TEST_F(CliTest, SignalSoonAfterStartLeavesNoWaiterBehind) {
   auto first = holder({"--lease", "60s"});
   for (int round = 0; round < 5; ++round) {
     auto waiter = start(cmd({"run"}, {"--limit", "1", "--lease", "60s", "--", "true"}));
-    // Its acquiring thread exists: signals are blocked, the first call is about to be sent.
-    ASSERT_TRUE(wait_until([&] { return thread_count(waiter->pid()) >= 2; }, 30s));
+    // Signals are blocked: from here on the signal waits for sigwaitinfo, racing with the
+    // acquiring thread's first call.
+    ASSERT_TRUE(wait_until([&] { return fairsem_blocks_signal(waiter->pid(), SIGTERM); }, 30s));
     waiter->signal(SIGTERM);
     EXPECT_EQ(128 + SIGTERM, exit_code(waiter->wait_exit())) << waiter->transcript();
     EXPECT_TRUE(status().waiters.empty()) << "round " << round;
