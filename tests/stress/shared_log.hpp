@@ -1,0 +1,87 @@
+#pragma once
+
+// The observer's shared memory: a file in /dev/shm that the driver creates and every worker
+// process maps. Workers write one Record per critical section (not through the library, not
+// through Redis); the driver reads them, and each thread's current state, to aim its faults.
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+namespace fairsem::stress {
+
+constexpr std::uint64_t kMagic = 0x66616972'73656d31;  // "fairsem1"
+constexpr int kMaxProcesses = 64;
+constexpr int kMaxThreads = 64;
+constexpr std::size_t kIdBytes = 64;
+
+enum RecordState : std::uint8_t { empty = 0, entered = 1, left = 2 };
+
+struct Record {
+  std::int64_t token;
+  std::int64_t wait_ns;
+  std::int64_t enter_ns;
+  std::int64_t leave_ns;
+  std::int64_t deadline_ns;
+  std::int32_t pid;
+  std::uint8_t mode;  // stress::Mode
+  std::uint8_t lost;
+  std::atomic<std::uint8_t> state;  // RecordState; written last, with release order
+};
+
+enum ThreadState : int { idle = 0, waiting = 1, holding = 2 };
+
+struct ThreadSlot {
+  std::atomic<int> state;
+  std::atomic<std::int64_t> token;
+  char permit_id[kIdBytes];  // written before state becomes holding
+};
+
+/// Per worker process: its slot's counters, kept across the processes that fill the slot.
+struct ProcessSlot {
+  std::atomic<int> pid;
+  std::atomic<int> ready;  // the worker's FairSemaphore is open and its threads run
+  std::atomic<std::uint64_t> acquire_errors;
+  std::atomic<std::uint64_t> release_errors;
+  std::atomic<std::uint64_t> rejected;   // try_acquire found no free permit
+  std::atomic<std::uint64_t> timed_out;  // try_acquire_for gave up
+  std::atomic<std::uint64_t> lost;       // on_lost calls
+  ThreadSlot threads[kMaxThreads];
+};
+
+/// What the driver tells every worker.
+struct Config {
+  char url[256];
+  char name[128];
+  char key_prefix[128];
+  long long limit;
+  std::int64_t lease_ms;
+  std::int64_t hold_us;
+  int threads;
+};
+
+struct SharedLog {
+  std::uint64_t magic;
+  Config config;
+  std::atomic<int> stop;  // workers finish their current step and exit
+  std::atomic<int> full;  // the record area ran out: the run ends early
+  std::atomic<std::uint64_t> next_record;
+  std::uint64_t capacity;
+  ProcessSlot processes[kMaxProcesses];
+
+  // `capacity` records follow the header in the same mapping.
+  static std::size_t bytes_for(std::uint64_t capacity) {
+    return records_offset() + capacity * sizeof(Record);
+  }
+  static std::size_t records_offset() {
+    return (sizeof(SharedLog) + alignof(Record) - 1) / alignof(Record) * alignof(Record);
+  }
+  Record& record(std::uint64_t i) {
+    return reinterpret_cast<Record*>(reinterpret_cast<char*>(this) + records_offset())[i];
+  }
+};
+
+static_assert(std::atomic<std::int64_t>::is_always_lock_free, "shared-memory atomics");
+static_assert(std::atomic<std::uint8_t>::is_always_lock_free, "shared-memory atomics");
+
+}  // namespace fairsem::stress
