@@ -139,7 +139,10 @@ void check_stopped_holders(const CheckInput& in, CheckResult& out) {
       if (s.left && !s.lost) ++out.stopped_holders_not_lost;
       bool passed_on = false;
       for (const Section& other : in.sections) {
-        if (other.pid == s.pid || other.enter_ns <= st.stop_ns || other.enter_ns >= st.cont_ns) {
+        // Those who asked after it held its permit and got one while it was frozen. (A grant
+        // made before its own can be noticed during the freeze too; it proves nothing.)
+        if (other.pid == s.pid || other.wait_ns <= s.enter_ns || other.enter_ns <= st.stop_ns ||
+            other.enter_ns >= st.cont_ns) {
           continue;
         }
         passed_on = true;

@@ -98,7 +98,7 @@ struct CheckResult {
 ///   later than a higher token by more than the slack is a violation), leaving out grants whose
 ///   wait overlaps a disturbance or a SIGSTOP of their own process;
 /// - a holder frozen for longer than a lease saw lost() when it woke, and every section that
-///   entered while it was frozen carries a higher token.
+///   began waiting after it entered and was granted while it was frozen carries a higher token.
 CheckResult check(const CheckInput& in);
 
 }  // namespace fairsem::stress

@@ -258,6 +258,7 @@ struct Settings {
   std::string faults = "all";
   int fault_interval_ms = 800;
   std::uint64_t max_grants = 4'000'000;
+  std::uint64_t grants = 0;  // end the load once this many were granted (0: run for --seconds)
   int order_slack_ms = kDefaultOrderSlackMs;
   std::uint64_t seed = 0;  // 0: random
 };
@@ -581,7 +582,7 @@ int Driver::run() {
   server_ = std::make_unique<test::RedisServer>(std::vector<std::string>{
       "--dir", redis_dir_, "--appendonly", "yes", "--appendfsync", "always"});
   if (uses_proxy()) proxy_ = std::make_unique<FaultProxy>(server_->port());
-  const std::uint64_t capacity = s_.max_grants;
+  const std::uint64_t capacity = std::max(s_.max_grants, s_.grants + s_.grants / 10);
   shm_ = std::make_unique<SharedMapping>(
       fmt::format("/dev/shm/fairsem-stress-{}-{:x}", ::getpid(), s_.seed), capacity);
   prefix_ = fmt::format("stress{}", ::getpid());
@@ -613,7 +614,8 @@ int Driver::run() {
   const std::int64_t start = now_ns();
   const std::int64_t end = start + static_cast<std::int64_t>(s_.seconds * 1e9);
   std::int64_t next_fault = start + ms_to_ns(s_.fault_interval_ms);
-  while (now_ns() < end && shm_->log().full.load() == 0) {
+  while (now_ns() < end && shm_->log().full.load() == 0 &&
+         (s_.grants == 0 || shm_->log().next_record.load() < s_.grants)) {
     std::this_thread::sleep_for(milliseconds(5));
     const std::int64_t now = now_ns();
     for (auto it = pending_conts_.begin(); it != pending_conts_.end();) {
@@ -887,6 +889,7 @@ int main(int argc, char** argv) {
                  "delay,cut,blackhole");
   app.add_option("--fault-interval-ms", s.fault_interval_ms, "mean time between faults")
       ->check(CLI::Range(50, 600000));
+  app.add_option("--grants", s.grants, "end the load after this many grants (within --seconds)");
   app.add_option("--max-grants", s.max_grants, "size of the observer's log")
       ->check(CLI::Range(std::uint64_t{1000}, std::uint64_t{100'000'000}));
   app.add_option("--order-slack-ms", s.order_slack_ms,
