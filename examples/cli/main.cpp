@@ -41,6 +41,26 @@ void add_target(CLI::App& sub, fairsem::cli::Target& target, std::string& url) {
   sub.add_option("--prefix", target.key_prefix, "Key prefix in Redis")->capture_default_str();
 }
 
+/// `message` with every URL among the arguments shown without its credentials: CLI11 quotes
+/// unexpected arguments verbatim, so a URL given without --url would show its password.
+std::string hide_credentials(std::string message, int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    std::string_view arg = argv[i];
+    // "--url=URL" may be quoted whole or as its value alone.
+    const std::size_t eq = arg.find('=');
+    for (std::string_view url :
+         {arg, eq == std::string_view::npos ? std::string_view{} : arg.substr(eq + 1)}) {
+      if (url.find("://") == std::string_view::npos) continue;
+      const std::string redacted = fairsem::detail::redact_url(url);
+      for (std::size_t at = message.find(url); at != std::string::npos;
+           at = message.find(url, at + redacted.size())) {
+        message.replace(at, url.size(), redacted);
+      }
+    }
+  }
+  return message;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -127,7 +147,10 @@ int main(int argc, char** argv) {
   if (!first.empty() && first[0] != '-' &&
       std::find(known.begin(), known.end(), first) == known.end()) {
     return fairsem::cli::usage_error(
-        "fairsem", fmt::format("unknown command '{}' (use run, status, evict or demo)", argv[1]));
+        "fairsem",
+        hide_credentials(
+            fmt::format("unknown command '{}' (use run, status, evict or demo)", argv[1]), argc,
+            argv));
   }
   try {
     std::vector<std::string> args(argv + 1, argv + parsed_argc);
@@ -137,11 +160,12 @@ int main(int argc, char** argv) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
     std::string where = "fairsem";
     for (const CLI::App* sub : app.get_subcommands()) where += " " + sub->get_name();
+    const std::string message = hide_credentials(e.what(), argc, argv);
     if (run_cmd->parsed() && !has_separator && dynamic_cast<const CLI::ExtrasError*>(&e)) {
       return fairsem::cli::usage_error(
-          where, fmt::format("{} (is '--' missing before the command?)", e.what()));
+          where, fmt::format("{} (is '--' missing before the command?)", message));
     }
-    return fairsem::cli::usage_error(where, e.what());
+    return fairsem::cli::usage_error(where, message);
   }
 
   if (run_cmd->parsed()) {

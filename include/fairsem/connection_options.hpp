@@ -60,7 +60,8 @@ struct ConnectionOptions {
 namespace detail {
 
 /// A URL that can be quoted in a message: the user info is replaced by "***", and so is a
-/// "port" that is not a number (`redis://user:secret` with the host forgotten).
+/// "port" that is not a number (`redis://user:secret` with the host forgotten), together with
+/// everything after it, since a password may contain ':', '/', '?', '#', '[' or ']'.
 inline std::string redact_url(std::string_view url) {
   std::size_t scheme_end = url.find("://");
   std::size_t start = scheme_end == std::string_view::npos ? 0 : scheme_end + 3;
@@ -71,18 +72,16 @@ inline std::string redact_url(std::string_view url) {
     out += url.substr(at);
     return out;
   }
-  std::size_t end = url.find_first_of("/?#", start);
-  if (end == std::string_view::npos) end = url.size();
-  std::string_view authority = url.substr(start, end - start);
-  std::size_t colon = authority.rfind(':');
-  std::size_t bracket = authority.rfind(']');
-  if (colon == std::string_view::npos || (bracket != std::string_view::npos && colon < bracket) ||
-      all_digits(authority.substr(colon + 1))) {
-    return std::string(url);
-  }
+  std::string_view rest = url.substr(start);
+  if (!rest.empty() && rest[0] == '/') return std::string(url);  // a socket path, no user info
+  // The port of a bracketed IPv6 host follows its ']'.
+  std::size_t close = !rest.empty() && rest[0] == '[' ? rest.find(']') : std::string_view::npos;
+  std::size_t colon = rest.find(':', close == std::string_view::npos ? 0 : close);
+  if (colon == std::string_view::npos) return std::string(url);
+  std::string_view after = rest.substr(colon + 1);
+  if (all_digits(after.substr(0, after.find_first_of("/?#")))) return std::string(url);
   std::string out(url.substr(0, start + colon + 1));
   out += "***";
-  out += url.substr(end);
   return out;
 }
 
@@ -185,7 +184,11 @@ struct UrlParser {
     if (!decoded_host) fail("malformed percent-encoding in the host");
     out.host = std::move(*decoded_host);
     out.port = has_port ? parse_port(port) : 6379;
+    parse_tcp_path(tail, out);
+  }
 
+  /// What follows a redis:// authority: nothing, or "/" and the database number.
+  void parse_tcp_path(std::string_view tail, ConnectionOptions& out) const {
     if (tail.empty()) return;
     if (tail[0] == '#') fail("a fragment ('#') is not allowed");
     if (tail[0] == '?') {

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "acl_rule.hpp"
 #include "child_process.hpp"
 #include "fairsem/detail/connection.hpp"
 #include "fairsem/fairsem.hpp"
@@ -470,6 +471,122 @@ TEST_F(CliTest, RefusedLoginExits69WithoutShowingThePassword) {
   admin_.command({"ACL", "DELUSER", user});
   EXPECT_EQ(69, o.code) << o;
   EXPECT_EQ(std::string::npos, o.err.find("wrong-password")) << o;
+}
+
+constexpr const char* kAclPassword = "s3cr3t-pw-9d1f";
+
+/// True if the output holds a piece of kAclPassword (or of its percent-encoded form).
+bool shows_password(const Outcome& o) {
+  for (const char* piece : {"s3cr3t", "9d1f"}) {
+    if (o.out.find(piece) != std::string::npos || o.err.find(piece) != std::string::npos) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// An operator's user with only the documented ACL rule (tests/support/acl_rule.hpp) runs,
+// shows and evicts; outside its keys it is refused like a login (69). Nothing shows its password.
+TEST_F(CliTest, RestrictedAclUserCanRunShowAndEvict) {
+  test::RedisServer server;
+  detail::Connection server_admin(ConnectionOptions::from_url(server.url()));
+  test::set_acl_user(server_admin, "fairsem-app", kAclPassword);
+  const std::string url = std::string("redis://fairsem-app:") + kAclPassword +
+                          "@127.0.0.1:" + std::to_string(server.port());
+  const std::string name = "acl-cli";
+  auto with = [&](std::initializer_list<std::string> head,
+                  std::initializer_list<std::string> tail) {
+    std::vector<std::string> v(head);
+    for (const std::string& word : {std::string("--name"), name, std::string("--url"), url}) {
+      v.push_back(word);
+    }
+    v.insert(v.end(), tail);
+    return v;
+  };
+  auto admin_status = [&] {
+    return SemaphoreAdmin(ConnectionOptions::from_url(url), name).status();
+  };
+
+  auto holder =
+      start(with({"run"}, {"--limit", "1", "--", "sh", "-c", "echo ready; read line; echo done"}));
+  ASSERT_TRUE(holder->expect("ready")) << holder->transcript();
+  auto waiter = start({"run", "--name", name, "--limit", "1", "--", "true"},
+                      {{"FAIRSEM_URL", url}});  // the URL from the environment this time
+  ASSERT_TRUE(wait_until([&] { return admin_status().waiters.size() == 1; }));
+
+  std::vector<Outcome> outcomes;
+  outcomes.push_back(run(with({"status"}, {"--json"})));
+  ASSERT_EQ(0, outcomes.back().code) << outcomes.back();
+  const auto j = nlohmann::json::parse(outcomes.back().out);
+  ASSERT_EQ(1u, j.at("holders").size());
+  ASSERT_EQ(1u, j.at("waiters").size());
+  outcomes.push_back(run({"status", "--name", name}, {{"FAIRSEM_URL", url}}));
+  EXPECT_EQ(0, outcomes.back().code) << outcomes.back();
+  EXPECT_NE(std::string::npos, outcomes.back().out.find("limit 1, 1 holding, 1 waiting"))
+      << outcomes.back();
+
+  const std::string waiter_id = j.at("waiters").at(0).at("id");
+  outcomes.push_back(run(with({"evict"}, {"--id", waiter_id})));
+  EXPECT_EQ(0, outcomes.back().code) << outcomes.back();
+  EXPECT_NE(std::string::npos, outcomes.back().out.find("evicted waiter " + waiter_id))
+      << outcomes.back();
+  EXPECT_EQ(75, exit_code(waiter->wait_exit())) << waiter->transcript();
+  holder->close_stdin();
+  EXPECT_EQ(0, exit_code(holder->wait_exit())) << holder->transcript();
+  EXPECT_TRUE(admin_status().holders.empty());
+
+  outcomes.push_back(run(with({"status"}, {"--prefix", "other"})));
+  EXPECT_EQ(69, outcomes.back().code) << outcomes.back();
+  EXPECT_NE(std::string::npos, outcomes.back().err.find("NOPERM")) << outcomes.back();
+  // The only refusal Redis logged is that one: everything else was within the rule.
+  for (const detail::Reply& entry : server_admin.command({"ACL", "LOG"}).elements) {
+    for (std::size_t i = 0; i + 1 < entry.elements.size(); i += 2) {
+      if (entry.elements[i].str == "object") {
+        EXPECT_EQ(0u, entry.elements[i + 1].str.rfind("other:", 0)) << entry.elements[i + 1].str;
+      }
+    }
+  }
+
+  for (const Outcome& o : outcomes) EXPECT_FALSE(shows_password(o)) << o;
+  for (auto* p : {holder.get(), waiter.get()}) {
+    EXPECT_FALSE(shows_password({0, p->transcript(), p->stderr_text()})) << p->transcript();
+  }
+}
+
+// Usage errors quote what was typed: a URL given where an option was expected, or malformed, is
+// quoted without its password (plain or percent-encoded), and so is an unreachable one.
+TEST_F(CliTest, UsageErrorsAndFailuresNeverEchoThePassword) {
+  const std::string url = std::string("redis://u:") + kAclPassword + "@127.0.0.1:1";
+  const std::string encoded = "redis://u:s3cr3t%2Dpw%2D9d1f@127.0.0.1:1";
+  const std::vector<std::vector<std::string>> usage_errors = {
+      {"status", "--url", url, "--bogus"},
+      {"status", "--name", "x", "--url", url, "--bogus"},
+      {"status", "--name", "x", "--url=" + url, "--json", "extra"},
+      {"status", "--name", "x", url},  // --url forgotten
+      {"status", "--name", "x", "--url", url, "--url", encoded},
+      {"evict", "--name", "x", "--url", encoded},
+      {url, "status", "--name", "x"},
+      {"run", "--name", "x", "--limit", "1", url, "--", "true"},
+      {"run", "--name", "x", "--limit", "1", "--url", url, "true"},
+      {"run", "--name", "x", "--limit", url, "--", "true"},
+      {"run", "--name", "x", "--limit", "1", "--lease", "soon", "--url", url, "--", "true"},
+      {"run", "--name", "x", "--limit", "1", "--url", "redis://u:s3cr3t/pw-9d1f", "--", "true"},
+      {"run", "--name", "x", "--limit", "1", "--url", "redis://u:s3cr3t-pw-9d1f@", "--", "true"},
+      {"run", "--name", "x", "--limit", "1", "--url", "redis://u:s3cr3t%zz9d1f@h", "--", "true"},
+      {"demo", "--url", "redis://u:s3cr3t:pw-9d1f"},
+  };
+  for (const auto& args : usage_errors) {
+    const Outcome o = run(args);
+    std::string line;
+    for (const auto& a : args) line += a + " ";
+    EXPECT_EQ(64, o.code) << line << "\n" << o;
+    EXPECT_FALSE(shows_password(o)) << line << "\n" << o;
+  }
+  for (const std::string& unreachable : {url, encoded}) {
+    const Outcome o = run({"status", "--name", "x", "--url", unreachable});
+    EXPECT_EQ(69, o.code) << o;
+    EXPECT_FALSE(shows_password(o)) << o;
+  }
 }
 
 TEST_F(CliTest, DemoOnAPrivateRedisShowsEveryGuaranteeHeld) {

@@ -1,0 +1,49 @@
+#pragma once
+
+// The Redis ACL an operator gives fairsem's user: only the keys under the default prefix and
+// only the commands fairsem sends (from the client, and from inside its Lua scripts, which
+// Redis 7 checks against the same user). Shared by the security and CLI tests.
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "fairsem/detail/connection.hpp"
+
+namespace fairsem::test {
+
+/// What follows `ACL SETUSER <user> reset on ><password>`: `reset` drops every permission
+/// (-@all, no keys, no channels), then the key pattern and the commands:
+///   client-side:  EVALSHA, SCRIPT LOAD (after NOSCRIPT), BRPOP (a waiter's wake list),
+///                 SELECT (only sent for a /db other than 0);
+///   in scripts:   TIME and the string, hash, list and sorted-set commands of semaphore.lua.
+inline constexpr std::string_view kFairsemAclRule =
+    "~fairsem:* "
+    "+evalsha +script|load +brpop +select "
+    "+time +type +get +set +incr +del +pexpire "
+    "+hget +hset +hdel +hlen +hkeys "
+    "+lpush +lindex "
+    "+zadd +zrem +zrank +zscore +zcard +zcount +zrange +zrangebyscore +zremrangebyscore "
+    "+zinterstore";
+
+inline std::vector<std::string> split_words(std::string_view text) {
+  std::vector<std::string> words;
+  std::size_t i = 0;
+  while (i < text.size()) {
+    const std::size_t end = text.find(' ', i);
+    const std::size_t stop = end == std::string_view::npos ? text.size() : end;
+    if (stop > i) words.emplace_back(text.substr(i, stop - i));
+    i = stop + 1;
+  }
+  return words;
+}
+
+/// Creates (or replaces) `user` with `password` and `rule` through an admin connection.
+inline void set_acl_user(detail::Connection& admin, const std::string& user,
+                         const std::string& password, std::string_view rule = kFairsemAclRule) {
+  std::vector<std::string> words = {"ACL", "SETUSER", user, "reset", "on", ">" + password};
+  for (std::string& w : split_words(rule)) words.push_back(std::move(w));
+  admin.command(detail::Args(words.begin(), words.end()));
+}
+
+}  // namespace fairsem::test
