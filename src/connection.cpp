@@ -2,7 +2,7 @@
 
 #include <hiredis/hiredis.h>
 #include <pthread.h>
-#include <signal.h>
+#include <signal.h>  // NOLINT(modernize-deprecated-headers): POSIX sigset_t, sigtimedwait
 #include <sys/time.h>
 
 #include <cerrno>
@@ -10,6 +10,8 @@
 #include <random>
 #include <thread>
 #include <utility>
+
+#include "fairsem/detail/replies.hpp"
 
 namespace fairsem::detail {
 
@@ -81,7 +83,8 @@ bool is_credentials_error(std::string_view reply) {
       fmt::format("fairsem: {} to {} failed: {}", site.command, site.endpoint, detail));
 }
 
-Reply convert(const redisReply& r) {
+// Recursion depth is bounded: hiredis rejects replies nested deeper than 7 levels.
+Reply convert(const redisReply& r) {  // NOLINT(misc-no-recursion)
   switch (r.type) {
     case REDIS_REPLY_NIL:
       return Reply::make_nil();
@@ -111,6 +114,10 @@ Reply convert(const redisReply& r) {
   throw ProtocolError(fmt::format("fairsem: unknown reply type {}", r.type));
 #endif
 }
+
+struct ReaderDeleter {
+  void operator()(redisReader* reader) const noexcept { redisReaderFree(reader); }
+};
 
 /// hiredis writes with write(2); writing to a socket the server has reset raises SIGPIPE, whose
 /// default action kills the whole process. For the duration of one flush, SIGPIPE is blocked on
@@ -166,6 +173,30 @@ std::chrono::milliseconds jittered(std::chrono::milliseconds delay) {
 }
 
 }  // namespace
+
+std::vector<Reply> parse_resp(std::string_view bytes) {
+  std::unique_ptr<redisReader, ReaderDeleter> reader(redisReaderCreate());
+  if (!reader) throw std::bad_alloc();
+  if (redisReaderFeed(reader.get(), bytes.data(), bytes.size()) != REDIS_OK) {
+    throw std::bad_alloc();  // feeding fails only when the buffer cannot grow
+  }
+  std::vector<Reply> replies;
+  for (;;) {
+    void* raw = nullptr;
+    if (redisReaderGetReply(reader.get(), &raw) != REDIS_OK) {
+      if (reader->err == REDIS_ERR_OOM) throw std::bad_alloc();
+      throw ProtocolError(fmt::format("fairsem: protocol error: {}", reader->errstr));
+    }
+    if (raw == nullptr) break;
+    const ReplyPtr reply(static_cast<redisReply*>(raw));
+    replies.push_back(convert(*reply));
+  }
+  // Unread bytes, or an array still being filled, are a reply that never ended.
+  if (reader->pos < reader->len || reader->reply != nullptr) {
+    throw ProtocolError("fairsem: protocol error: the last reply is incomplete");
+  }
+  return replies;
+}
 
 Connection::Connection(ConnectionOptions options) : options_(std::move(options)) {
   options_.validate();

@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <array>
-#include <climits>
 #include <condition_variable>
 #include <cstdio>
 #include <functional>
@@ -17,6 +16,7 @@
 #include <utility>
 
 #include "fairsem/detail/connection.hpp"
+#include "fairsem/detail/replies.hpp"
 #include "fairsem/detail/scripts.hpp"
 #include "fairsem/detail/text.hpp"
 
@@ -24,7 +24,8 @@ namespace fairsem {
 
 using detail::Args;
 using detail::Connection;
-using detail::Reply;
+using detail::kMaxLease;
+using detail::printable;
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
@@ -48,22 +49,9 @@ bool is_transient(const std::string& server_message) {
          detail::starts_with(server_message, "TRYAGAIN");
 }
 constexpr std::size_t kMaxIdleConnections = 8;
-// Upper bounds that keep every number exact in Lua (doubles) and in steady_clock arithmetic.
+// Upper bounds that keep every number exact in Lua (doubles) and in steady_clock arithmetic
+// (the lease bound, detail::kMaxLease, is shared with the reply decoders).
 constexpr long long kMaxLimit = 1'000'000'000;
-constexpr auto kMaxLease = std::chrono::hours(24 * 30);
-
-/// Renders bytes for a message: printable ASCII as is, anything else as \xNN.
-std::string printable(std::string_view s) {
-  std::string out;
-  for (unsigned char c : s) {
-    if (c >= 0x20 && c < 0x7f) {
-      out.push_back(static_cast<char>(c));
-    } else {
-      out += fmt::format("\\x{:02x}", c);
-    }
-  }
-  return out;
-}
 
 std::string default_owner_info() {
   std::array<char, 256> host{};
@@ -75,9 +63,9 @@ std::string default_owner_info() {
 /// 128 random bits as 32 hex digits, from the kernel: a forked child never repeats its
 /// parent's ids (a seeded generator copied by fork() would).
 std::string random_id() {
-  std::uint64_t bits[2] = {0, 0};
+  std::array<std::uint64_t, 2> bits{};
   std::size_t got = 0;
-  auto* bytes = reinterpret_cast<unsigned char*>(bits);
+  auto* bytes = reinterpret_cast<unsigned char*>(bits.data());
   while (got < sizeof(bits)) {
     const ssize_t n = getrandom(bytes + got, sizeof(bits) - got, 0);
     if (n > 0) {
@@ -101,8 +89,9 @@ std::string seconds_string(milliseconds ms) {
 }
 
 void default_log(LogLevel level, std::string_view message) {
-  std::fprintf(stderr, "%s%.*s\n", level == LogLevel::error ? "[error] " : "[warning] ",
-               static_cast<int>(message.size()), message.data());
+  // A logger has nowhere to report that stderr itself failed.
+  (void)std::fprintf(stderr, "%s%.*s\n", level == LogLevel::error ? "[error] " : "[warning] ",
+                     static_cast<int>(message.size()), message.data());
 }
 
 }  // namespace
@@ -114,7 +103,7 @@ void validate_name(std::string_view value, std::string_view what) {
                                       value.size(), kMaxNameBytes));
   }
   for (std::size_t i = 0; i < value.size(); ++i) {
-    const unsigned char c = static_cast<unsigned char>(value[i]);
+    const auto c = static_cast<unsigned char>(value[i]);
     const bool brace = c == '{' || c == '}';
     if (brace || detail::has_space_or_control(value.substr(i, 1))) {
       throw InvalidArgument(fmt::format(
@@ -185,16 +174,6 @@ struct PermitState {
   std::atomic<bool> done{false};  // released, or dropped after a failed release
 };
 
-/// What the acquire operation reported.
-struct AcquireReply {
-  enum State : long long { full = 0, granted = 1, queued = 2, evicted = 3 };
-  long long state = full;
-  long long ticket = 0;
-  long long deadline_ms = 0;  // server clock
-  long long position = 0;     // 1-based queue position when queued
-  long long now_ms = 0;       // server clock when the script ran
-};
-
 class SemaphoreCore : public std::enable_shared_from_this<SemaphoreCore> {
  public:
   /// `admin`: for SemaphoreAdmin, whose calls pass limit 0 ("whatever Redis stores"); the
@@ -240,7 +219,6 @@ class SemaphoreCore : public std::enable_shared_from_this<SemaphoreCore> {
   /// Runs one operation of the semaphore script, again after a lost reply (up to
   /// kScriptAttempts in all). Refusals become LimitMismatchError / ReplyError.
   Reply run(Connection& conn, std::string_view op, const Args& extra);
-  [[noreturn]] void throw_refusal(const std::vector<Reply>& items) const;
   /// `ticket`: the ticket a polling waiter already has (0 on its first call).
   AcquireReply run_acquire(Connection& conn, const std::string& id, std::string_view mode,
                            long long ticket = 0);
@@ -255,7 +233,7 @@ class SemaphoreCore : public std::enable_shared_from_this<SemaphoreCore> {
 
   void mark_lost(PermitState& state, const std::string& reason);
   void forget(PermitState& state);
-  static void watchdog_main(std::weak_ptr<SemaphoreCore> weak, SemaphoreCore* core);
+  static void watchdog_main(const std::weak_ptr<SemaphoreCore>& weak, SemaphoreCore* core);
   void renew_all(Connection* conn, const std::vector<std::shared_ptr<PermitState>>& permits);
   /// One renew call for `permits`; marks those found gone as lost. Throws what run() throws.
   void renew_chunk(Connection& conn, const std::vector<PermitState*>& permits);
@@ -382,45 +360,9 @@ Reply SemaphoreCore::run(Connection& conn, std::string_view op, const Args& extr
                        e.server_message());
     }
   }
-  const auto& items = detail::expect_array(reply, "the semaphore script's reply", 1);
-  if (detail::expect_integer(items[0], "the semaphore script's status") < 0) throw_refusal(items);
+  const std::string where_text = where();
+  detail::check_script_reply(reply, {where_text, keys_[3], options_.limit});
   return reply;
-}
-
-void SemaphoreCore::throw_refusal(const std::vector<Reply>& items) const {
-  const long long code = items[0].integer;
-  if (code == -1 && items.size() >= 2) {
-    const std::string& stored = detail::expect_string(items[1], "the stored limit");
-    const auto stored_value = detail::parse_decimal(stored, static_cast<std::uint64_t>(LLONG_MAX));
-    if (!stored_value) {
-      throw ReplyError(fmt::format("fairsem: {}: the limit stored in '{}' is \"{}\", not a number; "
-                                   "fairsem leaves it alone",
-                                   where(), keys_[3], printable(stored)),
-                       "ERR invalid stored limit");
-    }
-    const auto stored_limit = static_cast<long long>(*stored_value);
-    throw LimitMismatchError(
-        fmt::format("fairsem: {}: opened with limit {}, but Redis stores limit {} (set by the "
-                    "semaphore's first user); nothing was changed",
-                    where(), options_.limit, stored_limit),
-        stored_limit, options_.limit);
-  }
-  if (code == -2 && items.size() >= 4) {
-    throw ReplyError(
-        fmt::format("fairsem: {}: key '{}' holds a {} where fairsem keeps a {}; it belongs to "
-                    "something else, so fairsem leaves it alone (choose another key_prefix or "
-                    "name)",
-                    where(), items[1].str, items[2].str, items[3].str),
-        "WRONGTYPE Operation against a key holding the wrong kind of value");
-  }
-  if (code == -3 && items.size() >= 2) {
-    throw ReplyError(fmt::format("fairsem: {}: key '{}' does not hold an integer counter; it "
-                                 "belongs to something else, so fairsem leaves it alone",
-                                 where(), items[1].str),
-                     "ERR value is not an integer or out of range");
-  }
-  throw ProtocolError(
-      fmt::format("fairsem: {}: unexpected refusal {} from the semaphore script", where(), code));
 }
 
 void SemaphoreCore::connect() {
@@ -429,21 +371,14 @@ void SemaphoreCore::connect() {
 
 void SemaphoreCore::open() {
   Borrowed conn(*this);
-  run(*conn, "open", {});
+  detail::decode_open(run(*conn, "open", {}));
 }
 
 AcquireReply SemaphoreCore::run_acquire(Connection& conn, const std::string& id,
                                         std::string_view mode, long long ticket) {
   Reply reply = ticket == 0 ? run(conn, "acquire", {id, mode, owner_info_})
                             : run(conn, "acquire", {id, mode, owner_info_, std::to_string(ticket)});
-  const auto& items = detail::expect_array(reply, "the acquire reply", 5);
-  AcquireReply r;
-  r.state = detail::expect_integer(items[0], "the acquire state");
-  r.ticket = detail::expect_integer(items[1], "the ticket");
-  r.deadline_ms = detail::expect_integer(items[2], "the lease deadline");
-  r.position = detail::expect_integer(items[3], "the queue position");
-  r.now_ms = detail::expect_integer(items[4], "the server clock");
-  return r;
+  return detail::decode_acquire(reply);
 }
 
 void SemaphoreCore::throw_evicted(const std::string& id) const {
@@ -456,8 +391,7 @@ void SemaphoreCore::throw_evicted(const std::string& id) const {
 Permit SemaphoreCore::make_permit(const std::string& id, const AcquireReply& reply,
                                   Clock::time_point sent) {
   // The lease is counted from when the request left, never from this machine's wall clock.
-  auto state = std::make_shared<PermitState>(id, reply.ticket,
-                                             sent + milliseconds(reply.deadline_ms - reply.now_ms));
+  auto state = std::make_shared<PermitState>(id, reply.ticket, sent + reply.lease);
   {
     std::lock_guard<std::mutex> lock(mu_);
     // The thread first: if it cannot start, no orphan entry is left to be renewed forever.
@@ -466,7 +400,7 @@ Permit SemaphoreCore::make_permit(const std::string& id, const AcquireReply& rep
     }
     live_.emplace(state.get(), state);
   }
-  return Permit(shared_from_this(), std::move(state));
+  return {shared_from_this(), std::move(state)};
 }
 
 std::optional<Permit> SemaphoreCore::try_acquire() {
@@ -476,7 +410,7 @@ std::optional<Permit> SemaphoreCore::try_acquire() {
   AcquireReply reply;
   try {
     reply = run_acquire(*conn, id, "try");
-    if (reply.state != AcquireReply::granted) return std::nullopt;
+    if (reply.state != AcquireState::granted) return std::nullopt;
     return make_permit(id, reply, sent);
   } catch (...) {
     // The grant may have happened with its reply lost, or the permit could not be set up.
@@ -495,7 +429,7 @@ std::optional<Permit> SemaphoreCore::acquire(std::optional<Clock::time_point> de
   AcquireReply reply;
   try {
     reply = run_acquire(*conn, id, "queue");
-    while (reply.state != AcquireReply::granted) {
+    while (reply.state != AcquireState::granted) {
       const auto now = Clock::now();
       if (deadline && now >= *deadline) {
         give_up(*conn, id, reply.ticket);
@@ -511,18 +445,14 @@ std::optional<Permit> SemaphoreCore::acquire(std::optional<Clock::time_point> de
         // below renews the queue entry and reports promotion, so a lost wake-up costs one poll.
         const Reply woken = conn->command({"BRPOP", wake_key, seconds_string(wait)},
                                           wait + connection_.command_timeout);
-        // {list, element}: the element is "1" for a promotion, "evicted" for an eviction
-        // (which already removed the entry; the marker is consumed here).
-        if (woken.type == Reply::Type::array && woken.elements.size() == 2 &&
-            woken.elements[1].str == "evicted") {
-          throw_evicted(id);
-        }
+        // An eviction already removed the entry; its marker is consumed here.
+        if (detail::decode_wake(woken) == detail::WakeReason::evicted) throw_evicted(id);
       } catch (const ConnectionError&) {
         // The acquire below reconnects, or reports why it cannot.
       }
       sent = Clock::now();
       reply = run_acquire(*conn, id, "queue", reply.ticket);
-      if (reply.state == AcquireReply::evicted) throw_evicted(id);
+      if (reply.state == AcquireState::evicted) throw_evicted(id);
     }
     return make_permit(id, reply, sent);
   } catch (const EvictedError&) {
@@ -559,9 +489,10 @@ ReleaseResult SemaphoreCore::release(PermitState& state) {
     const std::string ticket = std::to_string(state.ticket);
     return run(*conn, "release", {state.id, ticket, receipt_arg_});
   }();
-  // 3: an earlier run whose reply was lost released it (the script left a receipt).
-  const long long result = detail::expect_integer(reply.elements[0], "the release state");
-  if (result != 0) return ReleaseResult::released;
+  // released_before: an earlier run whose reply was lost released it (it left a receipt).
+  if (detail::decode_release(reply) != detail::ReleaseState::not_present) {
+    return ReleaseResult::released;
+  }
   state.lost.store(true);
   return ReleaseResult::expired;
 }
@@ -595,22 +526,25 @@ void SemaphoreCore::renew_chunk(Connection& conn, const std::vector<PermitState*
   }
   const auto sent = Clock::now();
   Reply reply = run(conn, "renew", args);
-  const auto& items = detail::expect_array(reply, "the renew reply", 2 + permits.size());
-  const long long now_ms = detail::expect_integer(items[0], "the server clock");
-  const long long deadline_ms = detail::expect_integer(items[1], "the lease deadline");
-  const auto deadline = sent + milliseconds(deadline_ms - now_ms);
+  const detail::RenewReply renewed = detail::decode_renew(reply, permits.size());
+  const auto deadline = sent + renewed.lease;
   for (std::size_t i = 0; i < permits.size(); ++i) {
     PermitState& state = *permits[i];
     if (state.done.load()) continue;
-    const long long result = detail::expect_integer(items[2 + i], "a renew state");
-    if (result == 1) {
-      state.set_deadline(deadline);
-    } else if (result == -1) {
-      mark_lost(state, "the permit was evicted (removed on purpose, e.g. by `fairsem evict`)");
-    } else {
-      mark_lost(state, result == 0 ? "the permit is no longer in Redis (its lease ran out or its "
-                                     "keys were removed)"
-                                   : "the permit is no longer among the first limit tickets");
+    switch (renewed.states[i]) {
+      case detail::RenewState::held:
+        state.set_deadline(deadline);
+        break;
+      case detail::RenewState::evicted:
+        mark_lost(state, "the permit was evicted (removed on purpose, e.g. by `fairsem evict`)");
+        break;
+      case detail::RenewState::gone:
+        mark_lost(state,
+                  "the permit is no longer in Redis (its lease ran out or its keys were removed)");
+        break;
+      case detail::RenewState::waiting:
+        mark_lost(state, "the permit is no longer among the first limit tickets");
+        break;
     }
   }
 }
@@ -647,7 +581,7 @@ void SemaphoreCore::renew_all(Connection* conn,
   }
 }
 
-void SemaphoreCore::watchdog_main(std::weak_ptr<SemaphoreCore> weak, SemaphoreCore* core) {
+void SemaphoreCore::watchdog_main(const std::weak_ptr<SemaphoreCore>& weak, SemaphoreCore* core) {
   std::unique_ptr<Connection> conn;
   std::unique_lock<std::mutex> lock(core->mu_);
   auto next = Clock::now() + core->renew_interval_;
@@ -688,26 +622,7 @@ Status SemaphoreCore::status() {
     Borrowed conn(*this);
     return run(*conn, "status", {});
   }();
-  const auto& items = detail::expect_array(reply, "the status reply", 3);
-  if ((items.size() - 3) % 4 != 0) {
-    throw ProtocolError(fmt::format("fairsem: {}: malformed status reply", where()));
-  }
-  const long long now_ms = detail::expect_integer(items[0], "the server clock");
-  Status status;
-  status.limit = detail::expect_integer(items[1], "the limit");
-  status.last_ticket = detail::expect_integer(items[2], "the counter");
-  for (std::size_t i = 3; i < items.size(); i += 4) {
-    PermitInfo info;
-    info.id = detail::expect_string(items[i], "a permit id");
-    info.ticket = detail::expect_integer(items[i + 1], "a ticket");
-    info.lease_left =
-        milliseconds(std::max(0LL, detail::expect_integer(items[i + 2], "a deadline") - now_ms));
-    info.owner = detail::expect_string(items[i + 3], "owner info");
-    auto& list = static_cast<long long>(status.holders.size()) < status.limit ? status.holders
-                                                                              : status.waiters;
-    list.push_back(std::move(info));
-  }
-  return status;
+  return detail::decode_status(reply);
 }
 
 EvictResult SemaphoreCore::evict(const std::string& permit_id) {
@@ -716,16 +631,7 @@ EvictResult SemaphoreCore::evict(const std::string& permit_id) {
     Borrowed conn(*this);
     return run(*conn, "evict", {permit_id});
   }();
-  switch (detail::expect_integer(reply.elements[0], "the evict state")) {
-    case 1:
-      return EvictResult::holder;
-    case 2:
-      return EvictResult::waiter;
-    case 3:
-      return EvictResult::already_evicted;
-    default:
-      return EvictResult::not_found;
-  }
+  return detail::decode_evict(reply);
 }
 
 }  // namespace detail

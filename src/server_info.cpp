@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "fairsem/detail/connection.hpp"
+#include "fairsem/detail/replies.hpp"
 
 namespace fairsem {
 namespace {
@@ -55,10 +56,9 @@ ServerInfo probe_server(const ConnectionOptions& options, int samples) {
   info.redis_mode = info_field(text, "redis_mode");
 
   const auto before = std::chrono::system_clock::now();
-  const long long ms = detail::expect_integer(conn.eval(detail::scripts::server_clock, {}, {}),
-                                              "the server_clock script reply");
+  const auto ms = detail::decode_server_clock(conn.eval(detail::scripts::server_clock, {}, {}));
   const auto after = std::chrono::system_clock::now();
-  info.server_time = std::chrono::system_clock::time_point(std::chrono::milliseconds(ms));
+  info.server_time = std::chrono::system_clock::time_point(ms);
   info.clock_offset = std::chrono::duration_cast<std::chrono::milliseconds>(
       info.server_time - (before + (after - before) / 2));
 

@@ -1,12 +1,21 @@
 #include <gtest/gtest.h>
 
+#include <fairsem/detail/replies.hpp>
 #include <fairsem/detail/reply.hpp>
 #include <fairsem/detail/text.hpp>
+
+#include <chrono>
+#include <climits>
+#include <cstdint>
+#include <string>
+#include <vector>
 
 namespace {
 
 using fairsem::ProtocolError;
 using fairsem::detail::Reply;
+using std::chrono::milliseconds;
+using namespace std::string_view_literals;
 
 TEST(ReplyTest, ExpectHelpersReturnTheValue) {
   EXPECT_EQ(fairsem::detail::expect_integer(Reply::make_integer(42), "x"), 42);
@@ -52,6 +61,366 @@ TEST(TextTest, ParseDecimalRejectsSignsSpacesAndOverflow) {
   EXPECT_FALSE(parse_decimal(" 1", 10));
   EXPECT_FALSE(parse_decimal("", 10));
   EXPECT_FALSE(parse_decimal("99999999999999999999", UINT64_MAX));
+}
+
+TEST(TextTest, PrintableEscapesEverythingButPrintableAscii) {
+  using fairsem::detail::printable;
+  EXPECT_EQ(printable("ab 1~"), "ab 1~");
+  EXPECT_EQ(printable(std::string("a\0\n\x7f\xff", 5)), "a\\x00\\x0a\\x7f\\xff");
+}
+
+// --- RESP parsing and the decoders of src/lua/semaphore.lua's replies ----------------------
+
+Reply integer(long long v) { return Reply::make_integer(v); }
+Reply bulk(std::string s) { return Reply::make_string(std::move(s)); }
+Reply array(std::vector<Reply> items) { return Reply::make_array(std::move(items)); }
+Reply nil() { return Reply::make_nil(); }
+
+constexpr long long kNow = 1'700'000'000'000;  // a plausible server clock, in ms
+
+TEST(ParseRespTest, ParsesEveryReplyTypeInOrder) {
+  using fairsem::detail::parse_resp;
+  const auto replies = parse_resp(
+      ":-42\r\n$3\r\na\0b\r\n+OK\r\n-ERR no\r\n$-1\r\n*-1\r\n*2\r\n:1\r\n*1\r\n$0\r\n\r\n"sv);
+  ASSERT_EQ(replies.size(), 7u);
+  EXPECT_EQ(replies[0].type, Reply::Type::integer);
+  EXPECT_EQ(replies[0].integer, -42);
+  EXPECT_EQ(replies[1].type, Reply::Type::string);
+  EXPECT_EQ(replies[1].str, std::string("a\0b", 3));
+  EXPECT_EQ(replies[2].type, Reply::Type::status);
+  EXPECT_EQ(replies[2].str, "OK");
+  EXPECT_EQ(replies[3].type, Reply::Type::error);
+  EXPECT_EQ(replies[3].str, "ERR no");
+  EXPECT_TRUE(replies[4].is_nil());
+  EXPECT_TRUE(replies[5].is_nil());
+  ASSERT_EQ(replies[6].type, Reply::Type::array);
+  ASSERT_EQ(replies[6].elements.size(), 2u);
+  EXPECT_EQ(replies[6].elements[0].integer, 1);
+  ASSERT_EQ(replies[6].elements[1].elements.size(), 1u);
+  EXPECT_EQ(replies[6].elements[1].elements[0].str, "");
+  EXPECT_TRUE(parse_resp("").empty());
+}
+
+TEST(ParseRespTest, MalformedOrIncompleteBytesThrowProtocolError) {
+  using fairsem::detail::parse_resp;
+  EXPECT_THROW((void)parse_resp("?what\r\n"), ProtocolError);           // unknown type byte
+  EXPECT_THROW((void)parse_resp(":1\r\n!\r\n"), ProtocolError);         // after a good reply
+  EXPECT_THROW((void)parse_resp(":12"), ProtocolError);                 // no line end
+  EXPECT_THROW((void)parse_resp("$5\r\nab\r\n"), ProtocolError);        // short bulk string
+  EXPECT_THROW((void)parse_resp("*3\r\n:1\r\n:2\r\n"), ProtocolError);  // short array
+  EXPECT_THROW((void)parse_resp("*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n:1\r\n"),
+               ProtocolError);  // nested deeper than hiredis allows
+}
+
+fairsem::detail::RefusalContext refusal_context() {
+  return {"semaphore 's' on h:1", "fairsem:{s}:meta", 3};
+}
+
+TEST(ScriptReplyTest, ReturnsTheElementsOfAnAnswer) {
+  const Reply r = array({integer(1)});
+  EXPECT_EQ(fairsem::detail::check_script_reply(r, refusal_context()).size(), 1u);
+  const Reply renew = array({integer(kNow), integer(kNow + 10), integer(-1)});
+  EXPECT_EQ(fairsem::detail::check_script_reply(renew, refusal_context()).size(), 3u);
+}
+
+TEST(ScriptReplyTest, LimitMismatchNamesBothLimits) {
+  try {
+    (void)fairsem::detail::check_script_reply(array({integer(-1), bulk("5")}), refusal_context());
+    FAIL();
+  } catch (const fairsem::LimitMismatchError& e) {
+    EXPECT_EQ(e.stored_limit(), 5);
+    EXPECT_EQ(e.requested_limit(), 3);
+    EXPECT_STREQ(e.what(),
+                 "fairsem: semaphore 's' on h:1: opened with limit 3, but Redis stores limit 5 "
+                 "(set by the semaphore's first user); nothing was changed");
+  }
+}
+
+TEST(ScriptReplyTest, OtherRefusalsAreReplyErrors) {
+  using fairsem::ReplyError;
+  using fairsem::detail::check_script_reply;
+  try {
+    (void)check_script_reply(array({integer(-1), bulk("x\x01")}), refusal_context());
+    FAIL();
+  } catch (const ReplyError& e) {
+    EXPECT_STREQ(e.what(),
+                 "fairsem: semaphore 's' on h:1: the limit stored in 'fairsem:{s}:meta' is "
+                 "\"x\\x01\", not a number; fairsem leaves it alone");
+    EXPECT_EQ(e.server_message(), "ERR invalid stored limit");
+  }
+  try {
+    (void)check_script_reply(array({integer(-2), bulk("k"), bulk("string"), bulk("zset")}),
+                             refusal_context());
+    FAIL();
+  } catch (const ReplyError& e) {
+    EXPECT_STREQ(e.what(),
+                 "fairsem: semaphore 's' on h:1: key 'k' holds a string where fairsem keeps a "
+                 "zset; it belongs to something else, so fairsem leaves it alone (choose another "
+                 "key_prefix or name)");
+    EXPECT_EQ(e.server_message(),
+              "WRONGTYPE Operation against a key holding the wrong kind of value");
+  }
+  try {
+    (void)check_script_reply(array({integer(-3), bulk("c")}), refusal_context());
+    FAIL();
+  } catch (const ReplyError& e) {
+    EXPECT_STREQ(e.what(),
+                 "fairsem: semaphore 's' on h:1: key 'c' does not hold an integer counter; it "
+                 "belongs to something else, so fairsem leaves it alone");
+  }
+}
+
+TEST(ScriptReplyTest, MalformedRepliesAndRefusalsThrowProtocolError) {
+  using fairsem::detail::check_script_reply;
+  const auto ctx = refusal_context();
+  EXPECT_THROW((void)check_script_reply(nil(), ctx), ProtocolError);
+  EXPECT_THROW((void)check_script_reply(integer(1), ctx), ProtocolError);
+  EXPECT_THROW((void)check_script_reply(array({}), ctx), ProtocolError);
+  EXPECT_THROW((void)check_script_reply(array({bulk("1")}), ctx), ProtocolError);
+  try {
+    (void)check_script_reply(array({integer(-1)}), ctx);
+    FAIL();
+  } catch (const ProtocolError& e) {
+    EXPECT_STREQ(e.what(),
+                 "fairsem: semaphore 's' on h:1: unexpected refusal -1 from the semaphore script");
+  }
+  EXPECT_THROW((void)check_script_reply(array({integer(-1), integer(5)}), ctx), ProtocolError);
+  EXPECT_THROW((void)check_script_reply(array({integer(-1), bulk("5"), bulk("6")}), ctx),
+               ProtocolError);
+  EXPECT_THROW((void)check_script_reply(array({integer(-2), bulk("k"), bulk("string")}), ctx),
+               ProtocolError);
+  EXPECT_THROW(
+      (void)check_script_reply(array({integer(-2), bulk("k"), integer(1), bulk("zset")}), ctx),
+      ProtocolError);
+  EXPECT_THROW((void)check_script_reply(array({integer(-3), nil()}), ctx), ProtocolError);
+  EXPECT_THROW((void)check_script_reply(array({integer(-4), bulk("k")}), ctx), ProtocolError);
+  EXPECT_THROW((void)check_script_reply(array({integer(LLONG_MIN)}), ctx), ProtocolError);
+}
+
+TEST(OpenReplyTest, AcceptsOnlyOne) {
+  using fairsem::detail::decode_open;
+  EXPECT_NO_THROW(decode_open(array({integer(1)})));
+  EXPECT_THROW(decode_open(array({integer(2)})), ProtocolError);
+  EXPECT_THROW(decode_open(array({integer(1), integer(1)})), ProtocolError);
+  EXPECT_THROW(decode_open(array({bulk("1")})), ProtocolError);
+  EXPECT_THROW(decode_open(integer(1)), ProtocolError);
+}
+
+Reply acquire_reply(long long state, long long ticket, long long deadline, long long position,
+                    long long now = kNow) {
+  return array(
+      {integer(state), integer(ticket), integer(deadline), integer(position), integer(now)});
+}
+
+TEST(AcquireReplyTest, DecodesEveryState) {
+  using fairsem::detail::AcquireState;
+  using fairsem::detail::decode_acquire;
+  auto r = decode_acquire(acquire_reply(1, 7, kNow + 10'000, 0));
+  EXPECT_EQ(r.state, AcquireState::granted);
+  EXPECT_EQ(r.ticket, 7);
+  EXPECT_EQ(r.lease, milliseconds(10'000));
+  EXPECT_EQ(r.position, 0);
+  r = decode_acquire(acquire_reply(2, 8, kNow + 500, 3));
+  EXPECT_EQ(r.state, AcquireState::queued);
+  EXPECT_EQ(r.ticket, 8);
+  EXPECT_EQ(r.lease, milliseconds(500));
+  EXPECT_EQ(r.position, 3);
+  r = decode_acquire(acquire_reply(0, 0, 0, 0));
+  EXPECT_EQ(r.state, AcquireState::full);
+  EXPECT_EQ(r.ticket, 0);
+  r = decode_acquire(acquire_reply(3, 0, 0, 0));
+  EXPECT_EQ(r.state, AcquireState::evicted);
+  // The longest lease there is.
+  r = decode_acquire(acquire_reply(1, 1, kNow + fairsem::detail::kMaxLease.count(), 0));
+  EXPECT_EQ(r.lease, fairsem::detail::kMaxLease);
+}
+
+TEST(AcquireReplyTest, MalformedRepliesThrowProtocolError) {
+  using fairsem::detail::decode_acquire;
+  const long long d = kNow + 1000;
+  EXPECT_THROW((void)decode_acquire(nil()), ProtocolError);
+  EXPECT_THROW((void)decode_acquire(array({integer(1), integer(1), integer(d), integer(0)})),
+               ProtocolError);
+  EXPECT_THROW((void)decode_acquire(array(
+                   {integer(1), integer(1), integer(d), integer(0), integer(kNow), integer(0)})),
+               ProtocolError);
+  EXPECT_THROW((void)decode_acquire(acquire_reply(4, 1, d, 0)), ProtocolError);
+  EXPECT_THROW((void)decode_acquire(acquire_reply(-1, 1, d, 0)), ProtocolError);
+  EXPECT_THROW((void)decode_acquire(acquire_reply(1, 0, d, 0)), ProtocolError);   // ticket 0
+  EXPECT_THROW((void)decode_acquire(acquire_reply(2, -5, d, 1)), ProtocolError);  // negative
+  EXPECT_THROW((void)decode_acquire(acquire_reply(1, 1, kNow - 1, 0)), ProtocolError);
+  EXPECT_THROW(
+      (void)decode_acquire(acquire_reply(1, 1, kNow + fairsem::detail::kMaxLease.count() + 1, 0)),
+      ProtocolError);
+  EXPECT_THROW((void)decode_acquire(acquire_reply(1, 1, LLONG_MAX, 0, 0)), ProtocolError);
+  EXPECT_THROW((void)decode_acquire(acquire_reply(1, 1, LLONG_MIN, 0)), ProtocolError);
+  EXPECT_THROW((void)decode_acquire(acquire_reply(1, 1, 10, 0, -LLONG_MAX)), ProtocolError);
+  EXPECT_THROW((void)decode_acquire(acquire_reply(1, 1, d, 2)), ProtocolError);  // granted, queued
+  EXPECT_THROW((void)decode_acquire(acquire_reply(2, 1, d, 0)), ProtocolError);  // queued at 0
+  EXPECT_THROW(
+      (void)decode_acquire(array({integer(1), bulk("1"), integer(d), integer(0), integer(kNow)})),
+      ProtocolError);
+  EXPECT_THROW(
+      (void)decode_acquire(array({integer(0), nil(), integer(0), integer(0), integer(kNow)})),
+      ProtocolError);
+}
+
+TEST(ReleaseReplyTest, DecodesEveryState) {
+  using fairsem::detail::decode_release;
+  using fairsem::detail::ReleaseState;
+  EXPECT_EQ(decode_release(array({integer(0)})), ReleaseState::not_present);
+  EXPECT_EQ(decode_release(array({integer(1)})), ReleaseState::holder_released);
+  EXPECT_EQ(decode_release(array({integer(2)})), ReleaseState::waiter_left);
+  EXPECT_EQ(decode_release(array({integer(3)})), ReleaseState::released_before);
+}
+
+TEST(ReleaseReplyTest, MalformedRepliesThrowProtocolError) {
+  using fairsem::detail::decode_release;
+  EXPECT_THROW((void)decode_release(array({})), ProtocolError);  // used to index elements[0]
+  EXPECT_THROW((void)decode_release(integer(1)), ProtocolError);
+  EXPECT_THROW((void)decode_release(array({integer(4)})), ProtocolError);
+  EXPECT_THROW((void)decode_release(array({integer(-1)})), ProtocolError);
+  EXPECT_THROW((void)decode_release(array({bulk("1")})), ProtocolError);
+  EXPECT_THROW((void)decode_release(array({integer(1), integer(1)})), ProtocolError);
+}
+
+TEST(RenewReplyTest, DecodesOneStatePerPermit) {
+  using fairsem::detail::decode_renew;
+  using fairsem::detail::RenewState;
+  const auto r = decode_renew(array({integer(kNow), integer(kNow + 3000), integer(1), integer(0),
+                                     integer(-1), integer(2), integer(9)}),
+                              5);
+  EXPECT_EQ(r.lease, milliseconds(3000));
+  EXPECT_EQ(r.states,
+            (std::vector<RenewState>{RenewState::held, RenewState::gone, RenewState::evicted,
+                                     RenewState::waiting, RenewState::waiting}));
+  EXPECT_TRUE(decode_renew(array({integer(kNow), integer(kNow)}), 0).states.empty());
+}
+
+TEST(RenewReplyTest, MalformedRepliesThrowProtocolError) {
+  using fairsem::detail::decode_renew;
+  const Reply good = array({integer(kNow), integer(kNow + 10), integer(1)});
+  EXPECT_THROW((void)decode_renew(good, 0), ProtocolError);
+  EXPECT_THROW((void)decode_renew(good, 2), ProtocolError);
+  EXPECT_THROW((void)decode_renew(good, SIZE_MAX), ProtocolError);
+  EXPECT_THROW((void)decode_renew(good, SIZE_MAX - 2), ProtocolError);
+  EXPECT_THROW((void)decode_renew(array({integer(kNow), integer(kNow + 10), integer(-2)}), 1),
+               ProtocolError);
+  EXPECT_THROW((void)decode_renew(array({integer(kNow), integer(kNow + 10), nil()}), 1),
+               ProtocolError);
+  EXPECT_THROW((void)decode_renew(array({integer(kNow), integer(kNow - 10), integer(1)}), 1),
+               ProtocolError);
+  EXPECT_THROW((void)decode_renew(array({integer(-1), integer(10), integer(1)}), 1), ProtocolError);
+  EXPECT_THROW((void)decode_renew(array({integer(0), integer(LLONG_MAX), integer(1)}), 1),
+               ProtocolError);
+  EXPECT_THROW((void)decode_renew(array({bulk("1"), integer(kNow), integer(1)}), 1), ProtocolError);
+  EXPECT_THROW((void)decode_renew(nil(), 0), ProtocolError);
+}
+
+TEST(StatusReplyTest, SplitsHoldersFromWaiters) {
+  const auto s = fairsem::detail::decode_status(
+      array({integer(kNow), integer(2), integer(9),                     //
+             bulk("a"), integer(7), integer(kNow + 500), bulk("h:1"),   //
+             bulk("b"), integer(8), integer(kNow - 5), bulk("h:2"),     //
+             bulk("c"), integer(9), integer(kNow + 1000), bulk("")}));  //
+  EXPECT_EQ(s.limit, 2);
+  EXPECT_EQ(s.last_ticket, 9);
+  ASSERT_EQ(s.holders.size(), 2u);
+  ASSERT_EQ(s.waiters.size(), 1u);
+  EXPECT_EQ(s.holders[0].id, "a");
+  EXPECT_EQ(s.holders[0].ticket, 7);
+  EXPECT_EQ(s.holders[0].lease_left, milliseconds(500));
+  EXPECT_EQ(s.holders[0].owner, "h:1");
+  EXPECT_EQ(s.holders[1].lease_left, milliseconds(0));  // overdue: never negative
+  EXPECT_EQ(s.waiters[0].id, "c");
+  EXPECT_EQ(s.waiters[0].lease_left, milliseconds(1000));
+}
+
+TEST(StatusReplyTest, EmptySemaphoreAndOddButValidValues) {
+  using fairsem::detail::decode_status;
+  // Limit 0 (SemaphoreAdmin, nothing stored) lists everyone as a waiter; counter -1 means
+  // the counter holds something that is not a number.
+  const auto s = decode_status(array({integer(kNow), integer(0), integer(-1), bulk("a"), integer(1),
+                                      integer(LLONG_MIN), bulk("")}));
+  EXPECT_EQ(s.last_ticket, -1);
+  EXPECT_TRUE(s.holders.empty());
+  ASSERT_EQ(s.waiters.size(), 1u);
+  EXPECT_EQ(s.waiters[0].lease_left, milliseconds(0));
+  const auto far = decode_status(array(
+      {integer(0), integer(1), integer(1), bulk("a"), integer(1), integer(LLONG_MAX), bulk("")}));
+  EXPECT_EQ(far.holders.at(0).lease_left, milliseconds(LLONG_MAX));
+  EXPECT_TRUE(decode_status(array({integer(kNow), integer(1), integer(0)})).holders.empty());
+}
+
+TEST(StatusReplyTest, MalformedRepliesThrowProtocolError) {
+  using fairsem::detail::decode_status;
+  const auto head = [] { return std::vector<Reply>{integer(kNow), integer(1), integer(1)}; };
+  const auto with = [&](std::vector<Reply> entry) {
+    auto items = head();
+    for (auto& e : entry) items.push_back(std::move(e));
+    return array(std::move(items));
+  };
+  EXPECT_THROW((void)decode_status(nil()), ProtocolError);
+  EXPECT_THROW((void)decode_status(array({integer(kNow), integer(1)})), ProtocolError);
+  EXPECT_THROW((void)decode_status(with({bulk("a")})), ProtocolError);
+  EXPECT_THROW((void)decode_status(with({bulk("a"), integer(1), integer(kNow)})), ProtocolError);
+  EXPECT_THROW((void)decode_status(with({integer(1), integer(1), integer(kNow), bulk("")})),
+               ProtocolError);
+  EXPECT_THROW((void)decode_status(with({bulk("a"), bulk("1"), integer(kNow), bulk("")})),
+               ProtocolError);
+  EXPECT_THROW((void)decode_status(with({bulk("a"), integer(1), nil(), bulk("")})), ProtocolError);
+  EXPECT_THROW((void)decode_status(with({bulk("a"), integer(1), integer(kNow), nil()})),
+               ProtocolError);
+  EXPECT_THROW((void)decode_status(array({integer(-1), integer(1), integer(1)})), ProtocolError);
+  EXPECT_THROW((void)decode_status(array({integer(kNow), integer(-1), integer(1)})), ProtocolError);
+  EXPECT_THROW((void)decode_status(array({integer(kNow), integer(1), integer(-2)})), ProtocolError);
+}
+
+TEST(EvictReplyTest, DecodesEveryState) {
+  using fairsem::EvictResult;
+  using fairsem::detail::decode_evict;
+  EXPECT_EQ(decode_evict(array({integer(0)})), EvictResult::not_found);
+  EXPECT_EQ(decode_evict(array({integer(1)})), EvictResult::holder);
+  EXPECT_EQ(decode_evict(array({integer(2)})), EvictResult::waiter);
+  EXPECT_EQ(decode_evict(array({integer(3)})), EvictResult::already_evicted);
+}
+
+TEST(EvictReplyTest, MalformedRepliesThrowProtocolError) {
+  using fairsem::detail::decode_evict;
+  EXPECT_THROW((void)decode_evict(array({})), ProtocolError);  // used to index elements[0]
+  EXPECT_THROW((void)decode_evict(bulk("1")), ProtocolError);
+  EXPECT_THROW((void)decode_evict(array({integer(4)})), ProtocolError);
+  EXPECT_THROW((void)decode_evict(array({integer(-1)})), ProtocolError);
+  EXPECT_THROW((void)decode_evict(array({nil()})), ProtocolError);
+  EXPECT_THROW((void)decode_evict(array({integer(1), bulk("x")})), ProtocolError);
+}
+
+TEST(WakeReplyTest, DecodesTimeoutPromotionAndEviction) {
+  using fairsem::detail::decode_wake;
+  using fairsem::detail::WakeReason;
+  EXPECT_EQ(decode_wake(nil()), WakeReason::timeout);
+  EXPECT_EQ(decode_wake(array({bulk("p:{s}:wake:a"), bulk("1")})), WakeReason::promoted);
+  EXPECT_EQ(decode_wake(array({bulk("p:{s}:wake:a"), bulk("evicted")})), WakeReason::evicted);
+}
+
+TEST(WakeReplyTest, MalformedRepliesThrowProtocolError) {
+  using fairsem::detail::decode_wake;
+  EXPECT_THROW((void)decode_wake(integer(1)), ProtocolError);
+  EXPECT_THROW((void)decode_wake(array({})), ProtocolError);
+  EXPECT_THROW((void)decode_wake(array({bulk("k")})), ProtocolError);
+  EXPECT_THROW((void)decode_wake(array({bulk("k"), bulk("1"), bulk("1")})), ProtocolError);
+  EXPECT_THROW((void)decode_wake(array({bulk("k"), bulk("2")})), ProtocolError);
+  EXPECT_THROW((void)decode_wake(array({bulk("k"), integer(1)})), ProtocolError);
+  EXPECT_THROW((void)decode_wake(array({nil(), bulk("1")})), ProtocolError);
+}
+
+TEST(ServerClockReplyTest, AcceptsMillisecondsSystemClockCanHold) {
+  using fairsem::detail::decode_server_clock;
+  EXPECT_EQ(decode_server_clock(integer(kNow)), milliseconds(kNow));
+  EXPECT_EQ(decode_server_clock(integer(0)), milliseconds(0));
+  EXPECT_THROW((void)decode_server_clock(integer(-1)), ProtocolError);
+  EXPECT_THROW((void)decode_server_clock(integer(LLONG_MAX)), ProtocolError);
+  EXPECT_THROW((void)decode_server_clock(bulk("1700000000000")), ProtocolError);
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 // Small string helpers shared by option parsing and reply decoding. No I/O, no hiredis.
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -27,20 +28,33 @@ inline std::optional<std::uint64_t> parse_decimal(std::string_view s, std::uint6
 }
 
 inline bool all_digits(std::string_view s) noexcept {
-  if (s.empty()) return false;
-  for (char c : s) {
-    if (c < '0' || c > '9') return false;
-  }
-  return true;
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
 /// True when `s` holds a byte that is ASCII whitespace or a control character.
 inline bool has_space_or_control(std::string_view s) noexcept {
-  for (char ch : s) {
-    auto c = static_cast<unsigned char>(ch);
-    if (c <= 0x20 || c == 0x7f) return true;
+  return std::any_of(s.begin(), s.end(), [](char ch) {
+    const auto c = static_cast<unsigned char>(ch);
+    return c <= 0x20 || c == 0x7f;
+  });
+}
+
+/// Renders bytes for a message: printable ASCII as is, anything else as \xNN.
+inline std::string printable(std::string_view s) {
+  constexpr std::string_view hex = "0123456789abcdef";
+  std::string out;
+  out.reserve(s.size());
+  for (const char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c >= 0x20 && c < 0x7f) {
+      out.push_back(ch);
+    } else {
+      out += "\\x";
+      out.push_back(hex[c >> 4]);
+      out.push_back(hex[c & 0xf]);
+    }
   }
-  return false;
+  return out;
 }
 
 /// Decodes %XX escapes. Returns nullopt when a '%' is not followed by two hex digits.

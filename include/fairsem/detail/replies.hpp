@@ -1,0 +1,104 @@
+#pragma once
+
+// Decoders for the replies fairsem's commands get: Reply in, plain values out. They do no I/O,
+// so unit tests and the fuzzer (tests/fuzz) can feed them any shape. Whatever does not match
+// what src/lua/semaphore.lua (or the command) returns throws ProtocolError: a wrong type, a
+// wrong element count, a state the script never returns, or a number out of its range.
+
+#include <chrono>
+#include <cstddef>
+#include <string_view>
+#include <vector>
+
+#include "fairsem/detail/reply.hpp"
+#include "fairsem/semaphore.hpp"
+
+namespace fairsem::detail {
+
+/// The longest lease fairsem asks for. A reply implying a longer one is malformed, and the
+/// bound keeps every deadline computed from a reply far from steady_clock overflow.
+inline constexpr std::chrono::milliseconds kMaxLease = std::chrono::hours(24 * 30);
+
+/// Parses RESP2 bytes (any number of complete replies) with hiredis's reader and converts each
+/// reply as Connection does. Throws ProtocolError for bytes hiredis rejects and for a trailing
+/// incomplete reply. Defined in connection.cpp, next to that conversion.
+std::vector<Reply> parse_resp(std::string_view bytes);
+
+/// What the messages of a refusal name.
+struct RefusalContext {
+  std::string_view where;     // "semaphore 'NAME' on ENDPOINT"
+  std::string_view meta_key;  // the key holding the stored limit
+  long long limit = 0;        // the limit this client opened the semaphore with
+};
+
+/// Any reply of the semaphore script: returns its elements when its first element (the
+/// status) is not negative. A refusal throws as throw_refusal() does.
+const std::vector<Reply>& check_script_reply(const Reply& reply, const RefusalContext& context);
+
+/// A refusal's elements: {-1, stored_limit} throws LimitMismatchError (or ReplyError when the
+/// stored limit is not a number), {-2, key, actual_type, wanted_type} and {-3, key} throw
+/// ReplyError. Anything else throws ProtocolError.
+[[noreturn]] void throw_refusal(const std::vector<Reply>& items, const RefusalContext& context);
+
+/// The open reply, {1}.
+void decode_open(const Reply& reply);
+
+enum class AcquireState { full, granted, queued, evicted };
+
+struct AcquireReply {
+  AcquireState state = AcquireState::full;
+  long long ticket = 0;  // >= 1 when granted or queued, else 0
+  /// Granted or queued: the server's deadline minus its clock, 0 to kMaxLease.
+  std::chrono::milliseconds lease{0};
+  long long position = 0;  // queued: 1-based queue position; else 0
+};
+
+/// {state, ticket, deadline, position, now}.
+AcquireReply decode_acquire(const Reply& reply);
+
+enum class ReleaseState {
+  not_present,      // 0: gone (expired, or its id names a later permit)
+  holder_released,  // 1
+  waiter_left,      // 2
+  released_before   // 3: an earlier run whose reply was lost released it
+};
+
+/// {state}.
+ReleaseState decode_release(const Reply& reply);
+
+enum class RenewState {
+  held,     // 1: renewed, still a holder
+  gone,     // 0: not in Redis any more (expired or removed)
+  evicted,  // -1
+  waiting   // k >= 2: renewed, but behind the first `limit` tickets
+};
+
+struct RenewReply {
+  std::chrono::milliseconds lease{0};  // the new deadline minus the server clock
+  std::vector<RenewState> states;      // one per renewed permit, in request order
+};
+
+/// {now, deadline, r...} with exactly one r per permit of the request.
+RenewReply decode_renew(const Reply& reply, std::size_t permits);
+
+/// {now, limit, counter, (id, ticket, deadline, owner_info)...}. The first `limit` entries
+/// are the holders, the rest the waiters; lease_left is never negative.
+Status decode_status(const Reply& reply);
+
+/// {state}: 1 holder, 2 waiter, 3 already evicted, 0 not found.
+EvictResult decode_evict(const Reply& reply);
+
+enum class WakeReason {
+  timeout,   // nil: BRPOP's timeout passed
+  promoted,  // "1", pushed by the release or reap that promoted the waiter
+  evicted    // "evicted", pushed by evict
+};
+
+/// The BRPOP reply on a waiter's wake list: nil, or {list, element}.
+WakeReason decode_wake(const Reply& reply);
+
+/// The server_clock script's reply: milliseconds since the Unix epoch, small enough that a
+/// system_clock time point holds it.
+std::chrono::milliseconds decode_server_clock(const Reply& reply);
+
+}  // namespace fairsem::detail
