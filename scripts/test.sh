@@ -4,6 +4,8 @@
 #   cxx20  Release, C++20, warnings as errors
 #   asan   AddressSanitizer + UndefinedBehaviorSanitizer
 #   tsan   ThreadSanitizer
+#   tidy   clang-tidy 14 over src/ and include/ (scripts/tidy.sh), every finding an error
+#   fuzz   each libFuzzer target for FAIRSEM_FUZZ_SECONDS (30) seconds (scripts/fuzz.sh)
 # plus a clang-format check. Installs missing Debian packages itself; the tests start their
 # own redis-server processes on free loopback ports.
 #
@@ -14,7 +16,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$FAIRSEM_ROOT"
 
 configs=("$@")
-[ "${#configs[@]}" -gt 0 ] || configs=(cxx17 cxx20 asan tsan)
+[ "${#configs[@]}" -gt 0 ] || configs=(cxx17 cxx20 asan tsan tidy fuzz)
 
 fairsem_ensure_packages
 
@@ -32,7 +34,16 @@ for config in "${configs[@]}"; do
     asan)  preset=asan;    std=17; env=(ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1
                                          UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1) ;;
     tsan)  preset=tsan;    std=17; env=(TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1) ;;
-    *) echo "unknown configuration '$config' (cxx17, cxx20, asan, tsan)" >&2; exit 64 ;;
+    tidy|fuzz)
+      # One check each: counted as one passed or failed test.
+      if bash "scripts/$config.sh"; then
+        total_pass=$((total_pass + 1))
+      else
+        failed_configs+=("$config")
+        total_fail=$((total_fail + 1))
+      fi
+      continue ;;
+    *) echo "unknown configuration '$config' (cxx17, cxx20, asan, tsan, tidy, fuzz)" >&2; exit 64 ;;
   esac
   dir="build/ci-$config"
   fairsem_log "[$config] configure ($preset preset, C++$std, -Werror)"

@@ -65,53 +65,54 @@ void copy_string(char* dst, std::size_t size, const std::string& src) {
 
 // --- the shared log ---------------------------------------------------------------------------
 
+/// The log lives in a memfd: nothing to clean up however the run ends. Workers inherit the
+/// descriptor (it is not close-on-exec) and map it by number.
 class SharedMapping {
  public:
-  /// Creates (capacity > 0) or opens (capacity == 0) the log file at `path`.
-  SharedMapping(std::string path, std::uint64_t capacity) : path_(std::move(path)) {
-    const bool create = capacity > 0;
-    const int fd = ::open(
-        path_.c_str(), create ? O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC : O_RDWR | O_CLOEXEC, 0600);
-    if (fd < 0) throw std::system_error(errno, std::generic_category(), "open " + path_);
-    if (create) {
-      size_ = SharedLog::bytes_for(capacity);
-      if (::ftruncate(fd, static_cast<off_t>(size_)) != 0) {
-        const int saved = errno;
-        ::close(fd);
-        throw std::system_error(saved, std::generic_category(), "ftruncate " + path_);
-      }
-    } else {
-      struct stat st {};
-      ::fstat(fd, &st);
-      size_ = static_cast<std::size_t>(st.st_size);
+  /// Creates a log with room for `capacity` records.
+  explicit SharedMapping(std::uint64_t capacity) : size_(SharedLog::bytes_for(capacity)) {
+    fd_ = ::memfd_create("fairsem-stress-log", 0);
+    if (fd_ < 0) throw std::system_error(errno, std::generic_category(), "memfd_create");
+    if (::ftruncate(fd_, static_cast<off_t>(size_)) != 0) {
+      const int saved = errno;
+      ::close(fd_);
+      throw std::system_error(saved, std::generic_category(), "ftruncate of the log");
     }
-    void* p = ::mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    ::close(fd);
-    if (p == MAP_FAILED) throw std::system_error(errno, std::generic_category(), "mmap " + path_);
-    log_ = create ? new (p) SharedLog{} : static_cast<SharedLog*>(p);
-    owner_ = create;
-    if (create) {
-      log_->magic = kMagic;
-      log_->capacity = capacity;
-    } else if (log_->magic != kMagic) {
-      throw std::runtime_error(path_ + " is not a fairsem stress log");
+    map();
+    log_ = new (log_) SharedLog{};
+    log_->magic = kMagic;
+    log_->capacity = capacity;
+  }
+  /// Maps the log a driver created, by its inherited descriptor.
+  explicit SharedMapping(int fd) : fd_(fd) {
+    struct stat st {};
+    if (::fstat(fd_, &st) != 0) throw std::system_error(errno, std::generic_category(), "fstat");
+    size_ = static_cast<std::size_t>(st.st_size);
+    map();
+    if (size_ < sizeof(SharedLog) || log_->magic != kMagic) {
+      throw std::runtime_error("descriptor " + std::to_string(fd) + " is not a stress log");
     }
   }
   ~SharedMapping() {
     ::munmap(log_, size_);
-    if (owner_) ::unlink(path_.c_str());
+    ::close(fd_);
   }
   SharedMapping(const SharedMapping&) = delete;
   SharedMapping& operator=(const SharedMapping&) = delete;
 
   SharedLog& log() const noexcept { return *log_; }
-  const std::string& path() const noexcept { return path_; }
+  int fd() const noexcept { return fd_; }
 
  private:
-  std::string path_;
+  void map() {
+    void* p = ::mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
+    if (p == MAP_FAILED) throw std::system_error(errno, std::generic_category(), "mmap");
+    log_ = static_cast<SharedLog*>(p);
+  }
+
+  int fd_ = -1;
   std::size_t size_ = 0;
   SharedLog* log_ = nullptr;
-  bool owner_ = false;
 };
 
 // --- the worker -------------------------------------------------------------------------------
@@ -201,8 +202,8 @@ void worker_thread(SharedLog& log, ProcessSlot& ps, ThreadSlot& ts, FairSemaphor
   ts.state.store(idle);
 }
 
-int worker_main(const std::string& shm_path, int slot, const std::string& url) {
-  SharedMapping mapping(shm_path, 0);
+int worker_main(int log_fd, int slot, const std::string& url) {
+  SharedMapping mapping(log_fd);
   SharedLog& log = mapping.log();
   ProcessSlot& ps = log.processes[slot];
   const Config& cfg = log.config;
@@ -382,8 +383,8 @@ void Driver::spawn(int slot) {
   Worker& w = workers_[slot];
   const std::string url =
       w.via_proxy ? "redis://127.0.0.1:" + std::to_string(proxy_->port()) : direct_url();
-  std::vector<std::string> args = {"fairsem_stress", "--worker", shm_->path(), std::to_string(slot),
-                                   url};
+  std::vector<std::string> args = {"fairsem_stress", "--worker", std::to_string(shm_->fd()),
+                                   std::to_string(slot), url};
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -583,8 +584,7 @@ int Driver::run() {
       "--dir", redis_dir_, "--appendonly", "yes", "--appendfsync", "always"});
   if (uses_proxy()) proxy_ = std::make_unique<FaultProxy>(server_->port());
   const std::uint64_t capacity = std::max(s_.max_grants, s_.grants + s_.grants / 10);
-  shm_ = std::make_unique<SharedMapping>(
-      fmt::format("/dev/shm/fairsem-stress-{}-{:x}", ::getpid(), s_.seed), capacity);
+  shm_ = std::make_unique<SharedMapping>(capacity);
   prefix_ = fmt::format("stress{}", ::getpid());
   Config& cfg = shm_->log().config;
   copy_string(cfg.url, sizeof cfg.url, direct_url());
@@ -867,7 +867,7 @@ int main(int argc, char** argv) {
   using namespace fairsem::stress;
   if (argc == 5 && std::string(argv[1]) == "--worker") {
     try {
-      return worker_main(argv[2], std::stoi(argv[3]), argv[4]);
+      return worker_main(std::stoi(argv[2]), std::stoi(argv[3]), argv[4]);
     } catch (const std::exception& e) {
       fmt::print(stderr, "fairsem_stress worker: {}\n", e.what());
       return 1;
