@@ -13,6 +13,7 @@
 #include <signal.h>
 #include <spawn.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -203,6 +204,9 @@ void worker_thread(SharedLog& log, ProcessSlot& ps, ThreadSlot& ts, FairSemaphor
 }
 
 int worker_main(int log_fd, int slot, const std::string& url) {
+  // Never outlive the driver, however it ends.
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() == 1) return 1;
   SharedMapping mapping(log_fd);
   SharedLog& log = mapping.log();
   ProcessSlot& ps = log.processes[slot];
@@ -316,11 +320,13 @@ class Driver {
 
   void spawn(int slot);
   void inject(const std::string& kind);
+  void inject_once(const std::string& kind);
   void kill_worker();
   void stop_worker();
   void restart_redis();
   void raw_command(const std::string& kind, std::initializer_list<std::string_view> argv,
                    milliseconds disturbed_for);
+  void wait_until_loaded();
   void track_reclaims();
   std::vector<int> running_slots() const;
   /// A window in which a fault may have delayed grants: of every worker, or (`proxied`) of
@@ -377,6 +383,7 @@ class Driver {
   };
   std::vector<PendingCont> pending_conts_;
   std::int64_t delay_ends_ns_ = 0;
+  std::int64_t longest_restart_ns_ = 0;  // SIGKILL of redis-server until it answers again
 };
 
 void Driver::spawn(int slot) {
@@ -492,15 +499,20 @@ void Driver::restart_redis() {
   const std::int64_t down = now_ns();
   server_->kill();  // SIGKILL: only what appendfsync always wrote survives
   server_->start();
-  disturb(down, now_ns() + ms_to_ns(1000));
+  wait_until_loaded();
+  const std::int64_t up = now_ns();
+  longest_restart_ns_ = std::max(longest_restart_ns_, up - down);
+  disturb(down, up + ms_to_ns(1000));
   ++injected_["restart"];
 }
 
 /// `disturbed_for`: how long the fault may delay a grant's arrival (reconnects, reloads).
 void Driver::raw_command(const std::string& kind, std::initializer_list<std::string_view> argv,
                          milliseconds disturbed_for) {
-  // Twice: after a Redis restart the first command only finds the old connection dead.
-  for (int attempt = 0; attempt < 2; ++attempt) {
+  // Retried: after a Redis restart the first command finds the old connection dead, and the
+  // server answers LOADING until it has read its AOF back.
+  const std::int64_t give_up = now_ns() + ms_to_ns(10'000);
+  for (;;) {
     try {
       if (!raw_) raw_.emplace(admin_connection());
       (void)raw_->command(argv);
@@ -508,13 +520,41 @@ void Driver::raw_command(const std::string& kind, std::initializer_list<std::str
       disturb(at, at + ms_to_ns(disturbed_for.count()));
       ++injected_[kind];
       return;
-    } catch (const ConnectionError& e) {
-      if (attempt == 1) fmt::print(stderr, "fairsem_stress: {} failed: {}\n", kind, e.what());
+    } catch (const Error& e) {
+      if (now_ns() > give_up) {
+        failures_.push_back(fmt::format("{} could not be injected: {}", kind, e.what()));
+        return;
+      }
+      std::this_thread::sleep_for(milliseconds(20));
+    }
+  }
+}
+
+/// Waits until the restarted server has loaded its AOF and answers commands.
+void Driver::wait_until_loaded() {
+  const std::int64_t give_up = now_ns() + ms_to_ns(60'000);
+  for (;;) {
+    try {
+      if (!raw_) raw_.emplace(admin_connection());
+      (void)raw_->command({"PING"});
+      return;
+    } catch (const Error& e) {
+      if (now_ns() > give_up) throw;
+      std::this_thread::sleep_for(milliseconds(10));
     }
   }
 }
 
 void Driver::inject(const std::string& kind) {
+  try {
+    inject_once(kind);
+  } catch (const std::exception& e) {
+    // Reported, and the run goes on: the checks still say whether the promises held.
+    failures_.push_back(fmt::format("fault '{}' failed: {}", kind, e.what()));
+  }
+}
+
+void Driver::inject_once(const std::string& kind) {
   const std::int64_t at = now_ns();
   if (kind == "kill") {
     kill_worker();
@@ -614,6 +654,7 @@ int Driver::run() {
   const std::int64_t start = now_ns();
   const std::int64_t end = start + static_cast<std::int64_t>(s_.seconds * 1e9);
   std::int64_t next_fault = start + ms_to_ns(s_.fault_interval_ms);
+  std::int64_t next_progress = start + ms_to_ns(10'000);
   while (now_ns() < end && shm_->log().full.load() == 0 &&
          (s_.grants == 0 || shm_->log().next_record.load() < s_.grants)) {
     std::this_thread::sleep_for(milliseconds(5));
@@ -642,6 +683,12 @@ int Driver::run() {
         ++worker_failures_;
         w.pid = -1;
       }
+    }
+    if (now >= next_progress) {
+      fmt::print("[{:6.0f} s] {} grants\n", static_cast<double>(now - start) / 1e9,
+                 shm_->log().next_record.load());
+      std::fflush(stdout);
+      next_progress += ms_to_ns(10'000);
     }
     if (!enabled_.empty() && now >= next_fault) {
       // Every kind once per round, in a random order, so a short run injects each of them.
@@ -737,6 +784,19 @@ std::vector<std::string> Driver::leftover_keys() {
     std::this_thread::sleep_for(milliseconds(100));
   } while (now_ns() < deadline);
   if (extra.size() > 20) extra.resize(20);  // enough to tell what leaks
+  for (std::string& key : extra) {
+    try {
+      const auto ttl = raw_->command({"PTTL", key}).integer;
+      const auto type = raw_->command({"TYPE", key}).str;
+      std::string items;
+      if (type == "list") {
+        for (const auto& e : raw_->command({"LRANGE", key, "0", "9"}).elements)
+          items += " " + e.str;
+      }
+      key += fmt::format(" ({}, ttl {} ms:{})", type, ttl, items);
+    } catch (const Error&) {
+    }
+  }
   return extra;
 }
 
@@ -844,6 +904,8 @@ void Driver::print_summary(const CheckResult& r, std::size_t leaked,
              r.stopped_holders_passed_on > 0 ? r.stopped_holders_passed_on : 0);
   fmt::print("{:<44} rejected {}, timed out {}, errors {}, release errors {}, lost {}\n",
              "other outcomes", rejected, timed_out, acquire_errors, release_errors, lost);
+  fmt::print("{:<44} {:.0f} ms\n", "longest Redis restart (SIGKILL to answering)",
+             ms(longest_restart_ns_));
   fmt::print("faults injected:");
   for (const auto& kind : kFaultKinds) {
     if (enabled(kind)) fmt::print(" {} {}", kind, injected_[kind]);
