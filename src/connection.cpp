@@ -183,11 +183,17 @@ std::vector<Reply> parse_resp(std::string_view bytes) {
   std::vector<Reply> replies;
   for (;;) {
     void* raw = nullptr;
+    // hiredis consumes a lone type byte before it finds the line unfinished, so "unread bytes"
+    // must be looked at before each call, not only after the last.
+    const bool unread = reader->pos < reader->len;
     if (redisReaderGetReply(reader.get(), &raw) != REDIS_OK) {
       if (reader->err == REDIS_ERR_OOM) throw std::bad_alloc();
       throw ProtocolError(fmt::format("fairsem: protocol error: {}", reader->errstr));
     }
-    if (raw == nullptr) break;
+    if (raw == nullptr) {
+      if (unread) throw ProtocolError("fairsem: protocol error: the last reply is incomplete");
+      break;
+    }
     const ReplyPtr reply(static_cast<redisReply*>(raw));
     replies.push_back(convert(*reply));
   }

@@ -458,7 +458,9 @@ std::optional<Permit> SemaphoreCore::acquire(std::optional<Clock::time_point> de
   } catch (const EvictedError&) {
     throw;  // the entry is gone already
   } catch (...) {
-    give_up(*conn, id, reply.ticket);
+    // Without a ticket (the first call failed) only a random id is surely this call's own: a
+    // caller-chosen one may name another handle's entry, which then must not be removed.
+    if (reply.ticket != 0 || options_.permit_id.empty()) give_up(*conn, id, reply.ticket);
     throw;
   }
 }

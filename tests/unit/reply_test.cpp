@@ -103,7 +103,9 @@ TEST(ParseRespTest, ParsesEveryReplyTypeInOrder) {
 
 TEST(ParseRespTest, MalformedOrIncompleteBytesThrowProtocolError) {
   using fairsem::detail::parse_resp;
-  EXPECT_THROW((void)parse_resp("?what\r\n"), ProtocolError);           // unknown type byte
+  EXPECT_THROW((void)parse_resp("?what\r\n"), ProtocolError);  // unknown type byte
+  EXPECT_THROW((void)parse_resp("+OK\r\n:"), ProtocolError);   // a lone type byte after a reply
+  EXPECT_THROW((void)parse_resp(":1\r\n*"), ProtocolError);
   EXPECT_THROW((void)parse_resp(":1\r\n!\r\n"), ProtocolError);         // after a good reply
   EXPECT_THROW((void)parse_resp(":12"), ProtocolError);                 // no line end
   EXPECT_THROW((void)parse_resp("$5\r\nab\r\n"), ProtocolError);        // short bulk string
