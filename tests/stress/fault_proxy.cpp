@@ -67,19 +67,13 @@ bool flush(Flow& flow, Clock::time_point now) {
 }  // namespace
 
 FaultProxy::FaultProxy(int upstream_port) : upstream_port_(upstream_port) {
-  listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  if (listen_fd_ < 0) throw_errno("FaultProxy: socket");
-  sockaddr_in addr = loopback(0);
-  if (::bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
-      ::listen(listen_fd_, 128) != 0 || ::pipe2(wake_pipe_, O_CLOEXEC | O_NONBLOCK) != 0) {
+  listen_fd_ = test::listen_on_loopback(port_, SOCK_NONBLOCK, "FaultProxy");
+  if (::pipe2(wake_pipe_, O_CLOEXEC | O_NONBLOCK) != 0) {
     const int saved = errno;
     ::close(listen_fd_);
     errno = saved;
-    throw_errno("FaultProxy: listen");
+    throw_errno("FaultProxy: pipe2");
   }
-  socklen_t len = sizeof addr;
-  ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len);
-  port_ = ntohs(addr.sin_port);
   thread_ = std::thread([this] { run(); });
 }
 

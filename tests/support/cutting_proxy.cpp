@@ -150,21 +150,13 @@ struct CuttingProxy::Link {
 };
 
 CuttingProxy::CuttingProxy(int upstream_port) : upstream_port_(upstream_port) {
-  listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (listen_fd_ < 0) sys_fail("socket");
-  int one = 1;
-  ::setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  sockaddr_in addr = loopback(0);
-  if (::bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
-      ::listen(listen_fd_, 64) != 0 || ::pipe2(wake_pipe_, O_CLOEXEC) != 0) {
+  listen_fd_ = listen_on_loopback(port_, 0, "CuttingProxy");
+  if (::pipe2(wake_pipe_, O_CLOEXEC) != 0) {
     const int saved = errno;
     ::close(listen_fd_);
     errno = saved;
-    sys_fail("listen");
+    sys_fail("pipe2");
   }
-  socklen_t len = sizeof addr;
-  ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len);
-  port_ = ntohs(addr.sin_port);
   thread_ = std::thread([this] { run(); });
 }
 

@@ -4,6 +4,8 @@
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstdint>
@@ -25,6 +27,24 @@ inline sockaddr_in loopback(int port) {
 /// Throws std::runtime_error "`what`: <strerror(errno)>".
 [[noreturn]] inline void throw_errno(const std::string& what) {
   throw std::runtime_error(what + ": " + std::strerror(errno));
+}
+
+/// A listening socket on 127.0.0.1 and a free port (`port` is set to it); `flags` go to
+/// socket() with SOCK_CLOEXEC (e.g. SOCK_NONBLOCK). `who` names the caller in errors.
+inline int listen_on_loopback(int& port, int flags, const std::string& who) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | flags, 0);
+  if (fd < 0) throw_errno(who + ": socket");
+  sockaddr_in addr = loopback(0);
+  socklen_t len = sizeof addr;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(fd, 128) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    const int saved = errno;
+    ::close(fd);
+    errno = saved;
+    throw_errno(who + ": listen on 127.0.0.1");
+  }
+  port = ntohs(addr.sin_port);
+  return fd;
 }
 
 }  // namespace fairsem::test
