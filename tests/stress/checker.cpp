@@ -88,7 +88,7 @@ bool disturbed(const Section& s, const CheckInput& in) {
 
 /// Counts the sections that entered before a lower token by more than the slack.
 std::size_t count_order_violations(std::vector<const Section*> sections, std::int64_t slack,
-                                   std::int64_t& worst) {
+                                   std::int64_t& worst, std::size_t* over_10ms = nullptr) {
   std::sort(sections.begin(), sections.end(),
             [](const Section* a, const Section* b) { return a->token < b->token; });
   std::size_t violations = 0;
@@ -98,6 +98,7 @@ std::size_t count_order_violations(std::vector<const Section*> sections, std::in
       const std::int64_t inversion = latest_lower - s->enter_ns;
       worst = std::max(worst, inversion);
       if (inversion > slack) ++violations;
+      if (over_10ms != nullptr && inversion > 10'000'000) ++*over_10ms;
     }
     latest_lower = std::max(latest_lower, s->enter_ns);
   }
@@ -116,7 +117,8 @@ void check_order(const CheckInput& in, CheckResult& out) {
   out.token_order_checked = all.size();
   std::int64_t worst = 0;
   out.fifo_violations = count_order_violations(blocking, in.order_slack_ns, worst);
-  out.token_order_violations = count_order_violations(all, in.order_slack_ns, worst);
+  out.token_order_violations =
+      count_order_violations(all, in.order_slack_ns, worst, &out.inversions_over_10ms);
   out.worst_inversion_ns = worst;
   if (out.fifo_violations > 0) {
     out.failures.push_back(

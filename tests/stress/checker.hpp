@@ -79,6 +79,7 @@ struct CheckResult {
   /// The largest amount by which a lower token entered after a higher one (ns), among the
   /// grants checked: how close the order checks came to their slack.
   std::int64_t worst_inversion_ns = 0;
+  std::size_t inversions_over_10ms = 0;  // among all grants checked, violations or not
   /// Holders frozen (SIGSTOP) for longer than a lease while inside.
   std::size_t stopped_holders = 0;
   std::size_t stopped_holders_not_lost = 0;         // did not see Permit::lost() on waking
