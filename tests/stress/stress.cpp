@@ -904,10 +904,10 @@ void Driver::print_summary(const CheckResult& r, std::size_t leaked,
   fmt::print("{:<44} {:.0f} ms over {} permits (lease {} ms; Redis lease deadline {:.0f} ms)\n",
              "longest reclaim of a killed holder's permit", ms(longest_reclaim_ns_), reclaims_,
              s_.lease_ms, ms(latest_deadline_ns_));
-  fmt::print("{:<44} {} ({} saw lost(), {} passed on, {} with a newer token)\n",
+  fmt::print("{:<44} {} ({} saw lost(), {} passed on; {} later grants with an older token)\n",
              "holders frozen past their lease", r.stopped_holders,
              r.stopped_holders - r.stopped_holders_not_lost, r.stopped_holders_passed_on,
-             r.stopped_holders_passed_on > 0 ? r.stopped_holders_passed_on : 0);
+             r.stopped_holders_token_not_older);
   fmt::print("{:<44} rejected {}, timed out {}, errors {}, release errors {}, lost {}\n",
              "other outcomes", rejected, timed_out, acquire_errors, release_errors, lost);
   fmt::print("{:<44} {:.0f} ms\n", "longest Redis restart (SIGKILL to answering)",
