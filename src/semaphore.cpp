@@ -229,7 +229,8 @@ class SemaphoreCore : public std::enable_shared_from_this<SemaphoreCore> {
   std::string next_id() const {
     return options_.permit_id.empty() ? random_id() : options_.permit_id;
   }
-  std::string where() const { return fmt::format("semaphore '{}' on {}", name_, endpoint_); }
+  /// "semaphore 'NAME' on ENDPOINT", for messages (built once: every script call needs it).
+  const std::string& where() const noexcept { return where_; }
 
   void mark_lost(PermitState& state, const std::string& reason);
   void forget(PermitState& state);
@@ -242,6 +243,7 @@ class SemaphoreCore : public std::enable_shared_from_this<SemaphoreCore> {
   const std::string name_;
   const SemaphoreOptions options_;
   const std::string endpoint_;
+  const std::string where_;
   const std::string owner_info_;
   const std::string limit_arg_;
   const std::string lease_arg_;
@@ -267,6 +269,7 @@ SemaphoreCore::SemaphoreCore(ConnectionOptions connection, std::string name,
       name_((validate_name(name, "semaphore name"), std::move(name))),
       options_((options.validate(), std::move(options))),
       endpoint_(connection_.endpoint()),
+      where_(fmt::format("semaphore '{}' on {}", name_, endpoint_)),
       owner_info_(options_.owner_info.empty() ? default_owner_info() : options_.owner_info),
       limit_arg_(admin ? std::string("0") : std::to_string(options_.limit)),
       lease_arg_(std::to_string(options_.lease.count())),
@@ -360,8 +363,7 @@ Reply SemaphoreCore::run(Connection& conn, std::string_view op, const Args& extr
                        e.server_message());
     }
   }
-  const std::string where_text = where();
-  detail::check_script_reply(reply, {where_text, keys_[3], options_.limit});
+  detail::check_script_reply(reply, {where_, keys_[3], options_.limit});
   return reply;
 }
 
