@@ -190,6 +190,7 @@ class SemaphoreCore : public std::enable_shared_from_this<SemaphoreCore> {
   std::optional<Permit> acquire(std::optional<Clock::time_point> deadline);
   ReleaseResult release(PermitState& state);
   bool renew(PermitState& state);
+  std::size_t renew_all();
   Status status();
   EvictResult evict(const std::string& permit_id);
 
@@ -235,7 +236,7 @@ class SemaphoreCore : public std::enable_shared_from_this<SemaphoreCore> {
   void mark_lost(PermitState& state, const std::string& reason);
   void forget(PermitState& state);
   static void watchdog_main(const std::weak_ptr<SemaphoreCore>& weak, SemaphoreCore* core);
-  void renew_all(Connection* conn, const std::vector<std::shared_ptr<PermitState>>& permits);
+  void renew_round(Connection* conn, const std::vector<std::shared_ptr<PermitState>>& permits);
   /// One renew call for `permits`; marks those found gone as lost. Throws what run() throws.
   void renew_chunk(Connection& conn, const std::vector<PermitState*>& permits);
 
@@ -250,6 +251,8 @@ class SemaphoreCore : public std::enable_shared_from_this<SemaphoreCore> {
   const std::string receipt_arg_;  // how long a release receipt outlives the release, in ms
   const milliseconds renew_interval_;
   const milliseconds poll_interval_;
+  // A woken waiter takes its permit without another call when more than this is left of it.
+  const milliseconds direct_grant_margin_;
   std::array<std::string, 7> keys_;
   Args key_args_;
 
@@ -275,7 +278,8 @@ SemaphoreCore::SemaphoreCore(ConnectionOptions connection, std::string name,
       lease_arg_(std::to_string(options_.lease.count())),
       receipt_arg_(std::to_string(receipt_lifetime(connection_, options_.lease).count())),
       renew_interval_(options_.effective_renew_interval()),
-      poll_interval_(std::max(milliseconds(1), std::min(options_.lease / 3, renew_interval_))) {
+      poll_interval_(std::max(milliseconds(1), std::min(options_.lease / 3, renew_interval_))),
+      direct_grant_margin_(renew_interval_ + (options_.lease - renew_interval_) / 2) {
   const std::string base = fmt::format("{}:{{{}}}:", options_.key_prefix, name_);
   keys_ = {base + "owner", base + "time",  base + "counter",  base + "meta",
            base + "info",  base + "wake:", base + "released:"};
@@ -378,8 +382,13 @@ void SemaphoreCore::open() {
 
 AcquireReply SemaphoreCore::run_acquire(Connection& conn, const std::string& id,
                                         std::string_view mode, long long ticket) {
-  Reply reply = ticket == 0 ? run(conn, "acquire", {id, mode, owner_info_})
-                            : run(conn, "acquire", {id, mode, owner_info_, std::to_string(ticket)});
+  // A caller-chosen id may have a history (an old wake-up or eviction marker) that a new entry
+  // must clear; a random one is new.
+  Reply reply =
+      !options_.permit_id.empty()
+          ? run(conn, "acquire", {id, mode, owner_info_, std::to_string(ticket), "chosen"})
+      : ticket == 0 ? run(conn, "acquire", {id, mode, owner_info_})
+                    : run(conn, "acquire", {id, mode, owner_info_, std::to_string(ticket)});
   return detail::decode_acquire(reply);
 }
 
@@ -447,8 +456,16 @@ std::optional<Permit> SemaphoreCore::acquire(std::optional<Clock::time_point> de
         // below renews the queue entry and reports promotion, so a lost wake-up costs one poll.
         const Reply woken = conn->command({"BRPOP", wake_key, seconds_string(wait)},
                                           wait + connection_.command_timeout);
+        const detail::WakeReason why = detail::decode_wake(woken);
         // An eviction already removed the entry; its marker is consumed here.
-        if (detail::decode_wake(woken) == detail::WakeReason::evicted) throw_evicted(id);
+        if (why == detail::WakeReason::evicted) throw_evicted(id);
+        // Promoted: the permit is this entry, with the deadline its last call set (estimated
+        // from when that call was sent). Taken as it is when the watchdog's next round surely
+        // comes with half the usual margin left; otherwise the call below renews it first.
+        if (why == detail::WakeReason::promoted &&
+            sent + reply.lease - Clock::now() > direct_grant_margin_) {
+          return make_permit(id, reply, sent);
+        }
       } catch (const ConnectionError&) {
         // The acquire below reconnects, or reports why it cannot.
       }
@@ -472,7 +489,7 @@ void SemaphoreCore::give_up(Connection& conn, const std::string& id, long long t
   // frees the permit and wakes the next waiter.
   try {
     const std::string ticket_arg = std::to_string(ticket);
-    run(conn, "release", {id, ticket_arg, receipt_arg_});
+    run(conn, "release", {id, ticket_arg, receipt_arg_, "leaving"});
   } catch (const std::exception& e) {
     log(LogLevel::warning, fmt::format("fairsem: {}: could not leave the queue ({}); the entry "
                                        "expires within one lease",
@@ -560,8 +577,31 @@ bool SemaphoreCore::renew(PermitState& state) {
   return !state.lost.load();
 }
 
-void SemaphoreCore::renew_all(Connection* conn,
-                              const std::vector<std::shared_ptr<PermitState>>& permits) {
+std::size_t SemaphoreCore::renew_all() {
+  std::vector<std::shared_ptr<PermitState>> permits;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    permits.reserve(live_.size());
+    for (const auto& entry : live_) permits.push_back(entry.second);
+  }
+  if (permits.empty()) return 0;
+  {
+    Borrowed conn(*this);
+    std::vector<PermitState*> chunk;
+    for (std::size_t begin = 0; begin < permits.size(); begin += kRenewChunk) {
+      const std::size_t end = std::min(permits.size(), begin + kRenewChunk);
+      chunk.clear();
+      for (std::size_t i = begin; i < end; ++i) chunk.push_back(permits[i].get());
+      renew_chunk(*conn, chunk);
+    }
+  }
+  return static_cast<std::size_t>(std::count_if(permits.begin(), permits.end(), [](const auto& p) {
+    return !p->done.load() && !p->lost.load();
+  }));
+}
+
+void SemaphoreCore::renew_round(Connection* conn,
+                                const std::vector<std::shared_ptr<PermitState>>& permits) {
   for (std::size_t begin = 0; begin < permits.size(); begin += kRenewChunk) {
     const std::size_t end = std::min(permits.size(), begin + kRenewChunk);
     std::vector<PermitState*> chunk;
@@ -610,7 +650,7 @@ void SemaphoreCore::watchdog_main(const std::weak_ptr<SemaphoreCore>& weak, Sema
                                                    core->where(), e.what()));
         }
       }
-      core->renew_all(conn.get(), permits);
+      core->renew_round(conn.get(), permits);
     }
     permits.clear();
     self.reset();
@@ -729,6 +769,8 @@ Permit FairSemaphore::acquire() { return std::move(*core_->acquire(std::nullopt)
 std::optional<Permit> FairSemaphore::acquire_until_steady(Clock::time_point deadline) {
   return core_->acquire(deadline);
 }
+
+std::size_t FairSemaphore::renew_all() { return core_->renew_all(); }
 
 Status FairSemaphore::status() { return core_->status(); }
 

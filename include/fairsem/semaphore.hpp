@@ -193,6 +193,12 @@ class FairSemaphore {
     return acquire_until_steady(std::chrono::steady_clock::now() + to_steady(left));
   }
 
+  /// Renews every permit this semaphore handle holds now, as one watchdog round does: one
+  /// script call per 2,000 permits. For auto_renew = false, or before a long step. Permits
+  /// found gone are marked lost (on_lost is called). Returns how many are still held. Throws
+  /// what a script call throws (ConnectionError...); chunks after a failed one are not renewed.
+  std::size_t renew_all();
+
   /// Holders and waiters as Redis has them now (after reaping expired entries).
   Status status();
   /// Removes permit `permit_id`, holder or waiter, from any client (an operator's tool: the

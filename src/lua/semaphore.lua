@@ -11,10 +11,13 @@
 --
 -- ARGV: 1 operation, 2 limit, 3 lease in ms, then per operation:
 --   open                          check key types and the limit; store the limit if unset
---   acquire  ID MODE OWNER_INFO [TICKET]
+--   acquire  ID MODE OWNER_INFO [TICKET [chosen]]
 --                                 MODE "try" (never queues) or "queue"; TICKET: the ticket a
---                                 waiter polling again already has (0 or absent: none yet)
---   release  ID TICKET RECEIPT_MS TICKET 0: whatever entry ID has (a waiter giving up)
+--                                 waiter polling again already has (0 or absent: none yet);
+--                                 "chosen": ID was chosen by the caller and may have a history
+--   release  ID TICKET RECEIPT_MS [leaving]
+--                                 TICKET 0: whatever entry ID has; "leaving": a waiter giving up
+--                                 (either clears its wake list)
 --   renew    ID TICKET ...        one call renews every permit of a process
 --   status
 --   evict    ID                   remove ID (holder or waiter) on an operator's request
@@ -29,10 +32,19 @@
 -- tell "evicted" from "expired". A new entry for the id clears the list first.
 --
 -- A member of owner is a holder iff its rank < limit; the others wait in ticket order.
--- Every operation first reaps: members whose deadline has passed are removed, and exactly the
--- waiters their removal promoted are woken through their own wake lists. "Passed" is strict:
--- the clock is read in whole milliseconds (rounded down), so a deadline equal to now may still
--- be up to 1 ms ahead; reaping it would end a lease before the client's own estimate of it.
+-- Reaping removes members whose deadline has passed and wakes exactly the waiters their
+-- removal promoted, through their own wake lists. It runs wherever someone could be kept
+-- waiting by an expired member: an acquire that finds every permit taken, a waiter's poll,
+-- renew, status and evict (an acquire below the limit and a release need not). "Passed" is
+-- strict: the clock is read in whole milliseconds (rounded down), so a deadline equal to now
+-- may still be up to 1 ms ahead; reaping it would end a lease before the client's own estimate.
+--
+-- Cost: each redis.call costs about a microsecond, and each function the script defines is
+-- built again on every run, so the hot operations (acquire, release) make as few calls as
+-- they can and the script defines few functions. Key types: open, status and evict check all
+-- five keys with TYPE; acquire, release and renew make their first access to each key through
+-- guarded(), a read or a first write whose WRONGTYPE error becomes a refusal (undoing the
+-- writes before it), so a foreign key is never written to.
 --
 -- Replies are arrays. A negative first element is a refusal and nothing was written:
 --   {-1, stored_limit}                    the semaphore was created with another limit
@@ -56,258 +68,278 @@
 local OWNER, TIME, COUNTER, META, INFO, WAKE = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local RELEASED = KEYS[7]
 local op, limit, lease = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
-local EVICTED = 'evicted'
+local call, pcall_redis = redis.call, redis.pcall
 
--- Up to this many expired members are removed one by one (ZREM); more at once are removed
--- with one ZINTERSTORE pass, which costs O(N) instead of O(k log N).
-local FEW = 64
--- unpack() has a stack limit; bulk commands go in chunks of this many arguments.
-local CHUNK = 1000
+-- Runs a command on KEYS[i]; WRONGTYPE from it ends the script with refusal -2 naming the key.
+-- `undo` (optional) runs first, to take back this run's earlier writes.
+local function guarded(undo, i, command, ...)
+  local r = pcall_redis(command, KEYS[i], ...)
+  if type(r) == 'table' and r.err then
+    if undo then undo() end
+    if string.find(r.err, 'WRONGTYPE', 1, true) then
+      local wanted = ({'zset', 'zset', 'string', 'hash', 'hash'})[i]
+      error({fairsem_refusal = {-2, KEYS[i], call('TYPE', KEYS[i])['ok'], wanted}})
+    end
+    error(r)
+  end
+  return r
+end
 
 -- Numbers go to Redis as integer strings: Lua would format large ones with an exponent.
 local function int(n) return string.format('%d', n) end
 
-local function server_now()
-  local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-end
-
-local function check_types()
-  local wanted = {'zset', 'zset', 'string', 'hash', 'hash'}
-  for i = 1, 5 do
-    local actual = redis.call('TYPE', KEYS[i])['ok']
-    if actual ~= 'none' and actual ~= wanted[i] then
-      return {-2, KEYS[i], actual, wanted[i]}
+-- Removes expired members (all of them at once, rebuilding owner and time as their
+-- intersection, when `rebuild` or when many expired) and wakes exactly the promoted waiters.
+-- `check`: first compare the sizes of owner and time, and rebuild when they differ (a key was
+-- deleted or edited behind the semaphore's back). Returns owner's size afterwards.
+local function reap(now, check)
+  if limit == 0 then return 0 end  -- a tool's read with no stored limit: holders are unknown
+  local count = guarded(nil, 1, 'ZCARD')
+  local rebuild = check and count ~= guarded(nil, 2, 'ZCARD')
+  local cutoff = '(' .. int(now)  -- deadlines strictly before now
+  if not rebuild and #guarded(nil, 2, 'ZRANGEBYSCORE', '-inf', cutoff, 'LIMIT', '0', '1') == 0 then
+    return count
+  end
+  local function wake(ids)
+    for _, id in ipairs(ids) do
+      -- A foreign key in the way only costs that waiter its wake-up: it polls.
+      if type(pcall_redis('LPUSH', WAKE .. id, '1')) == 'number' then
+        -- A waiter polls at least every lease/3: a list nobody pops is gone after one lease.
+        call('PEXPIRE', WAKE .. id, int(lease))
+      end
     end
   end
-  return nil
-end
-
-local function check_limit(store)
-  local stored = redis.call('HGET', META, 'limit')
-  if not stored then
-    if store then redis.call('HSET', META, 'limit', int(limit)) end
-    return nil
-  end
-  if tonumber(stored) ~= limit then return {-1, stored} end
-  return nil
-end
-
-local function bulk(command, key, items)
-  for i = 1, #items, CHUNK do
-    redis.call(command, key, unpack(items, i, math.min(i + CHUNK - 1, #items)))
-  end
-end
-
-local function wake(ids)
-  for _, id in ipairs(ids) do
-    local list = WAKE .. id
-    redis.call('LPUSH', list, '1')
-    -- A waiter polls at least every lease/3, so a list nobody pops is gone after one lease.
-    redis.call('PEXPIRE', list, int(lease))
-  end
-end
-
-local function reap(now)
-  if limit == 0 then return end  -- a tool's read with no stored limit: holders are unknown
-  local cutoff = '(' .. int(now)  -- deadlines strictly before now
-  local expired_count = redis.call('ZCOUNT', TIME, '-inf', cutoff)
-  local in_sync = redis.call('ZCARD', OWNER) == redis.call('ZCARD', TIME)
-  if expired_count == 0 and in_sync then return end
-
-  if in_sync and expired_count <= FEW then
-    local expired = redis.call('ZRANGEBYSCORE', TIME, '-inf', cutoff)
+  local expired = call('ZRANGEBYSCORE', TIME, '-inf', cutoff)
+  if not rebuild and #expired <= 64 then
+    -- A few: one by one, O(log N) each.
     local holders_gone = 0
     for _, id in ipairs(expired) do
-      local rank = redis.call('ZRANK', OWNER, id)
+      local rank = call('ZRANK', OWNER, id)
       if rank and rank < limit then holders_gone = holders_gone + 1 end
     end
-    redis.call('ZREM', TIME, unpack(expired))
-    redis.call('ZREM', OWNER, unpack(expired))
-    redis.call('HDEL', INFO, unpack(expired))
+    guarded(nil, 5, 'HDEL', unpack(expired))  -- the first write: info's type is checked by it
+    call('ZREM', TIME, unpack(expired))
+    count = count - call('ZREM', OWNER, unpack(expired))
     -- k holders left: the waiters now at ranks limit-k .. limit-1 were just promoted.
     if holders_gone > 0 then
-      wake(redis.call('ZRANGE', OWNER, int(limit - holders_gone), int(limit - 1)))
+      wake(call('ZRANGE', OWNER, int(limit - holders_gone), int(limit - 1)))
     end
-    return
+    return count
   end
-
-  -- Many expired at once, or owner and time disagree (a key was deleted or edited behind the
-  -- semaphore's back): rebuild both as their intersection. WEIGHTS 1 0 keeps each set's own
-  -- scores (tickets in owner, deadlines in time).
-  local before = redis.call('ZRANGE', OWNER, 0, int(limit - 1))
-  local expired = redis.call('ZRANGEBYSCORE', TIME, '-inf', cutoff)
-  redis.call('ZREMRANGEBYSCORE', TIME, '-inf', cutoff)
-  redis.call('ZINTERSTORE', OWNER, 2, OWNER, TIME, 'WEIGHTS', 1, 0)
-  redis.call('ZINTERSTORE', TIME, 2, TIME, OWNER, 'WEIGHTS', 1, 0)
-  bulk('HDEL', INFO, expired)
-  if redis.call('HLEN', INFO) > redis.call('ZCARD', OWNER) then
-    for _, id in ipairs(redis.call('HKEYS', INFO)) do
-      if not redis.call('ZSCORE', OWNER, id) then redis.call('HDEL', INFO, id) end
+  -- Many, or a rebuild: one O(N) pass. WEIGHTS 1 0 keeps each set's own scores (tickets in
+  -- owner, deadlines in time).
+  local before = call('ZRANGE', OWNER, '0', int(limit - 1))
+  guarded(nil, 5, 'HLEN')
+  call('ZREMRANGEBYSCORE', TIME, '-inf', cutoff)
+  call('ZINTERSTORE', OWNER, 2, OWNER, TIME, 'WEIGHTS', 1, 0)
+  call('ZINTERSTORE', TIME, 2, TIME, OWNER, 'WEIGHTS', 1, 0)
+  for i = 1, #expired, 1000 do  -- unpack() has a stack limit
+    call('HDEL', INFO, unpack(expired, i, math.min(i + 999, #expired)))
+  end
+  count = call('ZCARD', OWNER)
+  if call('HLEN', INFO) > count then
+    for _, id in ipairs(call('HKEYS', INFO)) do
+      if not call('ZSCORE', OWNER, id) then call('HDEL', INFO, id) end
     end
   end
   local was_holder = {}
   for _, id in ipairs(before) do was_holder[id] = true end
   local promoted = {}
-  for _, id in ipairs(redis.call('ZRANGE', OWNER, 0, int(limit - 1))) do
+  for _, id in ipairs(call('ZRANGE', OWNER, '0', int(limit - 1))) do
     if not was_holder[id] then promoted[#promoted + 1] = id end
   end
   wake(promoted)
+  return count
 end
 
-local function was_evicted(id)
-  return redis.call('LINDEX', WAKE .. id, 0) == EVICTED
-end
-
-local function acquire(now)
-  local id, mode, owner_info = ARGV[4], ARGV[5], ARGV[6]
-  local polling = tonumber(ARGV[7] or '0') ~= 0
-  local deadline = now + lease
-  local ticket = redis.call('ZSCORE', OWNER, id)
-  if ticket then
-    -- Already a member (a retry after a lost reply, a waiter polling, or a caller-chosen id
-    -- acquired again): renew it and report where it stands.
-    redis.call('ZADD', TIME, int(deadline), id)
-    local rank = redis.call('ZRANK', OWNER, id)
-    if rank < limit then
-      redis.call('DEL', WAKE .. id)
-      return {1, tonumber(ticket), deadline, 0, now}
+local function main()
+  -- Refusals come first, before anything is written.
+  if op == 'open' or op == 'status' or op == 'evict' then
+    local wanted = {'zset', 'zset', 'string', 'hash', 'hash'}
+    for i = 1, 5 do
+      local actual = call('TYPE', KEYS[i])['ok']
+      if actual ~= 'none' and actual ~= wanted[i] then return {-2, KEYS[i], actual, wanted[i]} end
     end
-    return {2, tonumber(ticket), deadline, rank - limit + 1, now}
   end
-  if polling and was_evicted(id) then
-    redis.call('DEL', WAKE .. id)
-    return {3, 0, 0, 0, now}
+  if op == 'open' then
+    local counter = call('GET', COUNTER)
+    if counter and not string.match(counter, '^%-?%d+$') then return {-3, COUNTER} end
   end
-  local count = redis.call('ZCARD', OWNER)
-  -- try never queues: when every permit is taken or anyone waits, it fails without writing.
-  if mode == 'try' and count >= limit then return {0, 0, 0, 0, now} end
-  ticket = redis.call('INCR', COUNTER)
-  -- Tickets must only grow. If the counter was lost (evicted, deleted), continue after the
-  -- newest ticket still queued rather than sort a newcomer ahead of the holders.
-  local last = redis.call('ZRANGE', OWNER, -1, -1, 'WITHSCORES')
-  if last[2] and ticket <= tonumber(last[2]) then
-    ticket = tonumber(last[2]) + 1
-    redis.call('SET', COUNTER, int(ticket))
+  local stored = guarded(nil, 4, 'HGET', 'limit')
+  if limit == 0 then
+    if op ~= 'status' and op ~= 'evict' then
+      return redis.error_reply('fairsem semaphore script: limit 0 is only for status and evict')
+    end
+    if stored and not tonumber(stored) then return {-1, stored} end
+    limit = tonumber(stored or '0')
+  elseif not stored then
+    if op == 'open' or op == 'acquire' then call('HSET', META, 'limit', int(limit)) end
+  elseif tonumber(stored) ~= limit then
+    return {-1, stored}
   end
-  redis.call('ZADD', OWNER, int(ticket), id)
-  redis.call('ZADD', TIME, int(deadline), id)
-  redis.call('HSET', INFO, id, owner_info)
-  -- A caller-chosen id may find an old eviction marker (or wake-up) in its list.
-  redis.call('DEL', WAKE .. id)
-  -- Tickets only grow, so the new member is last: its rank is the old member count.
-  if count < limit then return {1, ticket, deadline, 0, now} end
-  return {2, ticket, deadline, count - limit + 1, now}
-end
+  if op == 'open' then return {1} end
 
-local function release(now)
-  local id, ticket, receipt_ms = ARGV[4], tonumber(ARGV[5]), ARGV[6]
-  local receipt = RELEASED .. id
-  local score = redis.call('ZSCORE', OWNER, id)
-  if not score or (ticket ~= 0 and tonumber(score) ~= ticket) then
-    -- Gone, or the id now names a later permit: released by an earlier run of this call whose
-    -- reply was lost (its receipt says so), or expired.
-    if ticket ~= 0 and tonumber(redis.call('GET', receipt)) == ticket then return {3} end
-    return {0}
-  end
-  redis.call('DEL', WAKE .. id)
-  local rank = redis.call('ZRANK', OWNER, id)
-  redis.call('ZREM', OWNER, id)
-  redis.call('ZREM', TIME, id)
-  redis.call('HDEL', INFO, id)
-  if rank < limit then
+  if op == 'release' then
+    local id, ticket, receipt_ms = ARGV[4], tonumber(ARGV[5]), ARGV[6]
+    local score = guarded(nil, 1, 'ZSCORE', id)
+    if not score or (ticket ~= 0 and tonumber(score) ~= ticket) then
+      -- Gone, or the id now names a later permit: released by an earlier run of this call
+      -- whose reply was lost (its receipt says so), or expired.
+      if ticket ~= 0 and tonumber(pcall_redis('GET', RELEASED .. id)) == ticket then return {3} end
+      return {0}
+    end
+    local rank = call('ZRANK', OWNER, id)
+    guarded(nil, 5, 'HDEL', id)  -- the first write: info's type is checked by it
+    -- Should time be foreign, the entry's owner info is all this run has changed.
+    guarded(nil, 2, 'ZREM', id)
+    call('ZREM', OWNER, id)
+    -- A waiter leaving (TICKET 0 or "leaving", also one giving up just after its promotion)
+    -- may have a wake-up in its list; a holder's list is empty (it popped its wake-up, or its
+    -- own call cleared the list).
+    if rank >= limit or ticket == 0 or ARGV[7] == 'leaving' then call('DEL', WAKE .. id) end
+    if rank >= limit then return {2} end
     -- A receipt, so that a retry after a lost reply can tell "released" from "expired".
-    redis.call('SET', receipt, score, 'PX', receipt_ms)
+    call('SET', RELEASED .. id, score, 'PX', receipt_ms)
     -- One holder left: the waiter now at rank limit-1 (if any) was just promoted.
-    wake(redis.call('ZRANGE', OWNER, int(limit - 1), int(limit - 1)))
-    return {1}
-  end
-  return {2}
-end
-
-local function renew(now)
-  local deadline = now + lease
-  local reply = {now, deadline}
-  local pairs_to_set = {}
-  for i = 4, #ARGV, 2 do
-    local id, ticket = ARGV[i], tonumber(ARGV[i + 1])
-    local score = redis.call('ZSCORE', OWNER, id)
-    local rank = nil
-    if score and tonumber(score) == ticket then rank = redis.call('ZRANK', OWNER, id) end
-    if not rank then
-      if was_evicted(id) then reply[#reply + 1] = -1 else reply[#reply + 1] = 0 end
-    else
-      pairs_to_set[#pairs_to_set + 1] = int(deadline)
-      pairs_to_set[#pairs_to_set + 1] = id
-      if rank < limit then reply[#reply + 1] = 1 else reply[#reply + 1] = rank - limit + 2 end
+    local promoted = call('ZRANGE', OWNER, int(limit - 1), int(limit - 1))[1]
+    if promoted and type(pcall_redis('LPUSH', WAKE .. promoted, '1')) == 'number' then
+      call('PEXPIRE', WAKE .. promoted, int(lease))
     end
-  end
-  bulk('ZADD', TIME, pairs_to_set)
-  return reply
-end
-
-local function evict(now)
-  local id = ARGV[4]
-  local rank = redis.call('ZRANK', OWNER, id)
-  if not rank then
-    -- Evicted already: by an earlier run of this call whose reply was lost, or by another.
-    if was_evicted(id) then return {3} end
-    return {0}
-  end
-  local left = tonumber(redis.call('ZSCORE', TIME, id) or now) - now
-  redis.call('ZREM', OWNER, id)
-  redis.call('ZREM', TIME, id)
-  redis.call('HDEL', INFO, id)
-  local list = WAKE .. id
-  redis.call('DEL', list)
-  redis.call('LPUSH', list, EVICTED)
-  -- Kept until the holder's next renewal (due before its deadline) has surely seen it.
-  redis.call('PEXPIRE', list, int(math.max(left, 0) + lease))
-  if limit > 0 and rank < limit then
-    wake(redis.call('ZRANGE', OWNER, int(limit - 1), int(limit - 1)))
     return {1}
   end
-  return {2}
-end
 
-local function status(now)
-  local stored = tonumber(redis.call('HGET', META, 'limit') or limit)
-  local reply = {now, stored, tonumber(redis.call('GET', COUNTER) or '0') or -1}
-  local members = redis.call('ZRANGE', OWNER, 0, -1, 'WITHSCORES')
-  for i = 1, #members, 2 do
-    local id = members[i]
-    reply[#reply + 1] = id
-    reply[#reply + 1] = tonumber(members[i + 1])
-    reply[#reply + 1] = tonumber(redis.call('ZSCORE', TIME, id) or '0')
-    reply[#reply + 1] = redis.call('HGET', INFO, id) or ''
+  local t = call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local deadline = now + lease
+
+  if op == 'acquire' then
+    local id, mode, owner_info = ARGV[4], ARGV[5], ARGV[6]
+    local polling = tonumber(ARGV[7] or '0') ~= 0
+    local ticket = guarded(nil, 1, 'ZSCORE', id)
+    if ticket then
+      -- Already a member (a retry after a lost reply, a waiter polling, or a caller-chosen id
+      -- acquired again): renew it and report where it stands.
+      reap(now, true)
+      if call('ZSCORE', OWNER, id) then
+        call('ZADD', TIME, int(deadline), id)
+        local rank = call('ZRANK', OWNER, id)
+        if rank < limit then
+          call('DEL', WAKE .. id)
+          return {1, tonumber(ticket), deadline, 0, now}
+        end
+        return {2, tonumber(ticket), deadline, rank - limit + 1, now}
+      end
+      -- Its own deadline had passed: it was reaped just now, and queues again below.
+    elseif polling and pcall_redis('LINDEX', WAKE .. id, '0') == 'evicted' then
+      -- A waiter polling with its ticket whose entry is gone: evicted, not expired.
+      call('DEL', WAKE .. id)
+      return {3, 0, 0, 0, now}
+    end
+    local count = call('ZCARD', OWNER)
+    -- Someone would wait: first make sure no expired member (or lost key) is in the way.
+    if count >= limit then count = reap(now, true) end
+    -- try never queues: when every permit is taken or anyone waits, it fails without writing.
+    if mode == 'try' and count >= limit then return {0, 0, 0, 0, now} end
+    -- Writes, each first one to its key guarded, the earlier ones undone on a refusal.
+    guarded(nil, 2, 'ZADD', int(deadline), id)
+    guarded(function() call('ZREM', TIME, id) end, 5, 'HSET', id, owner_info)
+    local counted = pcall_redis('INCR', COUNTER)
+    if type(counted) == 'table' then
+      call('ZREM', TIME, id)
+      call('HDEL', INFO, id)
+      if string.find(counted.err, 'WRONGTYPE', 1, true) then
+        error({fairsem_refusal = {-2, COUNTER, call('TYPE', COUNTER)['ok'], 'string'}})
+      end
+      return {-3, COUNTER}
+    end
+    ticket = counted
+    -- Tickets must only grow. If the counter was lost (evicted, deleted) while members remain,
+    -- continue after the newest ticket still queued rather than sort a newcomer ahead of them.
+    if ticket <= count then
+      ticket = tonumber(call('ZRANGE', OWNER, '-1', '-1', 'WITHSCORES')[2]) + 1
+      call('SET', COUNTER, int(ticket))
+    end
+    call('ZADD', OWNER, int(ticket), id)
+    -- A new entry starts with an empty wake list: a caller-chosen id may find an old eviction
+    -- marker there, and a waiter queueing again after its entry expired (it polls with its old
+    -- ticket) the wake-up of that entry, which must not grant this one. A new random id has
+    -- no list yet.
+    if polling or ARGV[8] == 'chosen' then call('DEL', WAKE .. id) end
+    -- Tickets only grow, so the new member is last: its rank is the old member count.
+    if count < limit then return {1, ticket, deadline, 0, now} end
+    return {2, ticket, deadline, count - limit + 1, now}
   end
-  return reply
-end
 
--- Refusals come first, before anything is written.
-local refused = check_types()
-if refused then return refused end
-if limit == 0 then
-  if op ~= 'status' and op ~= 'evict' then
-    return redis.error_reply('fairsem semaphore script: limit 0 is only for status and evict')
+  reap(now, true)
+
+  if op == 'renew' then
+    local reply = {now, deadline}
+    local pairs_to_set = {}
+    for i = 4, #ARGV, 2 do
+      local id, ticket = ARGV[i], tonumber(ARGV[i + 1])
+      local score = call('ZSCORE', OWNER, id)
+      local rank = nil
+      if score and tonumber(score) == ticket then rank = call('ZRANK', OWNER, id) end
+      if rank then
+        pairs_to_set[#pairs_to_set + 1] = int(deadline)
+        pairs_to_set[#pairs_to_set + 1] = id
+        if rank < limit then reply[#reply + 1] = 1 else reply[#reply + 1] = rank - limit + 2 end
+      elseif pcall_redis('LINDEX', WAKE .. id, '0') == 'evicted' then
+        reply[#reply + 1] = -1
+      else
+        reply[#reply + 1] = 0
+      end
+    end
+    for i = 1, #pairs_to_set, 1000 do  -- unpack() has a stack limit
+      call('ZADD', TIME, unpack(pairs_to_set, i, math.min(i + 999, #pairs_to_set)))
+    end
+    return reply
   end
-  local stored = redis.call('HGET', META, 'limit')
-  if stored and not tonumber(stored) then return {-1, stored} end
-  limit = tonumber(stored or '0')
-end
-refused = check_limit(op == 'open' or op == 'acquire')
-if refused then return refused end
-if op == 'acquire' then
-  local counter = redis.call('GET', COUNTER)
-  if counter and not string.match(counter, '^%-?%d+$') then return {-3, COUNTER} end
+
+  if op == 'status' then
+    local reply = {now, limit, tonumber(call('GET', COUNTER) or '0') or -1}
+    local members = call('ZRANGE', OWNER, '0', '-1', 'WITHSCORES')
+    for i = 1, #members, 2 do
+      local id = members[i]
+      reply[#reply + 1] = id
+      reply[#reply + 1] = tonumber(members[i + 1])
+      reply[#reply + 1] = tonumber(call('ZSCORE', TIME, id) or '0')
+      reply[#reply + 1] = call('HGET', INFO, id) or ''
+    end
+    return reply
+  end
+
+  if op == 'evict' then
+    local id = ARGV[4]
+    local rank = call('ZRANK', OWNER, id)
+    local list = WAKE .. id
+    if not rank then
+      -- Evicted already: by an earlier run of this call whose reply was lost, or by another.
+      if pcall_redis('LINDEX', list, '0') == 'evicted' then return {3} end
+      return {0}
+    end
+    local left = tonumber(call('ZSCORE', TIME, id) or now) - now
+    call('ZREM', OWNER, id)
+    call('ZREM', TIME, id)
+    call('HDEL', INFO, id)
+    call('DEL', list)
+    call('LPUSH', list, 'evicted')
+    -- Kept until the holder's next renewal (due before its deadline) has surely seen it.
+    call('PEXPIRE', list, int(math.max(left, 0) + lease))
+    if limit > 0 and rank < limit then
+      local promoted = call('ZRANGE', OWNER, int(limit - 1), int(limit - 1))[1]
+      if promoted and type(pcall_redis('LPUSH', WAKE .. promoted, '1')) == 'number' then
+        call('PEXPIRE', WAKE .. promoted, int(lease))
+      end
+      return {1}
+    end
+    return {2}
+  end
+
+  return redis.error_reply('fairsem semaphore script: unknown operation ' .. tostring(op))
 end
 
-local now = server_now()
-if op == 'open' then return {1} end
-reap(now)
-if op == 'acquire' then return acquire(now) end
-if op == 'release' then return release(now) end
-if op == 'renew' then return renew(now) end
-if op == 'status' then return status(now) end
-if op == 'evict' then return evict(now) end
-return redis.error_reply('fairsem semaphore script: unknown operation ' .. tostring(op))
+local ok, result = pcall(main)
+if ok then return result end
+if type(result) == 'table' and result.fairsem_refusal then return result.fairsem_refusal end
+error(result, 0)

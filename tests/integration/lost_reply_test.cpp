@@ -331,26 +331,32 @@ TEST_F(LostReplyTest, CallerChosenPermitIdSurvivesALostAcquireReply) {
   EXPECT_THAT(owners(), IsEmpty());
 }
 
-TEST_F(LostReplyTest, WaiterWhoseGrantReplyIsLostKeepsItsTicket) {
+TEST_F(LostReplyTest, WaiterWhoseWakeUpIsLostKeepsItsTicket) {
   CuttingProxy proxy(upstream_port());
   FairSemaphore waiting(through(proxy), kName, options(1));
   FairSemaphore holding(redis_options(), kName, options(1));
   std::optional<Permit> held = holding.try_acquire();
   ASSERT_TRUE(held.has_value());
 
+  // A promoted waiter learns of its grant from the reply to its BRPOP: that reply is lost.
+  proxy.cut_reply_to("BRPOP");
   BackgroundWaiter waiter(waiting);
   std::optional<Permit>& granted = waiter.granted;
   ASSERT_TRUE(wait_until([&] { return owners().size() == 2; })) << "the waiter never queued";
-  // Its queueing request has passed the proxy; the next acquire it sends is the one after
-  // the wake-up, whose reply grants the permit.
-  proxy.cut_reply_to("EVALSHA", "acquire");
+  ASSERT_TRUE(wait_until([&] {
+    return admin_.command({"INFO", "clients"}).str.find("blocked_clients:1") != std::string::npos;
+  })) << "the waiter never blocked in BRPOP";
   EXPECT_EQ(held->release(), ReleaseResult::released);
   waiter.join();
 
   ASSERT_EQ(waiter.error, "");
   ASSERT_TRUE(granted.has_value()) << "the waiter was not granted";
   EXPECT_EQ(granted->fencing_token(), 2);
-  expect_acquire_reply_was_cut(proxy, *granted);
+  EXPECT_FALSE(proxy.armed());
+  ASSERT_EQ(proxy.cuts(), 1u);
+  // {wake list, "1"}: the wake-up went to this waiter and was lost; its next call found it.
+  EXPECT_THAT(proxy.dropped_replies()[0], HasSubstr("wake:" + granted->id()));
+  EXPECT_GE(proxy.accepts(), 2u);
   EXPECT_EQ(counter(), 2) << "the waiter took a second ticket";
   EXPECT_THAT(owners(), ElementsAre(Pair(granted->id(), 2)));
   EXPECT_EQ(granted->release(), ReleaseResult::released);
@@ -569,3 +575,34 @@ TEST_F(LostReplyTest, ScriptReleaseRunTwiceForOneIdIsHarmless) {
 }
 
 }  // namespace
+
+// A promoted waiter takes its grant from the wake-up alone, so a wake-up must never outlive the
+// entry it was pushed for: a waiter whose entry expired (its process was paused, say) queues
+// again under the same id, and must find an empty list, not the old entry's wake-up.
+TEST_F(LostReplyTest, ScriptWaiterQueueingAgainDoesNotInheritAnOldWakeUp) {
+  Connection conn(redis_options());
+  const Args keys = script_args();
+  auto run = [&](Args args) {
+    Args full{args[0], "1", "60000"};
+    full.insert(full.end(), args.begin() + 1, args.end());
+    return conn.eval(fairsem::detail::scripts::semaphore, keys, full);
+  };
+  const std::string wake = key("wake:w");
+
+  EXPECT_EQ(run({"acquire", "h", "try", "o"}).elements[0].integer, 1);
+  EXPECT_EQ(run({"acquire", "w", "queue", "o"}).elements[1].integer, 2);  // w waits, ticket 2
+  EXPECT_EQ(run({"release", "h", "1", "60000"}).elements[0].integer, 1);  // promotes w
+  ASSERT_EQ(admin_.command({"LLEN", wake}).integer, 1);
+  // w never popped its wake-up, and its lease ran out: its deadline is in the past.
+  admin_.command({"ZADD", key("time"), "1", "w"});
+  // The next asker finds every permit taken, reaps w and takes the permit.
+  EXPECT_EQ(run({"acquire", "x", "try", "o"}).elements[0].integer, 1);
+  EXPECT_THAT(owners(), ElementsAre(Pair("x", 3)));
+
+  // w polls with its old ticket, finds its entry gone and queues again behind x.
+  Reply again = run({"acquire", "w", "queue", "o", "2"});
+  EXPECT_EQ(again.elements[0].integer, 2);  // queued, not granted
+  EXPECT_EQ(again.elements[1].integer, 4);
+  EXPECT_EQ(admin_.command({"LLEN", wake}).integer, 0) << "the old wake-up would grant w";
+  EXPECT_THAT(owners(), ElementsAre(Pair("x", 3), Pair("w", 4)));
+}

@@ -11,6 +11,7 @@
 #include <future>
 #include <mutex>
 #include <optional>
+#include <regex>
 #include <set>
 #include <string>
 #include <type_traits>
@@ -180,13 +181,12 @@ TEST_F(SecurityAclTest, RuleAllowsExactlyTheCommandsFairsemSends) {
   for (const detail::Script* script :
        {&detail::scripts::semaphore, &detail::scripts::server_clock}) {
     const std::string body(script->body);
-    for (std::string_view opener : {"redis.call('", "bulk('"}) {
-      for (auto at = body.find(opener); at != std::string::npos; at = body.find(opener, at + 1)) {
-        const auto start = at + opener.size();
-        std::string command = body.substr(start, body.find('\'', start) - start);
-        for (char& c : command) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-        needed.insert(command);
-      }
+    // redis.call('X', call('X' (its local alias), pcall_redis('X' and guarded(UNDO, N, 'X'.
+    static const std::regex kCall(R"((?:\bcall\(|pcall_redis\(|guarded\([^\n]*?, \d, )'([A-Z]+)')");
+    for (std::sregex_iterator it(body.begin(), body.end(), kCall), end; it != end; ++it) {
+      std::string command = (*it)[1];
+      for (char& c : command) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+      needed.insert(command);
     }
   }
   ASSERT_GT(needed.size(), 10u) << "the script parser found too little";

@@ -23,7 +23,7 @@ inline constexpr std::string_view kFairsemAclRule =
     "+time +type +get +set +incr +del +pexpire "
     "+hget +hset +hdel +hlen +hkeys "
     "+lpush +lindex "
-    "+zadd +zrem +zrank +zscore +zcard +zcount +zrange +zrangebyscore +zremrangebyscore "
+    "+zadd +zrem +zrank +zscore +zcard +zrange +zrangebyscore +zremrangebyscore "
     "+zinterstore";
 
 inline std::vector<std::string> split_words(std::string_view text) {
