@@ -181,8 +181,9 @@ TEST_F(SecurityAclTest, RuleAllowsExactlyTheCommandsFairsemSends) {
   for (const detail::Script* script :
        {&detail::scripts::semaphore, &detail::scripts::server_clock}) {
     const std::string body(script->body);
-    // redis.call('X', call('X' (its local alias), pcall_redis('X' and guarded(UNDO, N, 'X'.
-    static const std::regex kCall(R"((?:\bcall\(|pcall_redis\(|guarded\([^\n]*?, \d, )'([A-Z]+)')");
+    // redis.call('X', redis.pcall, call and pcall_redis (their local aliases), guarded(N, 'X'.
+    static const std::regex kCall(
+        R"((?:\bcall\(|\bpcall\(|pcall_redis\(|guarded\(\d, )'([A-Z]+)')");
     for (std::sregex_iterator it(body.begin(), body.end(), kCall), end; it != end; ++it) {
       std::string command = (*it)[1];
       for (char& c : command) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
