@@ -1,0 +1,203 @@
+// Target 4: does Redis pay more per call as the queue grows? One semaphore with limit 1, one
+// holder and N queued waiters (N = 10, 1,000, 100,000). Each iteration is the hot path of a busy
+// semaphore: a newcomer queues at the tail (acquire), then the holder releases and its release
+// promotes the head of the queue (and wakes it). The queue keeps its length.
+//
+// Per-call server time comes from SLOWLOG with a threshold of 0 µs: Redis records the execution
+// time of every call, so acquire and release are told apart (commandstats sums both under
+// EVALSHA). Memory per queued waiter is used_memory after queueing N waiters, minus before, / N.
+
+#include <benchmark/benchmark.h>
+
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bench_support.hpp"
+#include "fairsem/detail/replies.hpp"
+
+namespace fairsem::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr const char* kLease = "3600000";  // nobody expires during a run
+constexpr const char* kLimit = "1";
+
+/// The semaphore script's keys for NAME under the prefix "bench" (as FairSemaphore builds them).
+std::vector<std::string> script_keys(const std::string& name) {
+  const std::string base = "bench:{" + name + "}:";
+  return {base + "owner", base + "time",  base + "counter",  base + "meta",
+          base + "info",  base + "wake:", base + "released:"};
+}
+
+struct Queue {
+  explicit Queue(std::string semaphore_name)
+      : name(std::move(semaphore_name)), keys(script_keys(name)) {
+    for (const std::string& k : keys) key_args.push_back(k);
+  }
+
+  std::string name;
+  std::vector<std::string> keys;
+  detail::Args key_args;
+  long long next = 0;
+  std::deque<std::pair<std::string, long long>> members;  // id, ticket, in ticket order
+
+  std::vector<std::string> acquire_args(const std::string& id) {
+    return {"acquire", kLimit, kLease, id, "queue", "bench"};
+  }
+  std::string new_id() { return "w" + std::to_string(next++); }
+};
+
+long long used_memory(detail::Connection& conn) {
+  const std::string info = conn.command({"INFO", "memory"}).str;
+  const auto at = info.find("used_memory:");
+  return std::stoll(info.substr(at + 12));
+}
+
+/// Queues `n` waiters behind one holder, pipelined in chunks.
+void fill(detail::Connection& conn, Queue& q, long long n) {
+  constexpr long long kChunk = 1000;
+  conn.eval(detail::scripts::semaphore, q.key_args, {"open", kLimit, kLease});  // loads it
+  const std::string sha(detail::scripts::semaphore.sha1);
+  for (long long done = 0; done < n + 1;) {
+    const long long batch = std::min(kChunk, n + 1 - done);
+    std::vector<std::vector<std::string>> owned;
+    std::vector<detail::Args> commands;
+    for (long long i = 0; i < batch; ++i) {
+      std::vector<std::string> argv = {"EVALSHA", sha, "7"};
+      argv.insert(argv.end(), q.keys.begin(), q.keys.end());
+      const std::string id = q.new_id();
+      for (const std::string& a : q.acquire_args(id)) argv.push_back(a);
+      owned.push_back(std::move(argv));
+    }
+    for (const auto& argv : owned) commands.emplace_back(argv.begin(), argv.end());
+    const std::vector<detail::Reply> replies = conn.pipeline(commands);
+    for (std::size_t i = 0; i < replies.size(); ++i) {
+      const detail::AcquireReply r = detail::decode_acquire(replies[i]);
+      q.members.emplace_back(std::string(commands[i][3 + 7 + 3]), r.ticket);
+    }
+    done += batch;
+  }
+}
+
+struct SlowlogTotals {
+  double acquire_us = 0;
+  double release_us = 0;
+  long long acquires = 0;
+  long long releases = 0;
+};
+
+/// Reads and clears the slowlog; adds the semaphore script's calls by operation.
+void drain_slowlog(detail::Connection& conn, SlowlogTotals& totals) {
+  const detail::Reply entries = conn.command({"SLOWLOG", "GET", "-1"});
+  conn.command({"SLOWLOG", "RESET"});
+  for (const detail::Reply& e : entries.elements) {
+    // id, timestamp, duration µs, argv, client, name
+    if (e.elements.size() < 4 || e.elements[3].elements.size() < 11) continue;
+    const auto& argv = e.elements[3].elements;
+    if (argv[0].str != "EVALSHA" && argv[0].str != "evalsha") continue;
+    const double us = static_cast<double>(e.elements[2].integer);
+    if (argv[10].str == "acquire") {
+      totals.acquire_us += us;
+      ++totals.acquires;
+    } else if (argv[10].str == "release") {
+      totals.release_us += us;
+      ++totals.releases;
+    }
+  }
+}
+
+struct FilledQueue {
+  explicit FilledQueue(long long n) : waiters(n), q("queue-" + std::to_string(n)) {}
+  long long waiters;
+  Queue q;
+  double bytes_per_waiter = 0;
+};
+
+/// Google Benchmark runs a benchmark several times (to pick its iteration count); the queue is
+/// filled once and keeps its length from run to run.
+FilledQueue& filled_queue(detail::Connection& conn, long long waiters) {
+  static std::map<long long, std::unique_ptr<FilledQueue>> queues;
+  auto& slot = queues[waiters];
+  if (!slot) {
+    slot = std::make_unique<FilledQueue>(waiters);
+    detail::Connection& admin = BenchRedis::instance().admin();
+    const auto& k = slot->q.keys;
+    admin.command({"DEL", k[0], k[1], k[2], k[3], k[4]});
+    const long long before = used_memory(admin);
+    fill(conn, slot->q, waiters);
+    slot->bytes_per_waiter =
+        static_cast<double>(used_memory(admin) - before) / static_cast<double>(waiters + 1);
+  }
+  return *slot;
+}
+
+void BM_QueueHotPath(benchmark::State& state) {
+  detail::Connection& admin = BenchRedis::instance().admin();
+  detail::Connection conn(BenchRedis::instance().options());
+  const long long waiters = state.range(0);
+  FilledQueue& filled = filled_queue(conn, waiters);
+  Queue& q = filled.q;
+
+  admin.command({"CONFIG", "SET", "slowlog-log-slower-than", "0"});
+  admin.command({"CONFIG", "SET", "slowlog-max-len", "4096"});
+  admin.command({"SLOWLOG", "RESET"});
+  SlowlogTotals totals;
+  std::vector<double> acquire_rtt;
+  std::vector<double> release_rtt;
+  long long since_drain = 0;
+  for (auto _ : state) {
+    const std::string id = q.new_id();
+    const std::vector<std::string> args = q.acquire_args(id);
+    auto t0 = Clock::now();
+    const detail::Reply a =
+        conn.eval(detail::scripts::semaphore, q.key_args, detail::Args(args.begin(), args.end()));
+    auto t1 = Clock::now();
+    q.members.emplace_back(id, detail::decode_acquire(a).ticket);
+
+    const auto holder = q.members.front();
+    q.members.pop_front();
+    const std::string ticket = std::to_string(holder.second);
+    auto t2 = Clock::now();
+    const detail::Reply r = conn.eval(detail::scripts::semaphore, q.key_args,
+                                      {"release", kLimit, kLease, holder.first, ticket, "60000"});
+    auto t3 = Clock::now();
+    if (detail::decode_release(r) != detail::ReleaseState::holder_released) {
+      state.SkipWithError("the holder's release did not find it");
+      break;
+    }
+    acquire_rtt.push_back(micros(t1 - t0));
+    release_rtt.push_back(micros(t3 - t2));
+    if (++since_drain == 1000) {
+      state.PauseTiming();
+      drain_slowlog(admin, totals);
+      since_drain = 0;
+      state.ResumeTiming();
+    }
+  }
+  drain_slowlog(admin, totals);
+  admin.command({"CONFIG", "SET", "slowlog-log-slower-than", "10000"});
+  admin.command({"CONFIG", "SET", "slowlog-max-len", "128"});
+
+  state.counters["waiters"] = static_cast<double>(waiters);
+  state.counters["acquire_redis_us"] =
+      totals.acquires > 0 ? totals.acquire_us / static_cast<double>(totals.acquires) : 0;
+  state.counters["release_redis_us"] =
+      totals.releases > 0 ? totals.release_us / static_cast<double>(totals.releases) : 0;
+  state.counters["acquire_p50_us"] = percentile(acquire_rtt, 50);
+  state.counters["release_p50_us"] = percentile(release_rtt, 50);
+  state.counters["bytes_per_waiter"] = filled.bytes_per_waiter;
+}
+BENCHMARK(BM_QueueHotPath)
+    ->Arg(10)
+    ->Arg(1000)
+    ->Arg(100000)
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
+
+}  // namespace
+}  // namespace fairsem::bench
+
+BENCHMARK_MAIN();

@@ -1,0 +1,74 @@
+// Target 5: one process holds 10,000 permits. A renewal round (what the watchdog does each
+// interval, FairSemaphore::renew_all) must take at most 10 script calls; reported: script calls
+// and Redis microseconds per round, the round's wall time, and the client's resident memory
+// with the permits held (and per permit, against the RSS before acquiring them).
+
+#include <benchmark/benchmark.h>
+
+#include <memory>
+#include <stdexcept>
+#include <vector>
+
+#include "bench_support.hpp"
+#include "fairsem/fairsem.hpp"
+
+namespace fairsem::bench {
+namespace {
+
+struct Held {
+  std::int64_t rss_before = 0;
+  std::int64_t rss_after = 0;
+  std::unique_ptr<FairSemaphore> sem;
+  std::vector<Permit> permits;
+};
+
+/// Acquired once; Google Benchmark calls the benchmark several times.
+Held& held(long long count) {
+  BenchRedis::instance();  // first, so it outlives the permits (they release at exit)
+  static std::unique_ptr<Held> h;
+  if (!h) {
+    h = std::make_unique<Held>();
+    h->rss_before = resident_bytes();
+    SemaphoreOptions o;
+    o.key_prefix = "bench";
+    o.limit = count;
+    o.lease = std::chrono::minutes(10);
+    o.auto_renew = false;  // the benchmark renews; the watchdog would only add rounds
+    h->sem = std::make_unique<FairSemaphore>(BenchRedis::instance().options(), "renew", o);
+    h->permits.reserve(static_cast<std::size_t>(count));
+    for (long long i = 0; i < count; ++i) {
+      std::optional<Permit> p = h->sem->try_acquire();
+      if (!p) throw std::runtime_error("renew benchmark: try_acquire refused below the limit");
+      h->permits.push_back(std::move(*p));
+    }
+    h->rss_after = resident_bytes();
+  }
+  return *h;
+}
+
+void BM_RenewRound(benchmark::State& state) {
+  const long long count = state.range(0);
+  Held& h = held(count);
+  detail::Connection& admin = BenchRedis::instance().admin();
+  const ServerStats before = ServerStats::read(admin);
+  for (auto _ : state) {
+    if (h.sem->renew_all() != static_cast<std::size_t>(count)) {
+      state.SkipWithError("a permit was lost during renewal");
+      break;
+    }
+  }
+  const ServerStats used = ServerStats::read(admin).since(before);
+  const auto rounds = static_cast<double>(state.iterations());
+  state.counters["permits"] = static_cast<double>(count);
+  state.counters["script_calls_per_round"] = static_cast<double>(used.calls("evalsha")) / rounds;
+  state.counters["redis_us_per_round"] = static_cast<double>(used.usec("evalsha")) / rounds;
+  state.counters["client_rss_MiB"] = static_cast<double>(h.rss_after) / (1024.0 * 1024.0);
+  state.counters["rss_bytes_per_permit"] =
+      static_cast<double>(h.rss_after - h.rss_before) / static_cast<double>(count);
+}
+BENCHMARK(BM_RenewRound)->Arg(10000)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace fairsem::bench
+
+BENCHMARK_MAIN();
