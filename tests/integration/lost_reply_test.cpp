@@ -185,6 +185,13 @@ class LostReplyTest : public ::testing::Test {
 
   Args script_args() const { return Args(script_keys_.begin(), script_keys_.end()); }
 
+  /// Runs the semaphore script directly, with limit 1 and a 60 s lease: {op, args...}.
+  Reply run_script(Connection& conn, const Args& args) const {
+    Args full{args[0], "1", "60000"};
+    full.insert(full.end(), args.begin() + 1, args.end());
+    return conn.eval(fairsem::detail::scripts::semaphore, script_args(), full);
+  }
+
   /// The ids of every client connection except the admin's.
   std::vector<std::string> other_clients() {
     const long long self = admin_.command({"CLIENT", "ID"}).integer;
@@ -524,12 +531,7 @@ TEST_F(LostReplyTest, ScriptAcquireRunTwiceForOneIdReturnsTheSameTicket) {
 
 TEST_F(LostReplyTest, ScriptReleaseRunTwiceForOneIdIsHarmless) {
   Connection conn(redis_options());
-  const Args keys = script_args();
-  auto run = [&](Args args) {
-    Args full{args[0], "1", "60000"};
-    full.insert(full.end(), args.begin() + 1, args.end());
-    return conn.eval(fairsem::detail::scripts::semaphore, keys, full);
-  };
+  auto run = [&](const Args& args) { return run_script(conn, args); };
 
   EXPECT_EQ(run({"acquire", "a", "try", "o"}).elements[0].integer, 1);
   // A waiter that repeats its acquire keeps its place and ticket.
@@ -581,12 +583,7 @@ TEST_F(LostReplyTest, ScriptReleaseRunTwiceForOneIdIsHarmless) {
 // again under the same id, and must find an empty list, not the old entry's wake-up.
 TEST_F(LostReplyTest, ScriptWaiterQueueingAgainDoesNotInheritAnOldWakeUp) {
   Connection conn(redis_options());
-  const Args keys = script_args();
-  auto run = [&](Args args) {
-    Args full{args[0], "1", "60000"};
-    full.insert(full.end(), args.begin() + 1, args.end());
-    return conn.eval(fairsem::detail::scripts::semaphore, keys, full);
-  };
+  auto run = [&](const Args& args) { return run_script(conn, args); };
   const std::string wake = key("wake:w");
 
   EXPECT_EQ(run({"acquire", "h", "try", "o"}).elements[0].integer, 1);
