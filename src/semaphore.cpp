@@ -382,13 +382,8 @@ void SemaphoreCore::open() {
 
 AcquireReply SemaphoreCore::run_acquire(Connection& conn, const std::string& id,
                                         std::string_view mode, long long ticket) {
-  // A caller-chosen id may have a history (an old wake-up or eviction marker) that a new entry
-  // must clear; a random one is new.
-  Reply reply =
-      !options_.permit_id.empty()
-          ? run(conn, "acquire", {id, mode, owner_info_, std::to_string(ticket), "chosen"})
-      : ticket == 0 ? run(conn, "acquire", {id, mode, owner_info_})
-                    : run(conn, "acquire", {id, mode, owner_info_, std::to_string(ticket)});
+  Reply reply = ticket == 0 ? run(conn, "acquire", {id, mode, owner_info_})
+                            : run(conn, "acquire", {id, mode, owner_info_, std::to_string(ticket)});
   return detail::decode_acquire(reply);
 }
 

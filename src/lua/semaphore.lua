@@ -11,10 +11,9 @@
 --
 -- ARGV: 1 operation, 2 limit, 3 lease in ms, then per operation:
 --   open                          check key types and the limit; store the limit if unset
---   acquire  ID MODE OWNER_INFO [TICKET [chosen]]
+--   acquire  ID MODE OWNER_INFO [TICKET]
 --                                 MODE "try" (never queues) or "queue"; TICKET: the ticket a
---                                 waiter polling again already has (0 or absent: none yet);
---                                 "chosen": ID was chosen by the caller and may have a history
+--                                 waiter polling again already has (0 or absent: none yet)
 --   release  ID TICKET RECEIPT_MS [leaving]
 --                                 TICKET 0: whatever entry ID has; "leaving": a waiter giving up
 --                                 (either clears its wake list)
@@ -46,7 +45,9 @@
 -- guarded(), a read or a first write whose WRONGTYPE error becomes a refusal (undoing the
 -- writes before it), so a foreign key is never written to.
 --
--- Replies are arrays. A negative first element is a refusal and nothing was written:
+-- Replies are arrays. A negative first element is a refusal and nothing was written (but for
+-- maintenance a refused call may have done first: storing the limit on first use, reaping;
+-- and a release that finds time foreign has already removed the entry's owner info):
 --   {-1, stored_limit}                    the semaphore was created with another limit
 --   {-2, key, actual_type, wanted_type}   a key under the prefix belongs to something else
 --   {-3, key}                             the counter is not an integer
@@ -278,18 +279,22 @@ if op == 'acquire' then
     return {-3, COUNTER}
   end
   ticket = counted
-  -- Tickets must only grow. If the counter was lost (evicted, deleted) while members remain,
-  -- continue after the newest ticket still queued rather than sort a newcomer ahead of them.
-  if ticket <= count then
-    ticket = tonumber(call('ZRANGE', OWNER, '-1', '-1', 'WITHSCORES')[2]) + 1
-    call('SET', COUNTER, int(ticket))
+  -- Tickets must only grow. If the counter was lost (evicted, deleted) or set back, continue
+  -- after the newest ticket still queued rather than sort a newcomer ahead of (or level
+  -- with) those queued.
+  if count > 0 or ticket < 1 then
+    local newest = tonumber(call('ZRANGE', OWNER, '-1', '-1', 'WITHSCORES')[2] or '0')
+    if ticket <= newest or ticket < 1 then
+      ticket = math.max(newest, 0) + 1
+      call('SET', COUNTER, int(ticket))
+    end
   end
   call('ZADD', OWNER, int(ticket), id)
   -- A new entry starts with an empty wake list: a caller-chosen id may find an old eviction
-  -- marker there, and a waiter queueing again after its entry expired (it polls with its old
-  -- ticket) the wake-up of that entry, which must not grant this one. A new random id has
-  -- no list yet.
-  if polling or ARGV[8] == 'chosen' then call('DEL', WAKE .. id) end
+  -- marker there; a waiter queueing again after its entry expired, the wake-up of that entry
+  -- (which must not grant this one); a first acquire retried after a lost reply, the marker
+  -- of an eviction of the entry the lost run made.
+  call('DEL', WAKE .. id)
   -- Tickets only grow, so the new member is last: its rank is the old member count.
   if count < limit then return {1, ticket, deadline, 0, now} end
   return {2, ticket, deadline, count - limit + 1, now}

@@ -8,6 +8,7 @@
 // EVALSHA). Memory per queued waiter is used_memory after queueing N waiters, minus before, / N.
 
 #include <benchmark/benchmark.h>
+#include <fmt/format.h>
 
 #include <deque>
 #include <map>
@@ -47,7 +48,7 @@ struct Queue {
   std::vector<std::string> acquire_args(const std::string& id) {
     return {"acquire", kLimit, kLease, id, "queue", "bench"};
   }
-  std::string new_id() { return "w" + std::to_string(next++); }
+  std::string new_id() { return fmt::format("w{}", next++); }
 };
 
 long long used_memory(detail::Connection& conn) {
@@ -110,7 +111,7 @@ void drain_slowlog(detail::Connection& conn, SlowlogTotals& totals) {
 }
 
 struct FilledQueue {
-  explicit FilledQueue(long long n) : waiters(n), q("queue-" + std::to_string(n)) {}
+  explicit FilledQueue(long long n) : waiters(n), q(fmt::format("queue-{}", n)) {}
   long long waiters;
   Queue q;
   double bytes_per_waiter = 0;
