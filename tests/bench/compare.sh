@@ -294,20 +294,22 @@ INFO commandstats (usec_per_call):
   (1.9 µs with one key and no arguments);
 - each \`redis.call\` from Lua: about 1 µs (10 ZSCOREs of an existing key add 9–11 µs), more
   when Lua numbers are passed (they are formatted with printf): the script passes strings;
-- each function a script defines is built again on every run: the three helpers cost about
-  2–4 µs per run before they were reduced to upvalue-free ones (the script now defines three).
-- \`perf record -p <redis-server>\` during the pair benchmark: about 31% of redis-server's time
-  in the kernel (loopback TCP), 24% in the Lua interpreter, the rest in command execution
-  (dictionary lookups, allocation).
+- each function a script defines is built again on every run: a prelude of four helpers (one
+  of them the whole body, run under pcall) cost 2.5–3.7 µs per run; the script now defines
+  three small ones, two of them without upvalues;
+- \`perf record -p <redis-server>\` during the pair benchmark (on an earlier version of the
+  script, 18 commands per pair): about 31% of redis-server's time in the kernel (loopback TCP),
+  24% in the Lua interpreter, the rest in command execution (dictionary lookups, allocation).
 
-An acquire below the limit makes 8 calls (limit check, own entry, count, TIME, deadline, owner
-info, counter, ticket) and a holder's release 8 (limit check, own entry and rank, three removals,
+An acquire below the limit makes 9 calls (limit check, own entry, count, TIME, deadline, owner
+info, counter, a fresh wake list, ticket; one more to compare with the newest queued ticket
+when anyone is queued or holds) and a holder's release 8 (limit check, own entry and rank, three removals,
 the receipt that makes a retried release exact, and the promotion); each is needed for a
 guarantee in the README. Together with our client's round trip (a few µs slower than
-redis-benchmark's) that puts the pair near 2 × floor + 2 × 20 µs. The hand-off adds two
+redis-benchmark's) that puts the pair near 2 × floor + 2 × (20 to 35) µs. The hand-off adds two
 process wake-ups on a 2-core machine (the releasing client and the woken waiter compete with
-Redis for the cores), which is where its p50 of about 210 µs goes; the script work in it is
-one release.
+Redis for the cores), which is where most of its p50 of 210–270 µs goes; the script work in
+it is one release.
 
 ## Commands
 
