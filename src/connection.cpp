@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "fairsem/detail/replies.hpp"
+#include "fairsem/detail/router.hpp"
 
 namespace fairsem::detail {
 
@@ -204,8 +205,13 @@ std::vector<Reply> parse_resp(std::string_view bytes) {
   return replies;
 }
 
-Connection::Connection(ConnectionOptions options) : options_(std::move(options)) {
+Connection::Connection(ConnectionOptions options) : Connection(std::move(options), nullptr, -1) {}
+
+Connection::Connection(ConnectionOptions options, std::shared_ptr<Router> router, int slot)
+    : options_(std::move(options)), router_(std::move(router)), slot_(slot) {
   options_.validate();
+  if (options_.routed() && !router_) router_ = std::make_shared<Router>(options_);
+  if (!options_.routed()) router_.reset();
   endpoint_ = options_.endpoint();
   connect_once();
 }
@@ -219,12 +225,28 @@ void Connection::connect_once() {
   // Stays broken until AUTH and SELECT have succeeded: whatever interrupts the handshake, the
   // next command starts it again instead of running unauthenticated or on db 0.
   broken_ = true;
+  if (router_) {
+    node_ = router_->target(slot_);
+    endpoint_ = node_.endpoint();
+    try {
+      connect_node(node_.host, node_.port);
+    } catch (const AuthError&) {
+      throw;
+    } catch (const ConnectionError&) {
+      router_->forget();  // a dead node, or no master: ask the deployment again next time
+      throw;
+    }
+    return;
+  }
+  connect_node(options_.host, options_.port);
+}
+
+void Connection::connect_node(const std::string& host, int port) {
   const timeval connect_tv = to_timeval(options_.connect_timeout);
   errno = 0;
-  redisContext* raw =
-      options_.unix_path.empty()
-          ? redisConnectWithTimeout(options_.host.c_str(), options_.port, connect_tv)
-          : redisConnectUnixWithTimeout(options_.unix_path.c_str(), connect_tv);
+  redisContext* raw = options_.unix_path.empty()
+                          ? redisConnectWithTimeout(host.c_str(), port, connect_tv)
+                          : redisConnectUnixWithTimeout(options_.unix_path.c_str(), connect_tv);
   const int saved_errno = errno;
   if (raw == nullptr) throw std::bad_alloc();
   ContextPtr ctx(raw);
@@ -262,6 +284,20 @@ void Connection::connect_once() {
       ctx_.reset();
       throw ConnectionError(
           fmt::format("fairsem: SELECT {} on {} failed: {}", options_.db, endpoint_, reply.str));
+    }
+  }
+  if (router_ && router_->sentinel()) {
+    // A sentinel can name a master that has just been demoted, or not yet promoted.
+    send({"ROLE"});
+    const Reply role = receive("ROLE");
+    const std::string what =
+        role.type == Reply::Type::array && !role.elements.empty() ? role.elements[0].str : "";
+    if (what != "master") {
+      ctx_.reset();
+      throw ConnectionError(
+          fmt::format("fairsem: {} is {}, not the master of '{}' (a failover may be under way)",
+                      endpoint_, what.empty() ? std::string("not answering ROLE") : "a " + what,
+                      printable(options_.sentinel_master)));
     }
   }
   broken_ = false;
@@ -349,31 +385,100 @@ Reply Connection::receive(std::string_view command_name, std::chrono::millisecon
   return convert(*reply);
 }
 
-Reply Connection::command(const Args& argv) {
-  if (argv.empty()) throw InvalidArgument("fairsem: a command needs at least its name");
+Reply Connection::roundtrip(const Args& argv, std::chrono::milliseconds timeout) {
   ensure_connected();
-  send(argv);
-  Reply reply = receive(argv[0]);
-  if (reply.is_error()) {
-    throw ReplyError(fmt::format("fairsem: {} on {} failed: {}", argv[0], endpoint_, reply.str),
-                     reply.str);
-  }
-  return reply;
-}
-
-Reply Connection::command(const Args& argv, std::chrono::milliseconds reply_timeout) {
-  if (argv.empty()) throw InvalidArgument("fairsem: a command needs at least its name");
-  ensure_connected();
-  set_socket_timeout(reply_timeout);
+  const bool longer = timeout != options_.command_timeout;
+  if (longer) set_socket_timeout(timeout);
   Reply reply;
   try {
     send(argv);
-    reply = receive(argv[0], reply_timeout);
+    reply = receive(argv[0], timeout);
   } catch (...) {
     broken_ = true;  // never hand out a connection still set to the long timeout
     throw;
   }
-  set_socket_timeout(options_.command_timeout);
+  if (longer) set_socket_timeout(options_.command_timeout);
+  return reply;
+}
+
+void Connection::load(const Script& script) {
+  Reply loaded = roundtrip({"SCRIPT", "LOAD", script.body}, options_.command_timeout);
+  if (loaded.is_error()) {
+    throw ReplyError(fmt::format("fairsem: SCRIPT LOAD of {} on {} failed: {}", script.name,
+                                 endpoint_, loaded.str),
+                     loaded.str);
+  }
+  if (expect_string(loaded, "the SCRIPT LOAD reply") != script.sha1) {
+    throw ProtocolError(fmt::format("fairsem: {} returned SHA1 {} for script {}, expected {}",
+                                    endpoint_, loaded.str, script.name, script.sha1));
+  }
+}
+
+namespace {
+
+// Redirections followed for one command before its last error reply is returned as it is.
+constexpr int kMaxRedirects = 5;
+
+/// Error replies of a master that was turned into a replica: the command did not run (a script
+/// stops at its first write, and fairsem's scripts write nothing before it).
+bool is_demoted(std::string_view error) {
+  return starts_with(error, "READONLY") || starts_with(error, "UNBLOCKED") ||
+         error.find("READONLY You can't write") != std::string_view::npos;
+}
+
+}  // namespace
+
+Reply Connection::exchange(const Args& argv, std::chrono::milliseconds timeout,
+                           const Script* script) {
+  bool reloaded = false;
+  for (int hop = 0;; ++hop) {
+    Reply reply = roundtrip(argv, timeout);
+    if (!reply.is_error()) return reply;
+    if (script != nullptr && !reloaded && starts_with(reply.str, "NOSCRIPT")) {
+      // The server lost the script (SCRIPT FLUSH, a restart, a new master): load it, once.
+      load(*script);
+      reloaded = true;
+      --hop;
+      continue;
+    }
+    if (!router_ || hop >= kMaxRedirects) return reply;
+    if (auto redirect = parse_redirect(reply.str, node_)) {
+      if (redirect->kind == Redirect::Kind::ask) return ask(redirect->node, argv, timeout, script);
+      router_->moved(redirect->slot, redirect->node);
+      if (slot_ < 0) slot_ = redirect->slot;
+      broken_ = true;  // the next roundtrip connects to the slot's master
+      continue;
+    }
+    if (is_demoted(reply.str)) {
+      router_->forget();
+      broken_ = true;
+      continue;
+    }
+    return reply;
+  }
+}
+
+Reply Connection::ask(const NodeAddress& node, const Args& argv, std::chrono::milliseconds timeout,
+                      const Script* script) {
+  // ASKING admits only the next command, so it precedes the command each time it is sent.
+  Connection asked(router_->node_options(node));
+  auto once = [&] {
+    asked.command({"ASKING"});
+    return asked.roundtrip(argv, timeout);
+  };
+  Reply reply = once();
+  if (script != nullptr && reply.is_error() && starts_with(reply.str, "NOSCRIPT")) {
+    asked.load(*script);
+    reply = once();
+  }
+  return reply;
+}
+
+Reply Connection::command(const Args& argv) { return command(argv, options_.command_timeout); }
+
+Reply Connection::command(const Args& argv, std::chrono::milliseconds reply_timeout) {
+  if (argv.empty()) throw InvalidArgument("fairsem: a command needs at least its name");
+  Reply reply = exchange(argv, reply_timeout, nullptr);
   if (reply.is_error()) {
     throw ReplyError(fmt::format("fairsem: {} on {} failed: {}", argv[0], endpoint_, reply.str),
                      reply.str);
@@ -408,18 +513,7 @@ Reply Connection::eval(const Script& script, const Args& keys, const Args& args)
   argv.insert(argv.end(), keys.begin(), keys.end());
   argv.insert(argv.end(), args.begin(), args.end());
 
-  ensure_connected();
-  send(argv);
-  Reply reply = receive("EVALSHA");
-  if (reply.is_error() && starts_with(reply.str, "NOSCRIPT")) {
-    Reply loaded = command({"SCRIPT", "LOAD", script.body});
-    if (expect_string(loaded, "the SCRIPT LOAD reply") != script.sha1) {
-      throw ProtocolError(fmt::format("fairsem: {} returned SHA1 {} for script {}, expected {}",
-                                      endpoint_, loaded.str, script.name, script.sha1));
-    }
-    send(argv);
-    reply = receive("EVALSHA");
-  }
+  Reply reply = exchange(argv, options_.command_timeout, &script);
   if (reply.is_error()) {
     throw ReplyError(
         fmt::format("fairsem: script {} on {} failed: {}", script.name, endpoint_, reply.str),

@@ -12,6 +12,7 @@ ReplyError::~ReplyError() = default;
 ProtocolError::~ProtocolError() = default;
 LimitMismatchError::~LimitMismatchError() = default;
 EvictedError::~EvictedError() = default;
+ReplicationError::~ReplicationError() = default;
 InvalidArgument::~InvalidArgument() = default;
 
 }  // namespace fairsem

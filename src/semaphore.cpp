@@ -17,6 +17,7 @@
 
 #include "fairsem/detail/connection.hpp"
 #include "fairsem/detail/replies.hpp"
+#include "fairsem/detail/router.hpp"
 #include "fairsem/detail/scripts.hpp"
 #include "fairsem/detail/text.hpp"
 
@@ -46,7 +47,9 @@ bool is_transient(const std::string& server_message) {
   return detail::starts_with(server_message, "LOADING") ||
          detail::starts_with(server_message, "BUSY ") ||
          detail::starts_with(server_message, "MASTERDOWN") ||
-         detail::starts_with(server_message, "TRYAGAIN");
+         // Redis Cluster: a slot being migrated, or a cluster that lost a shard for a moment.
+         detail::starts_with(server_message, "TRYAGAIN") ||
+         detail::starts_with(server_message, "CLUSTERDOWN");
 }
 constexpr std::size_t kMaxIdleConnections = 8;
 // Upper bounds that keep every number exact in Lua (doubles) and in steady_clock arithmetic
@@ -143,6 +146,14 @@ void SemaphoreOptions::validate() const {
         fmt::format("fairsem: renew_interval ({} ms) must be shorter than the lease ({} ms)",
                     renew.count(), lease.count()));
   }
+  if (min_replicas < 0) {
+    throw InvalidArgument(
+        fmt::format("fairsem: min_replicas must not be negative, got {}", min_replicas));
+  }
+  if (min_replicas > 0 && replica_timeout.count() <= 0) {
+    throw InvalidArgument(fmt::format("fairsem: replica_timeout must be positive, got {} ms",
+                                      replica_timeout.count()));
+  }
   validate_name(key_prefix, "key_prefix");
   if (!permit_id.empty()) validate_name(permit_id, "permit_id");
   if (owner_info.size() > kMaxOwnerInfoBytes) {
@@ -224,6 +235,10 @@ class SemaphoreCore : public std::enable_shared_from_this<SemaphoreCore> {
   AcquireReply run_acquire(Connection& conn, const std::string& id, std::string_view mode,
                            long long ticket = 0);
   [[noreturn]] void throw_evicted(const std::string& id) const;
+  /// WAIT for min_replicas replicas to have what this connection wrote; returns how many did.
+  long long wait_replicas(Connection& conn);
+  /// After a grant: throws ReplicationError unless min_replicas acknowledged it.
+  void await_replicas(Connection& conn, const std::string& id);
   Permit make_permit(const std::string& id, const AcquireReply& reply, Clock::time_point sent);
   /// Leaves the queue: removes the entry of `id` with `ticket` (0: whatever entry it has).
   void give_up(Connection& conn, const std::string& id, long long ticket) noexcept;
@@ -249,12 +264,17 @@ class SemaphoreCore : public std::enable_shared_from_this<SemaphoreCore> {
   const std::string limit_arg_;
   const std::string lease_arg_;
   const std::string receipt_arg_;  // how long a release receipt outlives the release, in ms
+  const std::string min_replicas_arg_;
+  const std::string replica_timeout_arg_;
   const milliseconds renew_interval_;
   const milliseconds poll_interval_;
   // A woken waiter takes its permit without another call when more than this is left of it.
   const milliseconds direct_grant_margin_;
   std::array<std::string, 7> keys_;
   Args key_args_;
+  // Cluster and Sentinel: where the connections go (shared by all of them); null standalone.
+  std::shared_ptr<detail::Router> router_;
+  int slot_ = -1;  // the cluster hash slot of every key of the semaphore
 
   std::mutex pool_mu_;
   std::vector<std::unique_ptr<Connection>> idle_;
@@ -277,6 +297,8 @@ SemaphoreCore::SemaphoreCore(ConnectionOptions connection, std::string name,
       limit_arg_(admin ? std::string("0") : std::to_string(options_.limit)),
       lease_arg_(std::to_string(options_.lease.count())),
       receipt_arg_(std::to_string(receipt_lifetime(connection_, options_.lease).count())),
+      min_replicas_arg_(std::to_string(options_.min_replicas)),
+      replica_timeout_arg_(std::to_string(options_.replica_timeout.count())),
       renew_interval_(options_.effective_renew_interval()),
       poll_interval_(std::max(milliseconds(1), std::min(options_.lease / 3, renew_interval_))),
       direct_grant_margin_(renew_interval_ + (options_.lease - renew_interval_) / 2) {
@@ -284,6 +306,10 @@ SemaphoreCore::SemaphoreCore(ConnectionOptions connection, std::string name,
   keys_ = {base + "owner", base + "time",  base + "counter",  base + "meta",
            base + "info",  base + "wake:", base + "released:"};
   for (const std::string& k : keys_) key_args_.push_back(k);
+  if (connection_.routed()) {
+    router_ = std::make_shared<detail::Router>(connection_);
+    slot_ = detail::key_slot(keys_[0]);
+  }
 }
 
 SemaphoreCore::~SemaphoreCore() {
@@ -324,7 +350,7 @@ std::unique_ptr<Connection> SemaphoreCore::take_connection() {
       return conn;
     }
   }
-  return std::make_unique<Connection>(connection_);  // connects outside the lock
+  return std::make_unique<Connection>(connection_, router_, slot_);  // outside the lock
 }
 
 void SemaphoreCore::give_back(std::unique_ptr<Connection> conn) noexcept {
@@ -394,6 +420,26 @@ void SemaphoreCore::throw_evicted(const std::string& id) const {
       id);
 }
 
+long long SemaphoreCore::wait_replicas(Connection& conn) {
+  const Reply acked = conn.command({"WAIT", min_replicas_arg_, replica_timeout_arg_},
+                                   options_.replica_timeout + connection_.command_timeout);
+  return detail::expect_integer(acked, "the WAIT reply");
+}
+
+void SemaphoreCore::await_replicas(Connection& conn, const std::string& id) {
+  if (options_.min_replicas == 0) return;
+  const long long acked = wait_replicas(conn);
+  if (acked >= options_.min_replicas) return;
+  throw ReplicationError(
+      fmt::format("fairsem: {}: permit {} was granted, but only {} of {} replicas acknowledged "
+                  "it within {} ms, so a failover could lose it; {}",
+                  where(), id, acked, options_.min_replicas, options_.replica_timeout.count(),
+                  options_.permit_id.empty()
+                      ? "it was given back and the acquire did not happen"
+                      : "the acquire failed and the caller-chosen permit expires with its lease"),
+      acked, options_.min_replicas);
+}
+
 Permit SemaphoreCore::make_permit(const std::string& id, const AcquireReply& reply,
                                   Clock::time_point sent) {
   // The lease is counted from when the request left, never from this machine's wall clock.
@@ -417,6 +463,7 @@ std::optional<Permit> SemaphoreCore::try_acquire() {
   try {
     reply = run_acquire(*conn, id, "try");
     if (reply.state != AcquireState::granted) return std::nullopt;
+    await_replicas(*conn, id);
     return make_permit(id, reply, sent);
   } catch (...) {
     // The grant may have happened with its reply lost, or the permit could not be set up.
@@ -459,15 +506,24 @@ std::optional<Permit> SemaphoreCore::acquire(std::optional<Clock::time_point> de
         // comes with half the usual margin left; otherwise the call below renews it first.
         if (why == detail::WakeReason::promoted &&
             sent + reply.lease - Clock::now() > direct_grant_margin_) {
+          await_replicas(*conn, id);
           return make_permit(id, reply, sent);
         }
       } catch (const ConnectionError&) {
         // The acquire below reconnects, or reports why it cannot.
+      } catch (const ReplyError& e) {
+        // BRPOP refused (a cluster without this slot's shard for a moment, a foreign key in
+        // the way): wait as long as the wake-up could have taken, then poll as on a timeout.
+        log(LogLevel::warning, fmt::format("fairsem: {}: waiting for a wake-up failed ({}); "
+                                           "polling instead",
+                                           where(), e.what()));
+        std::this_thread::sleep_for(wait);
       }
       sent = Clock::now();
       reply = run_acquire(*conn, id, "queue", reply.ticket);
       if (reply.state == AcquireState::evicted) throw_evicted(id);
     }
+    await_replicas(*conn, id);
     return make_permit(id, reply, sent);
   } catch (const EvictedError&) {
     throw;  // the entry is gone already
@@ -544,12 +600,26 @@ void SemaphoreCore::renew_chunk(Connection& conn, const std::vector<PermitState*
   Reply reply = run(conn, "renew", args);
   const detail::RenewReply renewed = detail::decode_renew(reply, permits.size());
   const auto deadline = sent + renewed.lease;
+  // With min_replicas, a renewal only counts once replicas have it: a failover to one of them
+  // must not bring back an older deadline than the holder believes in.
+  bool acknowledged = true;
+  if (options_.min_replicas > 0) {
+    const long long acked = wait_replicas(conn);
+    if (acked < options_.min_replicas) {
+      acknowledged = false;
+      log(LogLevel::warning,
+          fmt::format("fairsem: {}: only {} of {} replicas acknowledged the renewal of {} "
+                      "permits within {} ms; their deadlines stay as they were",
+                      where(), acked, options_.min_replicas, permits.size(),
+                      options_.replica_timeout.count()));
+    }
+  }
   for (std::size_t i = 0; i < permits.size(); ++i) {
     PermitState& state = *permits[i];
     if (state.done.load()) continue;
     switch (renewed.states[i]) {
       case detail::RenewState::held:
-        state.set_deadline(deadline);
+        if (acknowledged) state.set_deadline(deadline);
         break;
       case detail::RenewState::evicted:
         mark_lost(state, "the permit was evicted (removed on purpose, e.g. by `fairsem evict`)");
@@ -638,7 +708,7 @@ void SemaphoreCore::watchdog_main(const std::weak_ptr<SemaphoreCore>& weak, Sema
     if (!permits.empty()) {
       if (!conn || conn->broken()) {
         try {
-          conn = std::make_unique<Connection>(core->connection_);
+          conn = std::make_unique<Connection>(core->connection_, core->router_, core->slot_);
         } catch (const std::exception& e) {
           conn.reset();
           core->log(LogLevel::warning, fmt::format("fairsem: {}: watchdog cannot connect: {}",

@@ -6,14 +6,40 @@
 #include <climits>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "fairsem/detail/text.hpp"
 #include "fairsem/errors.hpp"
 
 namespace fairsem {
 
+/// One TCP node of a deployment: a Redis Cluster seed node or a Sentinel.
+struct NodeAddress {
+  /// Host name or address (IPv4, or IPv6 without brackets).
+  std::string host;
+  /// TCP port, 1-65535.
+  int port = 6379;
+
+  /// "host:port" or "[v6addr]:port".
+  std::string endpoint() const {
+    if (host.find(':') != std::string::npos) return fmt::format("[{}]:{}", host, port);
+    return fmt::format("{}:{}", host, port);
+  }
+  friend bool operator==(const NodeAddress& a, const NodeAddress& b) {
+    return a.port == b.port && a.host == b.host;
+  }
+  friend bool operator!=(const NodeAddress& a, const NodeAddress& b) { return !(a == b); }
+};
+
 /// Where and how to reach Redis. An aggregate: set fields directly, or parse a URL with
 /// `from_url`. Every connection fairsem opens checks these with `validate()` first.
+///
+/// Three deployments (README "Deployments"):
+/// - standalone (the default): one server at host:port or unix_path;
+/// - Redis Cluster (`cluster = true`): host:port and `seeds` are seed nodes; the client learns
+///   the slot map from them and talks to the master of each semaphore's slot;
+/// - Sentinel (`sentinel_master` set): the client asks `sentinels` where that master is now,
+///   and checks with ROLE that it is one; host and port are not used.
 struct ConnectionOptions {
   /// Longest Unix socket path the kernel accepts (sockaddr_un::sun_path less its NUL).
   static constexpr std::size_t kMaxUnixPath = 107;
@@ -41,17 +67,41 @@ struct ConnectionOptions {
   /// Upper bound of the pause between reconnect attempts, >= reconnect_backoff_min.
   std::chrono::milliseconds reconnect_backoff_max{std::chrono::seconds(2)};
 
-  /// Parses `redis://[user[:password]@]host[:port][/db]`, `redis://[::1]:6379`, or
-  /// `unix://[user[:password]@]/path/to.sock[?db=N]`. User, password and socket path may be
-  /// percent-encoded. Throws InvalidArgument naming the part that is wrong; the message
-  /// never contains the password.
+  /// Redis Cluster: host:port, then `seeds`, are the nodes asked for the slot map. Needs TCP
+  /// and database 0 (a cluster has no other).
+  bool cluster = false;
+  /// More cluster seed nodes, tried after host:port when that one cannot be reached.
+  std::vector<NodeAddress> seeds;
+  /// Sentinel: the name of the master the sentinels monitor. Non-empty selects Sentinel mode.
+  std::string sentinel_master;
+  /// Sentinel: the sentinels to ask, in order (the first that answers is used).
+  std::vector<NodeAddress> sentinels;
+  /// Sentinel: ACL user and password for the sentinels themselves (user and password are for
+  /// the master). Both empty: no AUTH is sent to the sentinels.
+  std::string sentinel_user;
+  std::string sentinel_password;
+
+  /// Parses
+  /// - `redis://[user[:password]@]host[:port][/db]`, `redis://[::1]:6379`;
+  /// - `unix://[user[:password]@]/path/to.sock[?db=N]`;
+  /// - Redis Cluster: `redis://[user[:password]@]h1:p1,h2:p2,...` (several seed nodes) or
+  ///   `redis-cluster://[user[:password]@]host:port[,...]`;
+  /// - Sentinel: `redis-sentinel://[user[:password]@]s1:p1[,s2:p2...]/master_name[/db]`
+  ///   (sentinel port 26379 by default; the credentials are the master's).
+  /// User, password and socket path may be percent-encoded. Throws InvalidArgument naming the
+  /// part that is wrong; the message never contains the password.
   static ConnectionOptions from_url(std::string_view url);
 
-  /// Throws InvalidArgument when a field is out of range (port, db, timeouts, backoff).
+  /// Throws InvalidArgument when a field is out of range (port, db, timeouts, backoff) or the
+  /// deployment fields do not fit together.
   void validate() const;
 
-  /// "host:port", "[v6addr]:port" or "unix:/path": for messages and logs; no credentials.
+  /// "host:port", "[v6addr]:port" or "unix:/path"; "cluster h1:p1,h2:p2" or
+  /// "sentinel master 'name' via s1:p1,s2:p2": for messages and logs; no credentials.
   std::string endpoint() const;
+
+  /// True for Redis Cluster or Sentinel options.
+  bool routed() const noexcept { return cluster || !sentinel_master.empty(); }
 
   /// The options as a URL with the password replaced by "***" (safe to log).
   std::string redacted_url() const;
@@ -135,17 +185,8 @@ struct UrlParser {
     return static_cast<int>(*value);
   }
 
-  void parse_tcp(std::string_view rest, ConnectionOptions& out) const {
-    // The last '@' ends the user info, so an unencoded '@' or '/' in a password still parses.
-    std::size_t at = rest.rfind('@');
-    if (at != std::string_view::npos) {
-      parse_userinfo(rest.substr(0, at), out);
-      rest = rest.substr(at + 1);
-    }
-    std::size_t end = rest.find_first_of("/?#");
-    std::string_view authority = rest.substr(0, end);
-    std::string_view tail = end == std::string_view::npos ? std::string_view{} : rest.substr(end);
-
+  /// One "host[:port]" or "[v6addr][:port]" of an authority.
+  NodeAddress parse_node(std::string_view authority, int default_port) const {
     std::string_view host;
     std::string_view port;
     bool has_port = false;
@@ -182,9 +223,62 @@ struct UrlParser {
     // An IPv6 zone ("fe80::1%25eth0") is percent-encoded in a URL.
     auto decoded_host = percent_decode(host);
     if (!decoded_host) fail("malformed percent-encoding in the host");
-    out.host = std::move(*decoded_host);
-    out.port = has_port ? parse_port(port) : 6379;
-    parse_tcp_path(tail, out);
+    return NodeAddress{std::move(*decoded_host), has_port ? parse_port(port) : default_port};
+  }
+
+  /// "[user[:password]@]node[,node...]" and what follows it: the nodes, and the rest of the
+  /// URL from its first '/', '?' or '#'.
+  std::vector<NodeAddress> parse_authority(std::string_view& rest, int default_port,
+                                           ConnectionOptions& out) const {
+    // The last '@' ends the user info, so an unencoded '@' or '/' in a password still parses.
+    std::size_t at = rest.rfind('@');
+    if (at != std::string_view::npos) {
+      parse_userinfo(rest.substr(0, at), out);
+      rest = rest.substr(at + 1);
+    }
+    std::size_t end = rest.find_first_of("/?#");
+    std::string_view authority = rest.substr(0, end);
+    rest = end == std::string_view::npos ? std::string_view{} : rest.substr(end);
+    std::vector<NodeAddress> nodes;
+    for (;;) {
+      std::size_t comma = authority.find(',');
+      nodes.push_back(parse_node(authority.substr(0, comma), default_port));
+      if (comma == std::string_view::npos) break;
+      authority = authority.substr(comma + 1);
+    }
+    return nodes;
+  }
+
+  /// redis:// (one node: standalone; several: cluster seeds) and redis-cluster://.
+  void parse_tcp(std::string_view rest, ConnectionOptions& out, bool cluster) const {
+    std::vector<NodeAddress> nodes = parse_authority(rest, 6379, out);
+    out.host = std::move(nodes[0].host);
+    out.port = nodes[0].port;
+    out.cluster = cluster || nodes.size() > 1;
+    out.seeds.assign(std::make_move_iterator(nodes.begin() + 1),
+                     std::make_move_iterator(nodes.end()));
+    parse_tcp_path(rest, out);
+    if (out.cluster && out.db != 0) {
+      fail(fmt::format("Redis Cluster has only database 0, the URL selects {}", out.db));
+    }
+  }
+
+  /// redis-sentinel://[user[:password]@]s1:p1[,s2:p2...]/master_name[/db]
+  void parse_sentinel(std::string_view rest, ConnectionOptions& out) const {
+    out.sentinels = parse_authority(rest, 26379, out);
+    if (rest.empty() || rest[0] != '/' || rest.size() == 1) {
+      fail("the master name is missing, e.g. redis-sentinel://127.0.0.1:26379/mymaster");
+    }
+    rest = rest.substr(1);
+    std::size_t stop = rest.find_first_of("/?#");
+    auto name = percent_decode(rest.substr(0, stop));
+    if (!name) fail("malformed percent-encoding in the master name");
+    if (name->empty()) fail("the master name is empty");
+    if (has_space_or_control(*name)) {
+      fail("the master name contains whitespace or control characters");
+    }
+    out.sentinel_master = std::move(*name);
+    if (stop != std::string_view::npos) parse_tcp_path(rest.substr(stop), out);
   }
 
   /// What follows a redis:// authority: nothing, or "/" and the database number.
@@ -241,13 +335,17 @@ struct UrlParser {
     ConnectionOptions out;
     if (url.empty()) fail("the URL is empty");
     if (starts_with_nocase(url, "redis://")) {
-      parse_tcp(url.substr(8), out);
+      parse_tcp(url.substr(8), out, false);
+    } else if (starts_with_nocase(url, "redis-cluster://")) {
+      parse_tcp(url.substr(16), out, true);
+    } else if (starts_with_nocase(url, "redis-sentinel://")) {
+      parse_sentinel(url.substr(17), out);
     } else if (starts_with_nocase(url, "unix://")) {
       parse_unix(url.substr(7), out);
     } else if (starts_with_nocase(url, "rediss://")) {
       fail("TLS (rediss://) is not supported; use redis:// or unix://");
     } else {
-      fail("the scheme must be redis:// or unix://");
+      fail("the scheme must be redis://, unix://, redis-cluster:// or redis-sentinel://");
     }
     out.validate();
     return out;
@@ -264,17 +362,46 @@ inline void ConnectionOptions::validate() const {
   auto fail = [](const std::string& what) {
     throw InvalidArgument(fmt::format("fairsem: invalid connection options: {}", what));
   };
-  if (unix_path.empty()) {
-    if (host.empty()) fail("host is empty (set host or unix_path)");
-    if (detail::has_space_or_control(host)) fail("host contains whitespace or control characters");
-    if (port < 1 || port > 65535) fail(fmt::format("port {} is out of range 1-65535", port));
-  } else if (unix_path[0] != '/') {
-    fail(fmt::format("unix_path '{}' is not an absolute path", unix_path));
-  } else if (unix_path.find('\0') != std::string::npos) {
-    fail("unix_path contains a NUL byte");
-  } else if (unix_path.size() > kMaxUnixPath) {
-    fail(fmt::format("unix_path is {} bytes long; a Unix socket path holds at most {}",
-                     unix_path.size(), kMaxUnixPath));
+  auto check_node = [&](const NodeAddress& node, std::string_view what) {
+    if (node.host.empty()) fail(fmt::format("{} has an empty host", what));
+    if (detail::has_space_or_control(node.host)) {
+      fail(fmt::format("{} host contains whitespace or control characters", what));
+    }
+    if (node.port < 1 || node.port > 65535) {
+      fail(fmt::format("{} port {} is out of range 1-65535", what, node.port));
+    }
+  };
+  if (!sentinel_master.empty()) {
+    if (cluster) fail("cluster and sentinel_master exclude each other; choose one deployment");
+    if (!unix_path.empty()) fail("Sentinel mode reaches the master over TCP; unix_path is set");
+    if (sentinels.empty()) fail("sentinel_master is set but no sentinels are given");
+    if (detail::has_space_or_control(sentinel_master)) {
+      fail("sentinel_master contains whitespace or control characters");
+    }
+    for (const NodeAddress& s : sentinels) check_node(s, "a sentinel");
+    if (!seeds.empty()) fail("seeds are for Redis Cluster (cluster = true), not Sentinel");
+  } else {
+    if (!sentinels.empty()) fail("sentinels are given but sentinel_master (the name) is empty");
+    if (!seeds.empty() && !cluster) fail("seeds are only used with cluster = true");
+    if (cluster) {
+      if (!unix_path.empty()) fail("Redis Cluster is reached over TCP; unix_path is set");
+      if (db != 0) fail(fmt::format("Redis Cluster has only database 0, db is {}", db));
+      for (const NodeAddress& s : seeds) check_node(s, "a seed node");
+    }
+    if (unix_path.empty()) {
+      if (host.empty()) fail("host is empty (set host or unix_path)");
+      if (detail::has_space_or_control(host)) {
+        fail("host contains whitespace or control characters");
+      }
+      if (port < 1 || port > 65535) fail(fmt::format("port {} is out of range 1-65535", port));
+    } else if (unix_path[0] != '/') {
+      fail(fmt::format("unix_path '{}' is not an absolute path", unix_path));
+    } else if (unix_path.find('\0') != std::string::npos) {
+      fail("unix_path contains a NUL byte");
+    } else if (unix_path.size() > kMaxUnixPath) {
+      fail(fmt::format("unix_path is {} bytes long; a Unix socket path holds at most {}",
+                       unix_path.size(), kMaxUnixPath));
+    }
   }
   if (db < 0) fail(fmt::format("db {} is negative", db));
   if (connect_timeout.count() <= 0) {
@@ -296,10 +423,28 @@ inline void ConnectionOptions::validate() const {
   }
 }
 
+namespace detail {
+
+inline std::string join_endpoints(const NodeAddress* first, const std::vector<NodeAddress>& rest) {
+  std::string out = first != nullptr ? first->endpoint() : std::string();
+  for (const NodeAddress& node : rest) {
+    if (!out.empty()) out += ',';
+    out += node.endpoint();
+  }
+  return out;
+}
+
+}  // namespace detail
+
 inline std::string ConnectionOptions::endpoint() const {
+  if (!sentinel_master.empty()) {
+    return fmt::format("sentinel master '{}' via {}", detail::printable(sentinel_master),
+                       detail::join_endpoints(nullptr, sentinels));
+  }
   if (!unix_path.empty()) return "unix:" + unix_path;
-  if (host.find(':') != std::string::npos) return fmt::format("[{}]:{}", host, port);
-  return fmt::format("{}:{}", host, port);
+  const NodeAddress first{host, port};
+  if (cluster) return "cluster " + detail::join_endpoints(&first, seeds);
+  return first.endpoint();
 }
 
 inline std::string ConnectionOptions::redacted_url() const {
@@ -309,12 +454,20 @@ inline std::string ConnectionOptions::redacted_url() const {
     if (!password.empty()) auth += ":***";
     auth += '@';
   }
+  if (!sentinel_master.empty()) {
+    std::string url = "redis-sentinel://" + auth + detail::join_endpoints(nullptr, sentinels) +
+                      "/" + sentinel_master;
+    if (db != 0) url += fmt::format("/{}", db);
+    return url;
+  }
   if (!unix_path.empty()) {
     std::string url = "unix://" + auth + unix_path;
     if (db != 0) url += fmt::format("?db={}", db);
     return url;
   }
-  std::string url = "redis://" + auth + endpoint();
+  const NodeAddress first{host, port};
+  if (cluster) return "redis-cluster://" + auth + detail::join_endpoints(&first, seeds);
+  std::string url = "redis://" + auth + first.endpoint();
   if (db != 0) url += fmt::format("/{}", db);
   return url;
 }

@@ -88,6 +88,24 @@ class EvictedError : public Error {
   std::string permit_id_;
 };
 
+/// A permit was granted but fewer replicas than SemaphoreOptions::min_replicas acknowledged
+/// it within replica_timeout, so a failover could lose it. The acquire reports failure: the
+/// permit was released again (a caller-chosen permit_id is left to expire with its lease).
+class ReplicationError : public Error {
+ public:
+  ReplicationError(const std::string& message, long long acknowledged, long long wanted)
+      : Error(message), acknowledged_(acknowledged), wanted_(wanted) {}
+  ~ReplicationError() override;
+
+  /// Replicas that acknowledged in time, and how many were asked for.
+  long long acknowledged() const noexcept { return acknowledged_; }
+  long long wanted() const noexcept { return wanted_; }
+
+ private:
+  long long acknowledged_;
+  long long wanted_;
+};
+
 /// An argument or option was invalid; nothing was sent to Redis.
 class InvalidArgument : public Error {
  public:

@@ -56,6 +56,14 @@ struct SemaphoreOptions {
   /// every acquire gets a fresh random id.
   std::string permit_id;
   Logger logger;
+  /// After each grant, WAIT until this many replicas have the write; if fewer acknowledge
+  /// within replica_timeout, the permit is released and the acquire throws ReplicationError.
+  /// Renewals WAIT too, and a renewal not acknowledged in time does not extend deadline().
+  /// So an acknowledged permit, and its lease, survive a failover to an acknowledging replica
+  /// (README "Deployments"). 0 (the default): no WAIT.
+  int min_replicas = 0;
+  /// How long one WAIT may take, > 0 when min_replicas > 0.
+  std::chrono::milliseconds replica_timeout = std::chrono::seconds(1);
 
   /// Throws InvalidArgument naming the first bad field.
   void validate() const;

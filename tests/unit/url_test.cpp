@@ -1,3 +1,4 @@
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <fairsem/connection_options.hpp>
@@ -78,8 +79,8 @@ INSTANTIATE_TEST_SUITE_P(
     Urls, BadUrlTest,
     ::testing::Values(
         BadUrl{"", "the URL is empty"},
-        BadUrl{"127.0.0.1:6379", "scheme must be redis:// or unix://"},
-        BadUrl{"http://h", "scheme must be redis:// or unix://"},
+        BadUrl{"127.0.0.1:6379", "scheme must be redis://, unix://"},
+        BadUrl{"http://h", "scheme must be redis://, unix://"},
         BadUrl{"rediss://h", "TLS (rediss://) is not supported"},
         BadUrl{"redis://", "host is missing"}, BadUrl{"redis://:6379", "host is missing"},
         BadUrl{"redis://u:p@", "host is missing"}, BadUrl{"redis://h:", "port is empty"},
@@ -113,7 +114,99 @@ INSTANTIATE_TEST_SUITE_P(
         BadUrl{"unix:///r.sock?db=-2", "database index -2 is negative"},
         BadUrl{"unix:///r.sock?timeout=1", "unknown query parameter 'timeout'"},
         BadUrl{"unix:///r.sock?db", "query parameter 'db' needs a value"},
-        BadUrl{"unix:///r%2.sock", "malformed percent-encoding in the socket path"}));
+        BadUrl{"unix:///r%2.sock", "malformed percent-encoding in the socket path"},
+        BadUrl{"redis://a:1,b:2/3", "Redis Cluster has only database 0, the URL selects 3"},
+        BadUrl{"redis://a:1,", "host is missing"}, BadUrl{"redis://a:1,b:0", "port 0 is out"},
+        BadUrl{"redis://a:1,::1:2", "IPv6 host must be in brackets"},
+        BadUrl{"redis-cluster://a:1/2", "Redis Cluster has only database 0"},
+        BadUrl{"redis-cluster://", "host is missing"},
+        BadUrl{"redis-sentinel://s:1", "the master name is missing"},
+        BadUrl{"redis-sentinel://s:1/", "the master name is missing"},
+        BadUrl{"redis-sentinel://s:1?x", "the master name is missing"},
+        BadUrl{"redis-sentinel://s:1/m/x", "database 'x' is not a number"},
+        BadUrl{"redis-sentinel://s:1/m%20x", "master name contains whitespace"},
+        BadUrl{"redis-sentinel://s:1/m%zz", "malformed percent-encoding in the master name"},
+        BadUrl{"redis-sentinel://,s:1/m", "host is missing"}));
+
+TEST(UrlTest, SeveralHostsAreClusterSeeds) {
+  const ConnectionOptions o = ConnectionOptions::from_url("redis://u:pw@a:7000,[::1]:7001,c");
+  EXPECT_TRUE(o.cluster);
+  EXPECT_EQ(o.host, "a");
+  EXPECT_EQ(o.port, 7000);
+  ASSERT_EQ(o.seeds.size(), 2U);
+  EXPECT_EQ(o.seeds[0], (fairsem::NodeAddress{"::1", 7001}));
+  EXPECT_EQ(o.seeds[1], (fairsem::NodeAddress{"c", 6379}));
+  EXPECT_EQ(o.user, "u");
+  EXPECT_EQ(o.password, "pw");
+  EXPECT_EQ(o.endpoint(), "cluster a:7000,[::1]:7001,c:6379");
+  EXPECT_EQ(o.redacted_url(), "redis-cluster://u:***@a:7000,[::1]:7001,c:6379");
+  // The redacted URL parses back to the same deployment.
+  const ConnectionOptions again = ConnectionOptions::from_url(o.redacted_url());
+  EXPECT_TRUE(again.cluster);
+  EXPECT_EQ(again.seeds, o.seeds);
+}
+
+TEST(UrlTest, ClusterSchemeMarksOneSeedAsACluster) {
+  const ConnectionOptions o = ConnectionOptions::from_url("redis-cluster://h:7000");
+  EXPECT_TRUE(o.cluster);
+  EXPECT_TRUE(o.seeds.empty());
+  EXPECT_TRUE(o.routed());
+  EXPECT_FALSE(ConnectionOptions::from_url("redis://h:7000").routed());
+}
+
+TEST(UrlTest, SentinelUrlNamesSentinelsMasterAndDatabase) {
+  const ConnectionOptions o =
+      ConnectionOptions::from_url("redis-sentinel://:pw@s1,s2:26380/my%2Dmaster/4");
+  EXPECT_FALSE(o.cluster);
+  EXPECT_EQ(o.sentinel_master, "my-master");
+  ASSERT_EQ(o.sentinels.size(), 2U);
+  EXPECT_EQ(o.sentinels[0], (fairsem::NodeAddress{"s1", 26379}));
+  EXPECT_EQ(o.sentinels[1], (fairsem::NodeAddress{"s2", 26380}));
+  EXPECT_EQ(o.password, "pw");
+  EXPECT_EQ(o.db, 4);
+  EXPECT_TRUE(o.routed());
+  EXPECT_EQ(o.endpoint(), "sentinel master 'my-master' via s1:26379,s2:26380");
+  EXPECT_EQ(o.redacted_url(), "redis-sentinel://:***@s1:26379,s2:26380/my-master/4");
+}
+
+TEST(UrlTest, DeploymentFieldsThatDoNotFitTogetherAreRefused) {
+  auto message = [](const ConnectionOptions& o) -> std::string {
+    try {
+      o.validate();
+    } catch (const InvalidArgument& e) {
+      return e.what();
+    }
+    return "(accepted)";
+  };
+  ConnectionOptions o;
+  o.seeds.push_back({"h", 1});
+  EXPECT_THAT(message(o), ::testing::HasSubstr("seeds are only used with cluster = true"));
+  o = ConnectionOptions{};
+  o.cluster = true;
+  o.unix_path = "/r.sock";
+  EXPECT_THAT(message(o), ::testing::HasSubstr("Redis Cluster is reached over TCP"));
+  o = ConnectionOptions{};
+  o.cluster = true;
+  o.db = 1;
+  EXPECT_THAT(message(o), ::testing::HasSubstr("Redis Cluster has only database 0, db is 1"));
+  o = ConnectionOptions{};
+  o.cluster = true;
+  o.seeds.push_back({"h", 0});
+  EXPECT_THAT(message(o), ::testing::HasSubstr("a seed node port 0 is out of range"));
+  o = ConnectionOptions{};
+  o.sentinel_master = "m";
+  EXPECT_THAT(message(o), ::testing::HasSubstr("no sentinels are given"));
+  o.sentinels.push_back({"", 26379});
+  EXPECT_THAT(message(o), ::testing::HasSubstr("a sentinel has an empty host"));
+  o.sentinels = {{"s", 26379}};
+  o.cluster = true;
+  EXPECT_THAT(message(o), ::testing::HasSubstr("cluster and sentinel_master exclude each other"));
+  o.cluster = false;
+  EXPECT_EQ(message(o), "(accepted)");
+  o = ConnectionOptions{};
+  o.sentinels = {{"s", 26379}};
+  EXPECT_THAT(message(o), ::testing::HasSubstr("sentinel_master (the name) is empty"));
+}
 
 // Every malformed URL that carries a password: the message must not contain it, in any form.
 TEST(UrlTest, ErrorsNeverEchoThePassword) {

@@ -18,6 +18,8 @@ struct redisContext;
 
 namespace fairsem::detail {
 
+class Router;
+
 struct ContextDeleter {
   void operator()(redisContext* ctx) const noexcept;
 };
@@ -32,11 +34,20 @@ using Args = std::vector<std::string_view>;
 /// timeout throws ConnectionError/TimeoutError and marks the connection broken. A broken
 /// connection reconnects (bounded exponential backoff, AUTH and SELECT re-applied) at the start
 /// of the next command; the failed command itself is never re-sent, since it may have run.
+///
+/// Routed options (Cluster, Sentinel): the connection talks to the node its Router names for
+/// its slot. Replies that say a command did not run there are followed, up to a few hops:
+/// MOVED (the slot's new master: remembered, reconnected to, sent again), ASK (sent once to the
+/// importing node after ASKING), and, from a master turned replica, READONLY or UNBLOCKED (the
+/// master is asked for again). pipeline() follows none of them.
 class Connection {
  public:
   /// Validates the options and connects once; throws InvalidArgument, ConnectionError,
-  /// TimeoutError or AuthError.
+  /// TimeoutError or AuthError. Routed options get a Router of their own.
   explicit Connection(ConnectionOptions options);
+  /// A connection for commands on cluster hash slot `slot` (-1: keyless commands), routed by
+  /// `router` (shared with other connections; null for standalone options).
+  Connection(ConnectionOptions options, std::shared_ptr<Router> router, int slot);
   Connection(Connection&&) noexcept;
   Connection& operator=(Connection&&) noexcept;
   Connection(const Connection&) = delete;
@@ -66,11 +77,23 @@ class Connection {
   void reconnect();
 
   const ConnectionOptions& options() const noexcept { return options_; }
-  /// "host:port" or "unix:/path", as quoted in error messages.
+  /// "host:port" or "unix:/path" of the node connected to, as quoted in error messages.
   const std::string& endpoint() const noexcept { return endpoint_; }
 
  private:
+  /// Sends one command and reads its reply, following redirections and reloading `script`
+  /// after NOSCRIPT. Error replies that are not followed are returned, not thrown.
+  Reply exchange(const Args& argv, std::chrono::milliseconds timeout, const Script* script);
+  /// One command on this socket as it is (no redirection), with `timeout` for the reply.
+  Reply roundtrip(const Args& argv, std::chrono::milliseconds timeout);
+  /// SCRIPT LOAD, checking the SHA1 the server computed.
+  void load(const Script& script);
+  /// An ASK redirection: ASKING and the command once on `node` (NOSCRIPT reloaded there).
+  Reply ask(const NodeAddress& node, const Args& argv, std::chrono::milliseconds timeout,
+            const Script* script);
   void connect_once();
+  /// Connects to host:port (or the Unix socket), then AUTH, SELECT and, for Sentinel, ROLE.
+  void connect_node(const std::string& host, int port);
   void ensure_connected();
   void send(const Args& argv);
   Reply receive(std::string_view command_name);
@@ -79,6 +102,9 @@ class Connection {
   [[noreturn]] void fail_io(std::string_view action, int saved_errno);
 
   ConnectionOptions options_;
+  std::shared_ptr<Router> router_;  // null: standalone
+  int slot_ = -1;
+  NodeAddress node_;  // routed: the node connected to (or last tried)
   std::string endpoint_;
   ContextPtr ctx_;
   bool broken_ = false;
