@@ -213,7 +213,13 @@ Connection::Connection(ConnectionOptions options, std::shared_ptr<Router> router
   if (options_.routed() && !router_) router_ = std::make_shared<Router>(options_);
   if (!options_.routed()) router_.reset();
   endpoint_ = options_.endpoint();
-  connect_once();
+  if (router_) {
+    // A deployment's master can be missing for a moment (a failover): retry as a reconnect
+    // does, instead of failing the first operation that needed a new connection.
+    reconnect();
+  } else {
+    connect_once();
+  }
 }
 
 Connection::Connection(Connection&&) noexcept = default;

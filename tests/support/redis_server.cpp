@@ -15,6 +15,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
@@ -56,8 +57,26 @@ std::string find_redis_server() {
       "FAIRSEM_TEST_REDIS_URL at a server you run.");
 }
 
+namespace {
+
+std::string replace_dir(std::string text, const std::string& dir) {
+  for (std::size_t at; (at = text.find("{dir}")) != std::string::npos;) text.replace(at, 5, dir);
+  return text;
+}
+
+}  // namespace
+
 RedisServer::RedisServer(std::vector<std::string> extra_args)
     : extra_args_(std::move(extra_args)), binary_(find_redis_server()) {
+  launch(std::nullopt);
+}
+
+RedisServer::RedisServer(std::vector<std::string> extra_args, std::string config)
+    : extra_args_(std::move(extra_args)), has_config_(true), binary_(find_redis_server()) {
+  launch(config);
+}
+
+void RedisServer::launch(const std::optional<std::string>& config) {
   char tmpl[] = "/tmp/fairsem-redis-XXXXXX";
   if (::mkdtemp(tmpl) == nullptr) {
     throw std::runtime_error(std::string("mkdtemp: ") + std::strerror(errno));
@@ -65,6 +84,15 @@ RedisServer::RedisServer(std::vector<std::string> extra_args)
   dir_ = tmpl;
   // Another process may take the port between our probe and redis-server's bind: try a few.
   for (int attempt = 0; attempt < 5; ++attempt) {
+    if (config) {
+      // Fresh for every attempt: a server that got as far as rewriting it leaves its own state.
+      std::ofstream out(config_path(), std::ios::trunc);
+      out << replace_dir(*config, dir_) << '\n';
+      if (!out.flush()) {
+        std::filesystem::remove_all(dir_);
+        throw std::runtime_error("cannot write " + config_path());
+      }
+    }
     port_ = free_loopback_port();
     if (try_start()) return;
   }
@@ -97,27 +125,12 @@ void RedisServer::start() {
 }
 
 bool RedisServer::try_start() {
-  std::vector<std::string> args = {binary_,
-                                   "--port",
-                                   std::to_string(port_),
-                                   "--bind",
-                                   "127.0.0.1 -::1",
-                                   "--dir",
-                                   dir_,
-                                   "--save",
-                                   "",
-                                   "--appendonly",
-                                   "no",
-                                   "--daemonize",
-                                   "no",
-                                   "--enable-debug-command",
-                                   "local",
-                                   "--logfile",
-                                   ""};
-  for (std::string arg : extra_args_) {
-    for (std::size_t at; (at = arg.find("{dir}")) != std::string::npos;) arg.replace(at, 5, dir_);
-    args.push_back(std::move(arg));
-  }
+  std::vector<std::string> args = {binary_};
+  if (has_config_) args.push_back(config_path());
+  args.insert(args.end(), {"--port", std::to_string(port_), "--bind", "127.0.0.1 -::1", "--dir",
+                           dir_, "--save", "", "--appendonly", "no", "--daemonize", "no",
+                           "--enable-debug-command", "local", "--logfile", ""});
+  for (const std::string& arg : extra_args_) args.push_back(replace_dir(arg, dir_));
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);

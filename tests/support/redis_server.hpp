@@ -6,6 +6,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,11 @@ class RedisServer {
   /// line (e.g. {"--requirepass", "pw"} or {"--appendonly", "yes"}); "{dir}" in an argument
   /// stands for the server's private directory.
   explicit RedisServer(std::vector<std::string> extra_args = {});
+  /// As above, started with a config file: `config` (with "{dir}" replaced) is written to
+  /// config_path() before each start attempt of the constructor, and that path is the first
+  /// argument, before the options. Sentinel needs this (extra_args {"--sentinel"}): it insists
+  /// on a config file and rewrites it with what it learns, which start() then reuses.
+  RedisServer(std::vector<std::string> extra_args, std::string config);
   ~RedisServer();
   RedisServer(const RedisServer&) = delete;
   RedisServer& operator=(const RedisServer&) = delete;
@@ -36,6 +42,8 @@ class RedisServer {
   std::string url() const;
   /// Path of the Unix socket when started with {"--unixsocket", "{dir}/redis.sock"}.
   std::string socket_path() const { return dir_ + "/redis.sock"; }
+  /// The config file of a server started with one: "{dir}/redis.conf".
+  std::string config_path() const { return dir_ + "/redis.conf"; }
 
   /// SIGTERM, then waits for the process to exit.
   void stop();
@@ -51,11 +59,14 @@ class RedisServer {
   std::string log() const;
 
  private:
+  /// The constructors' work: makes the private dir, then starts on a free port (a few tries).
+  void launch(const std::optional<std::string>& config);
   bool try_start();
   void signal_and_reap(int signal);
   void wait_ready();
 
   std::vector<std::string> extra_args_;
+  bool has_config_ = false;
   std::string binary_;
   std::string dir_;
   int port_ = 0;

@@ -46,7 +46,8 @@ class Connection {
   /// TimeoutError or AuthError. Routed options get a Router of their own.
   explicit Connection(ConnectionOptions options);
   /// A connection for commands on cluster hash slot `slot` (-1: keyless commands), routed by
-  /// `router` (shared with other connections; null for standalone options).
+  /// `router` (shared with other connections; null for standalone options). Routed, the first
+  /// connect is retried like a reconnect (reconnect_attempts, with backoff).
   Connection(ConnectionOptions options, std::shared_ptr<Router> router, int slot);
   Connection(Connection&&) noexcept;
   Connection& operator=(Connection&&) noexcept;

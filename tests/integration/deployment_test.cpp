@@ -1,0 +1,347 @@
+// fairsem on real local deployments: a 3-master + 3-replica Redis Cluster and a master +
+// replica under three sentinels, each started once per test binary. Tests ask the deployment
+// who is master now, since earlier tests fail over.
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <fairsem/detail/connection.hpp>
+#include <fairsem/detail/router.hpp>
+#include <fairsem/fairsem.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "redis_cluster.hpp"
+#include "redis_sentinel.hpp"
+#include "wait.hpp"
+
+namespace {
+
+using fairsem::ConnectionOptions;
+using fairsem::FairSemaphore;
+using fairsem::Permit;
+using fairsem::SemaphoreOptions;
+using fairsem::detail::Connection;
+using fairsem::test::RedisCluster;
+using fairsem::test::SentinelGroup;
+using fairsem::test::wait_until;
+using std::chrono::milliseconds;
+using ::testing::HasSubstr;
+
+/// Patient options for a deployment that fails over: a failover takes a few seconds, and
+/// every operation must ride it out instead of giving up after the default ~1 s of retries.
+ConnectionOptions patient(ConnectionOptions o) {
+  o.connect_timeout = milliseconds(500);
+  o.command_timeout = milliseconds(2000);
+  o.reconnect_attempts = 30;
+  o.reconnect_backoff_min = milliseconds(20);
+  o.reconnect_backoff_max = milliseconds(300);
+  return o;
+}
+
+/// A plain connection to one node, to look at what fairsem wrote there.
+Connection node_connection(int port) {
+  ConnectionOptions o;
+  o.port = port;
+  return Connection(o);
+}
+
+std::string counter_key(const std::string& name) { return "fairsem:{" + name + "}:counter"; }
+
+int slot_of(const std::string& name) { return fairsem::detail::key_slot(counter_key(name)); }
+
+long long errorstat(int port, const std::string& code) {
+  const std::string info = node_connection(port).command({"INFO", "errorstats"}).str;
+  const std::string field = "errorstat_" + code + ":count=";
+  const std::size_t at = info.find(field);
+  return at == std::string::npos ? 0 : std::stoll(info.substr(at + field.size()));
+}
+
+/// Holders counted between acquire returning and release being called: a subset of the time
+/// each permit is really held, so the count can only under-state an overlap, never invent one.
+struct Occupancy {
+  std::atomic<int> now{0};
+  std::atomic<int> max{0};
+  void enter() {
+    const int n = ++now;
+    int seen = max.load();
+    while (n > seen && !max.compare_exchange_weak(seen, n)) {
+    }
+  }
+  void leave() { --now; }
+};
+
+class ClusterTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { cluster_ = std::make_unique<RedisCluster>(3, 1); }
+  static void TearDownTestSuite() { cluster_.reset(); }
+  static RedisCluster& cluster() { return *cluster_; }
+
+  /// Options reaching the whole cluster through one seed node.
+  static ConnectionOptions one_seed() {
+    ConnectionOptions o;
+    o.cluster = true;
+    o.port = cluster().master_ports().front();
+    return patient(o);
+  }
+
+  /// A name (unique to this test) whose slot a given master serves now.
+  static std::string name_on(int master_port, const std::string& stem) {
+    for (int i = 0;; ++i) {
+      std::string name = stem + "-" + std::to_string(i);
+      if (cluster().master_port_for_slot(slot_of(name)) == master_port) return name;
+    }
+  }
+
+  static std::unique_ptr<RedisCluster> cluster_;
+};
+
+std::unique_ptr<RedisCluster> ClusterTest::cluster_;
+
+TEST_F(ClusterTest, SemaphoresOnEveryMasterWorkThroughOneSeed) {
+  const std::vector<int> masters = cluster().master_ports();
+  ASSERT_EQ(masters.size(), 3U) << cluster().logs();
+  for (const int master : masters) {
+    SCOPED_TRACE("master " + std::to_string(master));
+    const std::string name = name_on(master, "every-master");
+    SemaphoreOptions o;
+    o.limit = 2;
+    FairSemaphore sem(one_seed(), name, o);
+    Permit a = sem.acquire();
+    Permit b = sem.acquire();
+    EXPECT_FALSE(sem.try_acquire());
+    EXPECT_LT(a.fencing_token(), b.fencing_token());
+    // A waiter blocks (BRPOP on its wake list, in the semaphore's slot) until a release.
+    std::optional<Permit> waited;
+    std::thread waiter([&] { waited = sem.try_acquire_for(std::chrono::seconds(30)); });
+    ASSERT_TRUE(wait_until([&] { return sem.status().waiters.size() == 1; }));
+    EXPECT_EQ(a.release(), fairsem::ReleaseResult::released);
+    waiter.join();
+    ASSERT_TRUE(waited.has_value());
+    EXPECT_EQ(waited->fencing_token(), 3);
+    // Every key of the semaphore is on the master of its slot.
+    EXPECT_EQ(node_connection(master).command({"GET", counter_key(name)}).str, "3");
+  }
+}
+
+TEST_F(ClusterTest, ASeedListWithADeadFirstNodeStillFindsTheSlotMap) {
+  ConnectionOptions o = one_seed();
+  o.port = fairsem::test::free_loopback_port();  // nobody listens there
+  o.seeds = {{"127.0.0.1", cluster().master_ports().back()}};
+  const std::string name = name_on(cluster().master_ports()[1], "dead-seed");
+  FairSemaphore sem(o, name);
+  EXPECT_TRUE(sem.try_acquire());
+}
+
+TEST_F(ClusterTest, LiveSlotMigrationKeepsSafetyAndOrder) {
+  const std::vector<int> masters = cluster().master_ports();
+  const int source = masters[0];
+  const int target = masters[1];
+  const std::string name = name_on(source, "migrating");
+  const int slot = slot_of(name);
+  SemaphoreOptions o;
+  o.limit = 2;
+  o.lease = milliseconds(1500);
+  o.renew_interval = milliseconds(300);
+
+  // One holder keeps a permit across the whole migration, renewed by its watchdog; the other
+  // permit cycles among four clients in FIFO order.
+  FairSemaphore long_sem(one_seed(), name, o);
+  Permit long_held = long_sem.acquire();
+  Occupancy occupancy;
+  occupancy.enter();
+  std::mutex mu;
+  std::vector<long long> order;  // tokens of the cycling permit, in grant order
+  std::vector<std::string> errors;
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> clients;
+  for (int c = 0; c < 4; ++c) {
+    clients.emplace_back([&] {
+      try {
+        FairSemaphore sem(one_seed(), name, o);
+        while (!stop.load()) {
+          Permit p = sem.acquire();
+          occupancy.enter();
+          {
+            std::lock_guard<std::mutex> lock(mu);
+            order.push_back(p.fencing_token());
+          }
+          std::this_thread::sleep_for(milliseconds(2));  // the work done under the permit
+          occupancy.leave();
+          EXPECT_EQ(p.release(), fairsem::ReleaseResult::released);
+        }
+      } catch (const std::exception& e) {
+        std::lock_guard<std::mutex> lock(mu);
+        errors.emplace_back(e.what());
+      }
+    });
+  }
+  auto grants = [&] {
+    std::lock_guard<std::mutex> lock(mu);
+    return order.size();
+  };
+  ASSERT_TRUE(wait_until([&] { return grants() >= 20; }));
+
+  // Open the migration, and keep it open until the clients have run into it; then move the
+  // keys a few at a time, each step after clients were refused again.
+  const long long tryagain_before = errorstat(source, "TRYAGAIN");
+  cluster().begin_migration(slot, target);
+  ASSERT_TRUE(wait_until([&] { return errorstat(source, "TRYAGAIN") >= tryagain_before + 3; }))
+      << "no client was told to try again while the slot was migrating";
+  while (cluster().migrate_keys(2) > 0) {
+    const long long seen = errorstat(source, "TRYAGAIN") + errorstat(target, "TRYAGAIN");
+    ASSERT_TRUE(wait_until(
+        [&] { return errorstat(source, "TRYAGAIN") + errorstat(target, "TRYAGAIN") > seen; }));
+  }
+  cluster().finish_migration();
+  ASSERT_EQ(cluster().master_port_for_slot(slot), target);
+
+  const std::size_t at_migration_end = grants();
+  ASSERT_TRUE(wait_until([&] { return grants() >= at_migration_end + 20; }))
+      << "the waiters did not get permits after the migration";
+  stop = true;
+  for (auto& t : clients) t.join();
+
+  EXPECT_THAT(errors, ::testing::IsEmpty());
+  EXPECT_LE(occupancy.max.load(), 2) << "more holders than the limit at once";
+  // The long holder's renewals went on through the migration, and now reach the target.
+  EXPECT_FALSE(long_held.lost());
+  EXPECT_TRUE(long_held.renew());
+  std::lock_guard<std::mutex> lock(mu);
+  // One permit cycled among the clients, so its grants are in ticket (FIFO) order.
+  EXPECT_TRUE(std::is_sorted(order.begin(), order.end()) &&
+              std::adjacent_find(order.begin(), order.end()) == order.end())
+      << "a later ticket was granted before an earlier one";
+  EXPECT_EQ(node_connection(target).command({"EXISTS", counter_key(name)}).integer, 1);
+  EXPECT_EQ(
+      node_connection(source).command({"CLUSTER", "COUNTKEYSINSLOT", std::to_string(slot)}).integer,
+      0);
+  EXPECT_EQ(long_held.release(), fairsem::ReleaseResult::released);
+}
+
+TEST_F(ClusterTest, FailoverMovesTheSemaphoreToThePromotedReplica) {
+  const int old_master = cluster().master_ports()[2];
+  const std::string name = name_on(old_master, "failover");
+  SemaphoreOptions o;
+  o.limit = 1;
+  o.lease = milliseconds(3000);
+  o.min_replicas = 1;  // every grant and renewal is on the replica before it counts
+  o.replica_timeout = milliseconds(2000);
+  FairSemaphore sem(one_seed(), name, o);
+  Permit held = sem.acquire();
+  std::optional<Permit> waited;
+  std::thread waiter([&] {
+    FairSemaphore other(one_seed(), name, o);
+    waited = other.try_acquire_for(std::chrono::seconds(60));
+  });
+  ASSERT_TRUE(wait_until([&] { return sem.status().waiters.size() == 1; }));
+
+  const int promoted = cluster().failover(old_master);
+  ASSERT_NE(promoted, old_master);
+  EXPECT_EQ(cluster().master_port_for_slot(slot_of(name)), promoted);
+  // The holder's permit is on the new master, and its renewal is followed there.
+  EXPECT_TRUE(held.renew());
+  EXPECT_FALSE(held.lost());
+  EXPECT_EQ(held.release(), fairsem::ReleaseResult::released);
+  waiter.join();
+  ASSERT_TRUE(waited.has_value());
+  EXPECT_EQ(waited->fencing_token(), held.fencing_token() + 1);
+  EXPECT_EQ(node_connection(promoted).command({"GET", counter_key(name)}).str, "2");
+}
+
+class SentinelTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { group_ = std::make_unique<SentinelGroup>(); }
+  static void TearDownTestSuite() { group_.reset(); }
+  static SentinelGroup& group() { return *group_; }
+  static ConnectionOptions options() { return patient(ConnectionOptions::from_url(group().url())); }
+  static std::string name(const std::string& stem) {
+    static std::atomic<int> n{0};
+    return stem + "-" + std::to_string(++n);
+  }
+
+  static std::unique_ptr<SentinelGroup> group_;
+};
+
+std::unique_ptr<SentinelGroup> SentinelTest::group_;
+
+TEST_F(SentinelTest, AcquireAndReleaseGoToTheMasterTheSentinelsName) {
+  const std::string n = name("sentinel-basic");
+  SemaphoreOptions o;
+  o.limit = 1;
+  FairSemaphore sem(options(), n, o);
+  Permit p = sem.acquire();
+  EXPECT_FALSE(sem.try_acquire());
+  EXPECT_EQ(node_connection(group().master_port()).command({"GET", counter_key(n)}).str, "1");
+  EXPECT_EQ(p.release(), fairsem::ReleaseResult::released);
+  EXPECT_TRUE(sem.try_acquire());
+}
+
+TEST_F(SentinelTest, AGrantNoReplicaAcknowledgesIsGivenBack) {
+  const std::string n = name("sentinel-unacknowledged");
+  SemaphoreOptions o;
+  o.limit = 1;
+  o.min_replicas = 2;  // the deployment has one replica
+  o.replica_timeout = milliseconds(100);
+  FairSemaphore sem(options(), n, o);
+  try {
+    (void)sem.try_acquire();
+    FAIL() << "a grant only one replica acknowledged was accepted";
+  } catch (const fairsem::ReplicationError& e) {
+    EXPECT_EQ(e.acknowledged(), 1);
+    EXPECT_EQ(e.wanted(), 2);
+    EXPECT_THAT(e.what(), HasSubstr("only 1 of 2 replicas acknowledged"));
+    EXPECT_THAT(e.what(), HasSubstr("the acquire did not happen"));
+  }
+  EXPECT_THROW((void)sem.acquire(), fairsem::ReplicationError);
+  // Neither grant is left behind: the permit is free for a client that needs no replica.
+  const fairsem::Status status = sem.status();
+  EXPECT_TRUE(status.holders.empty());
+  EXPECT_TRUE(status.waiters.empty());
+  SemaphoreOptions plain = o;
+  plain.min_replicas = 0;
+  FairSemaphore other(options(), n, plain);
+  EXPECT_TRUE(other.try_acquire());
+}
+
+TEST_F(SentinelTest, HolderKeepsItsPermitAcrossAFailoverAndWaitersResume) {
+  const std::string n = name("sentinel-failover");
+  SemaphoreOptions o;
+  o.limit = 1;
+  o.lease = milliseconds(4000);
+  o.min_replicas = 1;
+  o.replica_timeout = milliseconds(1000);
+  FairSemaphore sem(options(), n, o);
+  Permit held = sem.acquire();
+  std::optional<Permit> waited;
+  std::thread waiter([&] {
+    FairSemaphore other(options(), n, o);
+    waited = other.try_acquire_for(std::chrono::seconds(60));
+  });
+  ASSERT_TRUE(wait_until([&] { return sem.status().waiters.size() == 1; }));
+
+  const int old_master = group().master_port();
+  const int promoted = group().failover();
+  ASSERT_NE(promoted, old_master);
+  // The watchdog renews through the new master: the deadline moves past the failover.
+  const auto after_failover = std::chrono::steady_clock::now();
+  ASSERT_TRUE(wait_until([&] { return held.deadline() > after_failover + milliseconds(2000); }))
+      << node_connection(promoted).command({"INFO", "replication"}).str << group().logs();
+  EXPECT_FALSE(held.lost());
+  EXPECT_TRUE(held.renew());
+  EXPECT_EQ(held.release(), fairsem::ReleaseResult::released);
+  waiter.join();
+  ASSERT_TRUE(waited.has_value());
+  EXPECT_EQ(waited->fencing_token(), held.fencing_token() + 1);
+  EXPECT_EQ(node_connection(promoted).command({"GET", counter_key(n)}).str, "2");
+}
+
+}  // namespace
