@@ -31,7 +31,9 @@ constexpr const char* kExitCodes = R"(Exit codes:
   127    run: the command was not found
 
 The Redis URL comes from --url, else $FAIRSEM_URL, else $REDIS_URL, else
-redis://127.0.0.1:6379 (redis://[user:password@]host:port[/db], unix:///path?db=N).
+redis://127.0.0.1:6379 (redis://[user:password@]host:port[/db], unix:///path?db=N;
+Redis Cluster: redis://h1:p1,h2:p2,... or redis-cluster://host:port; Sentinel:
+redis-sentinel://s1:26379,s2:26379/master_name[/db]).
 Durations: 250ms, 10s, 2m, 1h, or bare seconds.
 )";
 

@@ -124,15 +124,30 @@ inline std::string redact_url(std::string_view url) {
   }
   std::string_view rest = url.substr(start);
   if (!rest.empty() && rest[0] == '/') return std::string(url);  // a socket path, no user info
-  // The port of a bracketed IPv6 host follows its ']'.
-  std::size_t close = !rest.empty() && rest[0] == '[' ? rest.find(']') : std::string_view::npos;
-  std::size_t colon = rest.find(':', close == std::string_view::npos ? 0 : close);
-  if (colon == std::string_view::npos) return std::string(url);
-  std::string_view after = rest.substr(colon + 1);
-  if (all_digits(after.substr(0, after.find_first_of("/?#")))) return std::string(url);
-  std::string out(url.substr(0, start + colon + 1));
-  out += "***";
-  return out;
+  // Each node of the authority ("h1:p1,h2:p2" for a cluster or the sentinels) must have a
+  // numeric port, or none; the port of a bracketed IPv6 host follows its ']'.
+  const std::string_view authority = rest.substr(0, rest.find_first_of("/?#"));
+  std::size_t node_start = 0;
+  for (;;) {
+    const std::size_t comma = authority.find(',', node_start);
+    const std::string_view node = authority.substr(node_start, comma - node_start);
+    std::size_t close = !node.empty() && node[0] == '[' ? node.find(']') : std::string_view::npos;
+    std::size_t colon = node.find(':', close == std::string_view::npos ? 0 : close);
+    if (colon != std::string_view::npos && !all_digits(node.substr(colon + 1))) {
+      // Possibly "user:password" with the host forgotten (and the password may hold ',' or
+      // digits): hide everything after the authority's first ':'.
+      const std::size_t first_close =
+          !rest.empty() && rest[0] == '[' ? rest.find(']') : std::string_view::npos;
+      const std::size_t first_colon =
+          rest.find(':', first_close == std::string_view::npos ? 0 : first_close);
+      std::string out(url.substr(0, start + first_colon + 1));
+      out += "***";
+      return out;
+    }
+    if (comma == std::string_view::npos) break;
+    node_start = comma + 1;
+  }
+  return std::string(url);
 }
 
 /// Case-insensitive (ASCII) prefix test, for URL schemes.

@@ -49,6 +49,12 @@ std::optional<std::pair<std::size_t, std::size_t>> password_span(std::string_vie
   if (starts_with_nocase(url, "redis://")) {
     start = 8;
     at = url.rfind('@');
+  } else if (starts_with_nocase(url, "redis-cluster://")) {
+    start = 16;
+    at = url.rfind('@');
+  } else if (starts_with_nocase(url, "redis-sentinel://")) {
+    start = 17;
+    at = url.rfind('@');
   } else if (starts_with_nocase(url, "unix://")) {
     start = 7;
     if (url.size() > start && url[start] == '/') return std::nullopt;  // no user info

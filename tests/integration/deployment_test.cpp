@@ -9,6 +9,8 @@
 #include <fairsem/detail/router.hpp>
 #include <fairsem/fairsem.hpp>
 
+#include <signal.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -342,6 +344,57 @@ TEST_F(SentinelTest, HolderKeepsItsPermitAcrossAFailoverAndWaitersResume) {
   ASSERT_TRUE(waited.has_value());
   EXPECT_EQ(waited->fencing_token(), held.fencing_token() + 1);
   EXPECT_EQ(node_connection(promoted).command({"GET", counter_key(n)}).str, "2");
+}
+
+/// min_replicas on a plain master with one replica (no Sentinel needed: WAIT is the master's).
+TEST(ReplicationTest, ARenewalNoReplicaAcknowledgesKeepsTheOldDeadline) {
+  fairsem::test::RedisServer master({"--repl-diskless-sync-delay", "0"});
+  fairsem::test::RedisServer replica({"--replicaof", "127.0.0.1", std::to_string(master.port())});
+  Connection admin = node_connection(master.port());
+  ASSERT_TRUE(wait_until([&] {
+    admin.command({"PUBLISH", "fairsem-test", "sync"});
+    return admin.command({"WAIT", "1", "100"}).integer == 1;
+  })) << "the replica never caught up";
+
+  std::mutex mu;
+  std::vector<std::string> warnings;
+  SemaphoreOptions o;
+  o.limit = 2;
+  o.lease = std::chrono::seconds(10);
+  o.auto_renew = false;
+  o.min_replicas = 1;
+  o.replica_timeout = milliseconds(200);
+  o.logger = [&](fairsem::LogLevel, std::string_view message) {
+    std::lock_guard<std::mutex> lock(mu);
+    warnings.emplace_back(message);
+  };
+  ConnectionOptions c;
+  c.port = master.port();
+  FairSemaphore sem(c, "replicated", o);
+  Permit p = sem.acquire();
+  const auto granted_deadline = p.deadline();
+
+  // A stopped replica acknowledges nothing: the renewal is done on the master, but the
+  // holder's deadline stays where the last acknowledged write put it.
+  struct Resume {  // never leave the replica stopped: its destructor could not stop it then
+    pid_t pid;
+    ~Resume() { ::kill(pid, SIGCONT); }
+  } resume{replica.pid()};
+  ASSERT_EQ(::kill(replica.pid(), SIGSTOP), 0);
+  EXPECT_TRUE(p.renew());
+  EXPECT_EQ(p.deadline(), granted_deadline);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    ASSERT_EQ(warnings.size(), 1U);
+    EXPECT_THAT(warnings[0], HasSubstr("only 0 of 1 replicas acknowledged the renewal of 1 "
+                                       "permits within 200 ms; their deadlines stay as they were"));
+  }
+  // A grant no replica acknowledges is given back (the second permit stays free).
+  EXPECT_THROW((void)sem.try_acquire(), fairsem::ReplicationError);
+  EXPECT_EQ(sem.status().holders.size(), 1U);
+
+  ASSERT_EQ(::kill(replica.pid(), SIGCONT), 0);
+  EXPECT_TRUE(wait_until([&] { return p.renew() && p.deadline() > granted_deadline; }));
 }
 
 }  // namespace

@@ -146,6 +146,22 @@ TEST(UrlTest, SeveralHostsAreClusterSeeds) {
   EXPECT_EQ(again.seeds, o.seeds);
 }
 
+TEST(UrlTest, ErrorsQuoteSeveralNodesButNoPasswordWithoutAnAt) {
+  auto message = [](const std::string& url) -> std::string {
+    try {
+      (void)ConnectionOptions::from_url(url);
+    } catch (const InvalidArgument& e) {
+      return e.what();
+    }
+    return "(accepted)";
+  };
+  EXPECT_THAT(message("redis://a:1,b:0"), ::testing::HasSubstr("'redis://a:1,b:0'"));
+  // "user:password" with the host forgotten, the password holding ',' and ':'.
+  const std::string m = message("redis://u:12,x:ab");
+  EXPECT_THAT(m, ::testing::HasSubstr("'redis://u:***'"));
+  EXPECT_THAT(m, ::testing::Not(::testing::HasSubstr("12,x")));
+}
+
 TEST(UrlTest, ClusterSchemeMarksOneSeedAsACluster) {
   const ConnectionOptions o = ConnectionOptions::from_url("redis-cluster://h:7000");
   EXPECT_TRUE(o.cluster);
