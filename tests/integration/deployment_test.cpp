@@ -229,6 +229,38 @@ TEST_F(ClusterTest, LiveSlotMigrationKeepsSafetyAndOrder) {
   EXPECT_EQ(long_held.release(), fairsem::ReleaseResult::released);
 }
 
+TEST_F(ClusterTest, AskRedirectionsAreFollowedOnceWithAsking) {
+  const std::vector<int> masters = cluster().master_ports();
+  const int source = masters[0];
+  const int target = masters[2];
+  const std::string name = name_on(source, "asked");
+  const int slot = slot_of(name);
+  const std::string wake = "fairsem:{" + name + "}:wake:x";
+  auto asking_calls = [&] {
+    const std::string info = node_connection(target).command({"INFO", "commandstats"}).str;
+    const std::size_t at = info.find("cmdstat_asking:calls=");
+    return at == std::string::npos ? 0LL : std::stoll(info.substr(at + 21));
+  };
+  Connection conn(one_seed(), nullptr, slot);
+  cluster().begin_migration(slot, target);
+  const long long asked_before = asking_calls();
+  const long long ask_errors_before = errorstat(source, "ASK");
+  // The key is on neither node: the source sends the client to the importing node, where a
+  // blocking pop waits (and times out) after ASKING.
+  EXPECT_TRUE(conn.command({"BRPOP", wake, "0.05"}, milliseconds(2000)).is_nil());
+  EXPECT_EQ(errorstat(source, "ASK"), ask_errors_before + 1);
+  EXPECT_EQ(asking_calls(), asked_before + 1);
+  // A key created through the redirection lands on the importing node.
+  EXPECT_EQ(conn.command({"LPUSH", wake, "1"}).integer, 1);
+  EXPECT_EQ(
+      node_connection(target).command({"CLUSTER", "COUNTKEYSINSLOT", std::to_string(slot)}).integer,
+      1);
+  cluster().finish_migration();
+  // Afterwards the slot's new master answers directly (after one MOVED), without ASKING.
+  EXPECT_EQ(conn.command({"RPOP", wake}).str, "1");
+  EXPECT_EQ(asking_calls(), asked_before + 2);
+}
+
 TEST_F(ClusterTest, FailoverMovesTheSemaphoreToThePromotedReplica) {
   const int old_master = cluster().master_ports()[2];
   const std::string name = name_on(old_master, "failover");
