@@ -267,7 +267,11 @@ void Connection::connect_node(const std::string& host, int port) {
     throw_error(*raw, errno, site);
   }
   ctx_ = std::move(ctx);
+  handshake();
+  broken_ = false;
+}
 
+void Connection::handshake() {
   if (!options_.user.empty() || !options_.password.empty()) {
     Args auth = options_.user.empty() ? Args{"AUTH", options_.password}
                                       : Args{"AUTH", options_.user, options_.password};
@@ -292,21 +296,22 @@ void Connection::connect_node(const std::string& host, int port) {
           fmt::format("fairsem: SELECT {} on {} failed: {}", options_.db, endpoint_, reply.str));
     }
   }
-  if (router_ && router_->sentinel()) {
-    // A sentinel can name a master that has just been demoted, or not yet promoted.
-    send({"ROLE"});
-    const Reply role = receive("ROLE");
-    const std::string what =
-        role.type == Reply::Type::array && !role.elements.empty() ? role.elements[0].str : "";
-    if (what != "master") {
-      ctx_.reset();
-      throw ConnectionError(
-          fmt::format("fairsem: {} is {}, not the master of '{}' (a failover may be under way)",
-                      endpoint_, what.empty() ? std::string("not answering ROLE") : "a " + what,
-                      printable(options_.sentinel_master)));
-    }
+  if (router_ && router_->sentinel()) check_master_role();
+}
+
+void Connection::check_master_role() {
+  // A sentinel can name a master that has just been demoted, or not yet promoted.
+  send({"ROLE"});
+  const Reply role = receive("ROLE");
+  const std::string what =
+      role.type == Reply::Type::array && !role.elements.empty() ? role.elements[0].str : "";
+  if (what != "master") {
+    ctx_.reset();
+    throw ConnectionError(
+        fmt::format("fairsem: {} is {}, not the master of '{}' (a failover may be under way)",
+                    endpoint_, what.empty() ? std::string("not answering ROLE") : "a " + what,
+                    printable(options_.sentinel_master)));
   }
-  broken_ = false;
 }
 
 void Connection::ensure_connected() {
@@ -469,7 +474,12 @@ Reply Connection::ask(const NodeAddress& node, const Args& argv, std::chrono::mi
   // ASKING admits only the next command, so it precedes the command each time it is sent.
   Connection asked(router_->node_options(node));
   auto once = [&] {
-    asked.command({"ASKING"});
+    const Reply asking = asked.roundtrip({"ASKING"}, options_.command_timeout);
+    if (asking.is_error()) {
+      throw ReplyError(
+          fmt::format("fairsem: ASKING on {} failed: {}", asked.endpoint(), asking.str),
+          asking.str);
+    }
     return asked.roundtrip(argv, timeout);
   };
   Reply reply = once();

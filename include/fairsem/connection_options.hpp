@@ -373,50 +373,73 @@ inline ConnectionOptions ConnectionOptions::from_url(std::string_view url) {
   return detail::UrlParser{url}.parse();
 }
 
+namespace detail {
+
+[[noreturn]] inline void fail_options(const std::string& what) {
+  throw InvalidArgument(fmt::format("fairsem: invalid connection options: {}", what));
+}
+
+inline void check_node(const NodeAddress& node, std::string_view what) {
+  if (node.host.empty()) fail_options(fmt::format("{} has an empty host", what));
+  if (has_space_or_control(node.host)) {
+    fail_options(fmt::format("{} host contains whitespace or control characters", what));
+  }
+  if (node.port < 1 || node.port > 65535) {
+    fail_options(fmt::format("{} port {} is out of range 1-65535", what, node.port));
+  }
+}
+
+/// The Sentinel fields, when sentinel_master is set.
+inline void check_sentinel(const ConnectionOptions& o) {
+  if (o.cluster)
+    fail_options("cluster and sentinel_master exclude each other; choose one deployment");
+  if (!o.unix_path.empty())
+    fail_options("Sentinel mode reaches the master over TCP; unix_path is set");
+  if (o.sentinels.empty()) fail_options("sentinel_master is set but no sentinels are given");
+  if (has_space_or_control(o.sentinel_master)) {
+    fail_options("sentinel_master contains whitespace or control characters");
+  }
+  for (const NodeAddress& s : o.sentinels) check_node(s, "a sentinel");
+  if (!o.seeds.empty()) fail_options("seeds are for Redis Cluster (cluster = true), not Sentinel");
+}
+
+/// Standalone and cluster: host and port, or the socket path; the cluster's own rules.
+inline void check_server(const ConnectionOptions& o) {
+  if (!o.sentinels.empty()) {
+    fail_options("sentinels are given but sentinel_master (the name) is empty");
+  }
+  if (!o.seeds.empty() && !o.cluster) fail_options("seeds are only used with cluster = true");
+  if (o.cluster) {
+    if (!o.unix_path.empty()) fail_options("Redis Cluster is reached over TCP; unix_path is set");
+    if (o.db != 0) fail_options(fmt::format("Redis Cluster has only database 0, db is {}", o.db));
+    for (const NodeAddress& s : o.seeds) check_node(s, "a seed node");
+  }
+  if (o.unix_path.empty()) {
+    if (o.host.empty()) fail_options("host is empty (set host or unix_path)");
+    if (has_space_or_control(o.host)) {
+      fail_options("host contains whitespace or control characters");
+    }
+    if (o.port < 1 || o.port > 65535) {
+      fail_options(fmt::format("port {} is out of range 1-65535", o.port));
+    }
+  } else if (o.unix_path[0] != '/') {
+    fail_options(fmt::format("unix_path '{}' is not an absolute path", o.unix_path));
+  } else if (o.unix_path.find('\0') != std::string::npos) {
+    fail_options("unix_path contains a NUL byte");
+  } else if (o.unix_path.size() > ConnectionOptions::kMaxUnixPath) {
+    fail_options(fmt::format("unix_path is {} bytes long; a Unix socket path holds at most {}",
+                             o.unix_path.size(), ConnectionOptions::kMaxUnixPath));
+  }
+}
+
+}  // namespace detail
+
 inline void ConnectionOptions::validate() const {
-  auto fail = [](const std::string& what) {
-    throw InvalidArgument(fmt::format("fairsem: invalid connection options: {}", what));
-  };
-  auto check_node = [&](const NodeAddress& node, std::string_view what) {
-    if (node.host.empty()) fail(fmt::format("{} has an empty host", what));
-    if (detail::has_space_or_control(node.host)) {
-      fail(fmt::format("{} host contains whitespace or control characters", what));
-    }
-    if (node.port < 1 || node.port > 65535) {
-      fail(fmt::format("{} port {} is out of range 1-65535", what, node.port));
-    }
-  };
+  const auto fail = detail::fail_options;
   if (!sentinel_master.empty()) {
-    if (cluster) fail("cluster and sentinel_master exclude each other; choose one deployment");
-    if (!unix_path.empty()) fail("Sentinel mode reaches the master over TCP; unix_path is set");
-    if (sentinels.empty()) fail("sentinel_master is set but no sentinels are given");
-    if (detail::has_space_or_control(sentinel_master)) {
-      fail("sentinel_master contains whitespace or control characters");
-    }
-    for (const NodeAddress& s : sentinels) check_node(s, "a sentinel");
-    if (!seeds.empty()) fail("seeds are for Redis Cluster (cluster = true), not Sentinel");
+    detail::check_sentinel(*this);
   } else {
-    if (!sentinels.empty()) fail("sentinels are given but sentinel_master (the name) is empty");
-    if (!seeds.empty() && !cluster) fail("seeds are only used with cluster = true");
-    if (cluster) {
-      if (!unix_path.empty()) fail("Redis Cluster is reached over TCP; unix_path is set");
-      if (db != 0) fail(fmt::format("Redis Cluster has only database 0, db is {}", db));
-      for (const NodeAddress& s : seeds) check_node(s, "a seed node");
-    }
-    if (unix_path.empty()) {
-      if (host.empty()) fail("host is empty (set host or unix_path)");
-      if (detail::has_space_or_control(host)) {
-        fail("host contains whitespace or control characters");
-      }
-      if (port < 1 || port > 65535) fail(fmt::format("port {} is out of range 1-65535", port));
-    } else if (unix_path[0] != '/') {
-      fail(fmt::format("unix_path '{}' is not an absolute path", unix_path));
-    } else if (unix_path.find('\0') != std::string::npos) {
-      fail("unix_path contains a NUL byte");
-    } else if (unix_path.size() > kMaxUnixPath) {
-      fail(fmt::format("unix_path is {} bytes long; a Unix socket path holds at most {}",
-                       unix_path.size(), kMaxUnixPath));
-    }
+    detail::check_server(*this);
   }
   if (db < 0) fail(fmt::format("db {} is negative", db));
   if (connect_timeout.count() <= 0) {

@@ -93,8 +93,12 @@ class Connection {
   Reply ask(const NodeAddress& node, const Args& argv, std::chrono::milliseconds timeout,
             const Script* script);
   void connect_once();
-  /// Connects to host:port (or the Unix socket), then AUTH, SELECT and, for Sentinel, ROLE.
+  /// Connects to host:port (or the Unix socket), then handshake().
   void connect_node(const std::string& host, int port);
+  /// AUTH, SELECT and, for Sentinel, check_master_role() on a new socket.
+  void handshake();
+  /// Throws ConnectionError unless ROLE says this node is a master.
+  void check_master_role();
   void ensure_connected();
   void send(const Args& argv);
   Reply receive(std::string_view command_name);
