@@ -441,6 +441,7 @@ bool is_demoted(std::string_view error) {
 
 Reply Connection::exchange(const Args& argv, std::chrono::milliseconds timeout,
                            const Script* script) {
+  last_reply_elsewhere_ = false;
   bool reloaded = false;
   for (int hop = 0;; ++hop) {
     Reply reply = roundtrip(argv, timeout);
@@ -454,7 +455,10 @@ Reply Connection::exchange(const Args& argv, std::chrono::milliseconds timeout,
     }
     if (!router_ || hop >= kMaxRedirects) return reply;
     if (auto redirect = parse_redirect(reply.str, node_)) {
-      if (redirect->kind == Redirect::Kind::ask) return ask(redirect->node, argv, timeout, script);
+      if (redirect->kind == Redirect::Kind::ask) {
+        last_reply_elsewhere_ = true;
+        return ask(redirect->node, argv, timeout, script);
+      }
       router_->moved(redirect->slot, redirect->node);
       if (slot_ < 0) slot_ = redirect->slot;
       broken_ = true;  // the next roundtrip connects to the slot's master
@@ -491,6 +495,16 @@ Reply Connection::ask(const NodeAddress& node, const Args& argv, std::chrono::mi
 }
 
 Reply Connection::command(const Args& argv) { return command(argv, options_.command_timeout); }
+
+Reply Connection::command_in_place(const Args& argv, std::chrono::milliseconds reply_timeout) {
+  if (argv.empty()) throw InvalidArgument("fairsem: a command needs at least its name");
+  if (broken()) {
+    throw ConnectionError(fmt::format(
+        "fairsem: {} to {} not sent: the connection it is about was lost", argv[0], endpoint_));
+  }
+  last_reply_elsewhere_ = false;
+  return roundtrip(argv, reply_timeout);
+}
 
 Reply Connection::command(const Args& argv, std::chrono::milliseconds reply_timeout) {
   if (argv.empty()) throw InvalidArgument("fairsem: a command needs at least its name");

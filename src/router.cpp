@@ -89,7 +89,8 @@ std::optional<Redirect> parse_redirect(std::string_view error, const NodeAddress
 Router::Router(ConnectionOptions options) : options_(std::move(options)) {
   if (options_.cluster) {
     nodes_.push_back(NodeAddress{options_.host, options_.port});
-    for (const NodeAddress& seed : options_.seeds) node_index(seed);
+    for (const NodeAddress& seed : options_.seeds) node_index(nodes_, seed);
+    seed_count_ = nodes_.size();
     owner_.assign(kClusterSlots, -1);
   }
   sentinels_ = options_.sentinels;
@@ -109,11 +110,11 @@ ConnectionOptions Router::node_options(const NodeAddress& node) const {
   return o;
 }
 
-std::size_t Router::node_index(const NodeAddress& node) {
-  const auto it = std::find(nodes_.begin(), nodes_.end(), node);
-  if (it != nodes_.end()) return static_cast<std::size_t>(it - nodes_.begin());
-  nodes_.push_back(node);
-  return nodes_.size() - 1;
+std::int32_t Router::node_index(std::vector<NodeAddress>& nodes, const NodeAddress& node) {
+  const auto it = std::find(nodes.begin(), nodes.end(), node);
+  if (it != nodes.end()) return static_cast<std::int32_t>(it - nodes.begin());
+  nodes.push_back(node);
+  return static_cast<std::int32_t>(nodes.size() - 1);
 }
 
 NodeAddress Router::target(int slot) {
@@ -124,13 +125,13 @@ NodeAddress Router::target(int slot) {
   }
   if (slot < 0) {
     // No slot yet: any node answers (and redirects a keyed command to the right one).
-    for (const std::int16_t owner : owner_) {
+    for (const std::int32_t owner : owner_) {
       if (owner >= 0) return nodes_[static_cast<std::size_t>(owner)];
     }
     return nodes_.front();
   }
   if (owner_[static_cast<std::size_t>(slot)] < 0) refresh_slots();
-  const std::int16_t owner = owner_[static_cast<std::size_t>(slot)];
+  const std::int32_t owner = owner_[static_cast<std::size_t>(slot)];
   if (owner < 0) {
     throw ConnectionError(fmt::format(
         "fairsem: no master serves hash slot {} in the cluster of {} (the cluster is not fully "
@@ -144,13 +145,13 @@ void Router::moved(int slot, const NodeAddress& node) {
   if (slot < 0 || slot >= kClusterSlots) return;
   std::lock_guard<std::mutex> lock(mu_);
   if (owner_.empty()) return;
-  owner_[static_cast<std::size_t>(slot)] = static_cast<std::int16_t>(node_index(node));
+  owner_[static_cast<std::size_t>(slot)] = node_index(nodes_, node);
 }
 
 void Router::forget() {
   std::lock_guard<std::mutex> lock(mu_);
   master_.reset();
-  std::fill(owner_.begin(), owner_.end(), static_cast<std::int16_t>(-1));
+  std::fill(owner_.begin(), owner_.end(), -1);
 }
 
 void Router::refresh_slots() {
@@ -161,7 +162,11 @@ void Router::refresh_slots() {
     try {
       Connection conn = question_connection(node_options(node));
       const Reply reply = conn.command({"CLUSTER", "SLOTS"});
-      std::vector<std::int16_t> owner(kClusterSlots, -1);
+      // The new map's nodes: the seeds, then the masters it names (nodes heard of before and
+      // gone from the map are dropped, so dead ones are not asked again and again).
+      std::vector<NodeAddress> nodes(nodes_.begin(),
+                                     nodes_.begin() + static_cast<std::ptrdiff_t>(seed_count_));
+      std::vector<std::int32_t> owner(kClusterSlots, -1);
       for (const Reply& range : expect_array(reply, "the CLUSTER SLOTS reply")) {
         const auto& fields = expect_array(range, "a CLUSTER SLOTS range", 3);
         const long long first = expect_integer(fields[0], "a CLUSTER SLOTS range start");
@@ -176,9 +181,10 @@ void Router::refresh_slots() {
         }
         const NodeAddress where{host.empty() || host == "?" ? node.host : host,
                                 static_cast<int>(port)};
-        const auto index = static_cast<std::int16_t>(node_index(where));
+        const std::int32_t index = node_index(nodes, where);
         std::fill(owner.begin() + first, owner.begin() + last + 1, index);
       }
+      nodes_ = std::move(nodes);
       owner_ = std::move(owner);
       return;
     } catch (const Error& e) {

@@ -154,6 +154,14 @@ void SemaphoreOptions::validate() const {
     throw InvalidArgument(fmt::format("fairsem: replica_timeout must be positive, got {} ms",
                                       replica_timeout.count()));
   }
+  // A granted permit is not renewed while its WAIT runs, and waits up to one renew interval
+  // for the watchdog's first round after it: both must fit in the lease with room to spare.
+  if (min_replicas > 0 && replica_timeout > (lease - renew) / 2) {
+    throw InvalidArgument(fmt::format(
+        "fairsem: replica_timeout ({} ms) must be at most half of lease - renew_interval ({} ms "
+        "here), so that a permit outlives the WAIT that confirms it",
+        replica_timeout.count(), ((lease - renew) / 2).count()));
+  }
   validate_name(key_prefix, "key_prefix");
   if (!permit_id.empty()) validate_name(permit_id, "permit_id");
   if (owner_info.size() > kMaxOwnerInfoBytes) {
@@ -270,6 +278,8 @@ class SemaphoreCore : public std::enable_shared_from_this<SemaphoreCore> {
   const milliseconds poll_interval_;
   // A woken waiter takes its permit without another call when more than this is left of it.
   const milliseconds direct_grant_margin_;
+  // How long a grant's WAIT may take (replica_timeout with min_replicas, else 0).
+  const milliseconds wait_allowance_;
   std::array<std::string, 7> keys_;
   Args key_args_;
   // Cluster and Sentinel: where the connections go (shared by all of them); null standalone.
@@ -301,7 +311,8 @@ SemaphoreCore::SemaphoreCore(ConnectionOptions connection, std::string name,
       replica_timeout_arg_(std::to_string(options_.replica_timeout.count())),
       renew_interval_(options_.effective_renew_interval()),
       poll_interval_(std::max(milliseconds(1), std::min(options_.lease / 3, renew_interval_))),
-      direct_grant_margin_(renew_interval_ + (options_.lease - renew_interval_) / 2) {
+      direct_grant_margin_(renew_interval_ + (options_.lease - renew_interval_) / 2),
+      wait_allowance_(options_.min_replicas > 0 ? options_.replica_timeout : milliseconds(0)) {
   const std::string base = fmt::format("{}:{{{}}}:", options_.key_prefix, name_);
   keys_ = {base + "owner", base + "time",  base + "counter",  base + "meta",
            base + "info",  base + "wake:", base + "released:"};
@@ -421,8 +432,17 @@ void SemaphoreCore::throw_evicted(const std::string& id) const {
 }
 
 long long SemaphoreCore::wait_replicas(Connection& conn) {
-  const Reply acked = conn.command({"WAIT", min_replicas_arg_, replica_timeout_arg_},
-                                   options_.replica_timeout + connection_.command_timeout);
+  // On the socket that wrote, as it is: WAIT counts only that socket's writes, so a WAIT sent
+  // again on a new connection (after a reconnect or a redirection) would vouch for nothing.
+  // An error reply (UNBLOCKED: the master was demoted meanwhile) acknowledges nothing.
+  const Reply acked = conn.command_in_place({"WAIT", min_replicas_arg_, replica_timeout_arg_},
+                                            options_.replica_timeout + connection_.command_timeout);
+  if (acked.is_error()) {
+    log(LogLevel::warning,
+        fmt::format("fairsem: {}: WAIT failed ({}); counted as acknowledged by no replica", where(),
+                    acked.str));
+    return 0;
+  }
   return detail::expect_integer(acked, "the WAIT reply");
 }
 
@@ -436,7 +456,8 @@ void SemaphoreCore::await_replicas(Connection& conn, const std::string& id) {
                   where(), id, acked, options_.min_replicas, options_.replica_timeout.count(),
                   options_.permit_id.empty()
                       ? "it was given back and the acquire did not happen"
-                      : "the acquire failed and the caller-chosen permit expires with its lease"),
+                      : "the acquire failed, and the caller-chosen permit id is left as it is "
+                        "(it expires with its lease unless a holder of that id renews it)"),
       acked, options_.min_replicas);
 }
 
@@ -504,8 +525,11 @@ std::optional<Permit> SemaphoreCore::acquire(std::optional<Clock::time_point> de
         // Promoted: the permit is this entry, with the deadline its last call set (estimated
         // from when that call was sent). Taken as it is when the watchdog's next round surely
         // comes with half the usual margin left; otherwise the call below renews it first.
+        // With min_replicas, the WAIT must follow a write of this socket: a wake-up popped on
+        // another node (an ASK during a slot migration) is confirmed by the poll below.
         if (why == detail::WakeReason::promoted &&
-            sent + reply.lease - Clock::now() > direct_grant_margin_) {
+            sent + reply.lease - Clock::now() > direct_grant_margin_ + wait_allowance_ &&
+            !(options_.min_replicas > 0 && conn->last_reply_elsewhere())) {
           await_replicas(*conn, id);
           return make_permit(id, reply, sent);
         }
@@ -527,6 +551,11 @@ std::optional<Permit> SemaphoreCore::acquire(std::optional<Clock::time_point> de
     return make_permit(id, reply, sent);
   } catch (const EvictedError&) {
     throw;  // the entry is gone already
+  } catch (const ReplicationError&) {
+    // A caller-chosen id may be another handle's permit, granted to this call as well: it is
+    // left to its lease (as try_acquire does), never given up here.
+    if (options_.permit_id.empty()) give_up(*conn, id, reply.ticket);
+    throw;
   } catch (...) {
     // Without a ticket (the first call failed) only a random id is surely this call's own: a
     // caller-chosen one may name another handle's entry, which then must not be removed.

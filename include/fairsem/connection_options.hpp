@@ -127,13 +127,17 @@ inline std::string redact_url(std::string_view url) {
   // Each node of the authority ("h1:p1,h2:p2" for a cluster or the sentinels) must have a
   // numeric port, or none; the port of a bracketed IPv6 host follows its ']'.
   const std::string_view authority = rest.substr(0, rest.find_first_of("/?#"));
+  const bool several = authority.find(',') != std::string_view::npos;
   std::size_t node_start = 0;
   for (;;) {
     const std::size_t comma = authority.find(',', node_start);
     const std::string_view node = authority.substr(node_start, comma - node_start);
     std::size_t close = !node.empty() && node[0] == '[' ? node.find(']') : std::string_view::npos;
     std::size_t colon = node.find(':', close == std::string_view::npos ? 0 : close);
-    if (colon != std::string_view::npos && !all_digits(node.substr(colon + 1))) {
+    // Of several nodes, one without a port may be the tail of such a password ("user:12,ab").
+    const bool portless =
+        several && colon == std::string_view::npos && authority.find(':') != std::string_view::npos;
+    if (portless || (colon != std::string_view::npos && !all_digits(node.substr(colon + 1)))) {
       // Possibly "user:password" with the host forgotten (and the password may hold ',' or
       // digits): hide everything after the authority's first ':'.
       const std::size_t first_close =
@@ -201,7 +205,8 @@ struct UrlParser {
   }
 
   /// One "host[:port]" or "[v6addr][:port]" of an authority.
-  NodeAddress parse_node(std::string_view authority, int default_port) const {
+  NodeAddress parse_node(std::string_view authority, int default_port,
+                         bool* had_port = nullptr) const {
     std::string_view host;
     std::string_view port;
     bool has_port = false;
@@ -238,13 +243,17 @@ struct UrlParser {
     // An IPv6 zone ("fe80::1%25eth0") is percent-encoded in a URL.
     auto decoded_host = percent_decode(host);
     if (!decoded_host) fail("malformed percent-encoding in the host");
+    if (had_port != nullptr) *had_port = has_port;
     return NodeAddress{std::move(*decoded_host), has_port ? parse_port(port) : default_port};
   }
 
   /// "[user[:password]@]node[,node...]" and what follows it: the nodes, and the rest of the
   /// URL from its first '/', '?' or '#'.
+  /// `ports_if_several`: several nodes must each name their port (so that "user:12,ab", a
+  /// password with the host forgotten, is refused rather than taken for two nodes).
   std::vector<NodeAddress> parse_authority(std::string_view& rest, int default_port,
-                                           ConnectionOptions& out) const {
+                                           ConnectionOptions& out,
+                                           bool ports_if_several = false) const {
     // The last '@' ends the user info, so an unencoded '@' or '/' in a password still parses.
     std::size_t at = rest.rfind('@');
     if (at != std::string_view::npos) {
@@ -255,18 +264,24 @@ struct UrlParser {
     std::string_view authority = rest.substr(0, end);
     rest = end == std::string_view::npos ? std::string_view{} : rest.substr(end);
     std::vector<NodeAddress> nodes;
+    bool every_port = true;
     for (;;) {
       std::size_t comma = authority.find(',');
-      nodes.push_back(parse_node(authority.substr(0, comma), default_port));
+      bool had_port = false;
+      nodes.push_back(parse_node(authority.substr(0, comma), default_port, &had_port));
+      every_port = every_port && had_port;
       if (comma == std::string_view::npos) break;
       authority = authority.substr(comma + 1);
+    }
+    if (ports_if_several && nodes.size() > 1 && !every_port) {
+      fail("each node of a cluster URL needs its port (redis://h1:7000,h2:7001)");
     }
     return nodes;
   }
 
   /// redis:// (one node: standalone; several: cluster seeds) and redis-cluster://.
   void parse_tcp(std::string_view rest, ConnectionOptions& out, bool cluster) const {
-    std::vector<NodeAddress> nodes = parse_authority(rest, 6379, out);
+    std::vector<NodeAddress> nodes = parse_authority(rest, 6379, out, true);
     out.host = std::move(nodes[0].host);
     out.port = nodes[0].port;
     out.cluster = cluster || nodes.size() > 1;

@@ -151,7 +151,8 @@ TEST_F(ClusterTest, LiveSlotMigrationKeepsSafetyAndOrder) {
   const int slot = slot_of(name);
   SemaphoreOptions o;
   o.limit = 2;
-  o.lease = milliseconds(1500);
+  // Long enough that the open migration (no script runs meanwhile) never ends a lease.
+  o.lease = milliseconds(6000);
   o.renew_interval = milliseconds(300);
 
   // One holder keeps a permit across the whole migration, renewed by its watchdog; the other
@@ -198,11 +199,11 @@ TEST_F(ClusterTest, LiveSlotMigrationKeepsSafetyAndOrder) {
   cluster().begin_migration(slot, target);
   ASSERT_TRUE(wait_until([&] { return errorstat(source, "TRYAGAIN") >= tryagain_before + 3; }))
       << "no client was told to try again while the slot was migrating";
-  while (cluster().migrate_keys(2) > 0) {
-    const long long seen = errorstat(source, "TRYAGAIN") + errorstat(target, "TRYAGAIN");
-    ASSERT_TRUE(wait_until(
-        [&] { return errorstat(source, "TRYAGAIN") + errorstat(target, "TRYAGAIN") > seen; }));
-  }
+  // Half-moved: some keys on each node, and the clients refused again.
+  ASSERT_GT(cluster().migrate_keys(3), 0U);
+  const long long seen = errorstat(source, "TRYAGAIN") + errorstat(target, "TRYAGAIN");
+  ASSERT_TRUE(wait_until(
+      [&] { return errorstat(source, "TRYAGAIN") + errorstat(target, "TRYAGAIN") > seen; }));
   cluster().finish_migration();
   ASSERT_EQ(cluster().master_port_for_slot(slot), target);
 
@@ -266,26 +267,35 @@ TEST_F(ClusterTest, FailoverMovesTheSemaphoreToThePromotedReplica) {
   const std::string name = name_on(old_master, "failover");
   SemaphoreOptions o;
   o.limit = 1;
-  o.lease = milliseconds(3000);
+  o.lease = milliseconds(6000);
   o.min_replicas = 1;  // every grant and renewal is on the replica before it counts
   o.replica_timeout = milliseconds(2000);
   FairSemaphore sem(one_seed(), name, o);
   Permit held = sem.acquire();
   std::optional<Permit> waited;
+  std::string waiter_error;
   std::thread waiter([&] {
-    FairSemaphore other(one_seed(), name, o);
-    waited = other.try_acquire_for(std::chrono::seconds(60));
+    try {
+      FairSemaphore other(one_seed(), name, o);
+      waited = other.try_acquire_for(std::chrono::seconds(60));
+    } catch (const std::exception& e) {
+      waiter_error = e.what();
+    }
   });
   ASSERT_TRUE(wait_until([&] { return sem.status().waiters.size() == 1; }));
 
   const int promoted = cluster().failover(old_master);
   ASSERT_NE(promoted, old_master);
   EXPECT_EQ(cluster().master_port_for_slot(slot_of(name)), promoted);
-  // The holder's permit is on the new master, and its renewal is followed there.
+  // The holder's permit is on the new master, and its renewal is followed there and
+  // acknowledged by the new master's replica (the old master): the deadline moves on.
+  const auto before = held.deadline();
   EXPECT_TRUE(held.renew());
+  EXPECT_GT(held.deadline(), before);
   EXPECT_FALSE(held.lost());
   EXPECT_EQ(held.release(), fairsem::ReleaseResult::released);
   waiter.join();
+  EXPECT_EQ(waiter_error, "");
   ASSERT_TRUE(waited.has_value());
   EXPECT_EQ(waited->fencing_token(), held.fencing_token() + 1);
   EXPECT_EQ(node_connection(promoted).command({"GET", counter_key(name)}).str, "2");
@@ -356,9 +366,14 @@ TEST_F(SentinelTest, HolderKeepsItsPermitAcrossAFailoverAndWaitersResume) {
   FairSemaphore sem(options(), n, o);
   Permit held = sem.acquire();
   std::optional<Permit> waited;
+  std::string waiter_error;
   std::thread waiter([&] {
-    FairSemaphore other(options(), n, o);
-    waited = other.try_acquire_for(std::chrono::seconds(60));
+    try {
+      FairSemaphore other(options(), n, o);
+      waited = other.try_acquire_for(std::chrono::seconds(60));
+    } catch (const std::exception& e) {
+      waiter_error = e.what();
+    }
   });
   ASSERT_TRUE(wait_until([&] { return sem.status().waiters.size() == 1; }));
 
@@ -373,6 +388,7 @@ TEST_F(SentinelTest, HolderKeepsItsPermitAcrossAFailoverAndWaitersResume) {
   EXPECT_TRUE(held.renew());
   EXPECT_EQ(held.release(), fairsem::ReleaseResult::released);
   waiter.join();
+  EXPECT_EQ(waiter_error, "");
   ASSERT_TRUE(waited.has_value());
   EXPECT_EQ(waited->fencing_token(), held.fencing_token() + 1);
   EXPECT_EQ(node_connection(promoted).command({"GET", counter_key(n)}).str, "2");

@@ -468,6 +468,18 @@ TEST_F(SemaphoreTest, BadOptionsAreRefused) {
   o = options(1);
   o.permit_id = "id{1}";
   expect_refused(o, "permit_id");
+  o = options(1);
+  o.min_replicas = -1;
+  expect_refused(o, "min_replicas must not be negative, got -1");
+  o.min_replicas = 1;
+  o.replica_timeout = 0ms;
+  expect_refused(o, "replica_timeout must be positive, got 0 ms");
+  o = options(1, 1000ms);  // renew interval 333 ms: a WAIT may take (1000 - 333) / 2 ms
+  o.min_replicas = 1;
+  o.replica_timeout = 334ms;
+  expect_refused(o,
+                 "replica_timeout (334 ms) must be at most half of lease - renew_interval "
+                 "(333 ms here)");
   EXPECT_EQ(keys_before, integer({"DBSIZE"}));
 }
 

@@ -129,7 +129,7 @@ INSTANTIATE_TEST_SUITE_P(
         BadUrl{"redis-sentinel://,s:1/m", "host is missing"}));
 
 TEST(UrlTest, SeveralHostsAreClusterSeeds) {
-  const ConnectionOptions o = ConnectionOptions::from_url("redis://u:pw@a:7000,[::1]:7001,c");
+  const ConnectionOptions o = ConnectionOptions::from_url("redis://u:pw@a:7000,[::1]:7001,c:6379");
   EXPECT_TRUE(o.cluster);
   EXPECT_EQ(o.host, "a");
   EXPECT_EQ(o.port, 7000);
@@ -160,6 +160,11 @@ TEST(UrlTest, ErrorsQuoteSeveralNodesButNoPasswordWithoutAnAt) {
   const std::string m = message("redis://u:12,x:ab");
   EXPECT_THAT(m, ::testing::HasSubstr("'redis://u:***'"));
   EXPECT_THAT(m, ::testing::Not(::testing::HasSubstr("12,x")));
+  // Without its last port it is refused, not taken for a cluster of "u:12" and "ab".
+  const std::string portless = message("redis://u:12,ab");
+  EXPECT_THAT(portless, ::testing::HasSubstr("each node of a cluster URL needs its port"));
+  EXPECT_THAT(portless, ::testing::HasSubstr("'redis://u:***'"));
+  EXPECT_THAT(portless, ::testing::Not(::testing::HasSubstr("12,ab")));
 }
 
 TEST(UrlTest, ClusterSchemeMarksOneSeedAsACluster) {

@@ -62,6 +62,15 @@ class Connection {
   /// command timeout (for blocking commands such as BRPOP).
   Reply command(const Args& argv, std::chrono::milliseconds reply_timeout);
 
+  /// Sends one command on the socket as it is: no reconnect (throws ConnectionError when the
+  /// connection is broken) and no redirection. Error replies are returned, not thrown. For
+  /// WAIT, which only counts this socket's own writes.
+  Reply command_in_place(const Args& argv, std::chrono::milliseconds reply_timeout);
+
+  /// True when the last command()'s reply came from another node through an ASK redirection
+  /// (on a connection of its own, so what it wrote is not this socket's).
+  bool last_reply_elsewhere() const noexcept { return last_reply_elsewhere_; }
+
   /// Sends every command in one write and reads the replies in order. Error replies are
   /// returned as Reply::Type::error elements, not thrown, so every reply is seen.
   std::vector<Reply> pipeline(const std::vector<Args>& commands);
@@ -111,6 +120,7 @@ class Connection {
   int slot_ = -1;
   NodeAddress node_;  // routed: the node connected to (or last tried)
   std::string endpoint_;
+  bool last_reply_elsewhere_ = false;
   ContextPtr ctx_;
   bool broken_ = false;
 };

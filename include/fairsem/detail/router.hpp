@@ -57,14 +57,18 @@ class Router {
   bool sentinel() const noexcept { return !options_.sentinel_master.empty(); }
 
  private:
-  void refresh_slots();                             // caller holds mu_
-  NodeAddress ask_sentinels();                      // caller holds mu_
-  std::size_t node_index(const NodeAddress& node);  // caller holds mu_
+  // The refresh and the sentinel question run under mu_: connections that need the map wait
+  // for the one refresh under way instead of starting their own.
+  void refresh_slots();         // caller holds mu_
+  NodeAddress ask_sentinels();  // caller holds mu_
+  /// Index of `node` in `nodes`, added at the end when new.
+  static std::int32_t node_index(std::vector<NodeAddress>& nodes, const NodeAddress& node);
 
   const ConnectionOptions options_;
   std::mutex mu_;
-  std::vector<NodeAddress> nodes_;      // every node ever heard of; seeds first
-  std::vector<std::int16_t> owner_;     // slot -> index in nodes_, -1 unknown (cluster)
+  std::vector<NodeAddress> nodes_;      // the seeds, then the last map's masters and MOVEDs
+  std::size_t seed_count_ = 0;          // how many of nodes_ are seeds
+  std::vector<std::int32_t> owner_;     // slot -> index in nodes_, -1 unknown (cluster)
   std::optional<NodeAddress> master_;   // sentinel: the master last named
   std::vector<NodeAddress> sentinels_;  // the one that answered last comes first
 };
