@@ -3,6 +3,7 @@
 // deployment tests expect. One cluster and one sentinel group per test process; a test may
 // find them after an earlier test's failover or migration, so it asks who serves what now.
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -160,7 +161,7 @@ TEST_F(ClusterHarnessTest, MigrateSlotMovesKeysWithTheirTtls) {
   const int kKeys = 25;
   for (int i = 0; i < kKeys; ++i) {
     const std::string key = tag + std::to_string(i);
-    run(source, {"SET", key, "v" + std::to_string(i)});
+    run(source, {"SET", key, fmt::format("v{}", i)});
     if (i % 2 == 0) run(source, {"PEXPIRE", key, "600000"});
   }
 
@@ -178,10 +179,7 @@ TEST_F(ClusterHarnessTest, MigrateSlotMovesKeysWithTheirTtls) {
     if (error.empty()) {
       kept = i;
     } else {
-      EXPECT_EQ(
-          error.rfind("ASK " + std::to_string(slot) + " 127.0.0.1:" + std::to_string(target), 0),
-          0u)
-          << error;
+      EXPECT_EQ(error.rfind(fmt::format("ASK {} 127.0.0.1:{}", slot, target), 0), 0u) << error;
       moved = i;
     }
   }
@@ -192,7 +190,7 @@ TEST_F(ClusterHarnessTest, MigrateSlotMovesKeysWithTheirTtls) {
     options.port = target;
     detail::Connection conn(options);
     conn.command({"ASKING"});
-    EXPECT_EQ(conn.command({"GET", tag + std::to_string(moved)}).str, "v" + std::to_string(moved));
+    EXPECT_EQ(conn.command({"GET", tag + std::to_string(moved)}).str, fmt::format("v{}", moved));
   }
   cluster().finish_migration();
   report("migrating a slot with 25 keys", ms_since(start));
@@ -206,15 +204,14 @@ TEST_F(ClusterHarnessTest, MigrateSlotMovesKeysWithTheirTtls) {
   EXPECT_EQ(run(target, {"CLUSTER", "COUNTKEYSINSLOT", std::to_string(slot)}).integer, kKeys);
   for (int i = 0; i < kKeys; ++i) {
     const std::string key = tag + std::to_string(i);
-    EXPECT_EQ(run(target, {"GET", key}).str, "v" + std::to_string(i));
+    EXPECT_EQ(run(target, {"GET", key}).str, fmt::format("v{}", i));
     const long long ttl = run(target, {"PTTL", key}).integer;
     if (i % 2 == 0) {
       EXPECT_GT(ttl, 500000) << key;
     } else {
       EXPECT_EQ(ttl, -1) << key;
     }
-    EXPECT_EQ(error_of(source, {"GET", key}),
-              "MOVED " + std::to_string(slot) + " 127.0.0.1:" + std::to_string(target));
+    EXPECT_EQ(error_of(source, {"GET", key}), fmt::format("MOVED {} 127.0.0.1:{}", slot, target));
   }
   // And back in one call; nothing is left behind.
   cluster().migrate_slot(slot, source);
@@ -291,9 +288,9 @@ std::string SentinelHarnessTest::setup_error_;
 TEST_F(SentinelHarnessTest, FormsWithMasterReplicaAndThreeSentinels) {
   const std::vector<int> sentinels = group().sentinel_ports();
   ASSERT_EQ(sentinels.size(), 3u);
-  EXPECT_EQ(group().url(), "redis-sentinel://127.0.0.1:" + std::to_string(sentinels[0]) +
-                               ",127.0.0.1:" + std::to_string(sentinels[1]) +
-                               ",127.0.0.1:" + std::to_string(sentinels[2]) + "/mymaster");
+  EXPECT_EQ(group().url(),
+            fmt::format("redis-sentinel://127.0.0.1:{},127.0.0.1:{},127.0.0.1:{}/mymaster",
+                        sentinels[0], sentinels[1], sentinels[2]));
   const int master = group().master_port();
   const int replica = group().replica_port();
   EXPECT_NE(master, replica);

@@ -1,6 +1,7 @@
 #include "redis_cluster.hpp"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -202,12 +203,12 @@ std::string describe_slots(const std::vector<SlotRange>& ranges, std::string* ga
   int next = 0;
   for (const SlotRange& r : merged) {
     if (r.first != next) {
-      *gap = "slot " + std::to_string(next) + " is not served";
+      *gap = fmt::format("slot {} is not served", next);
       return "";
     }
-    text += std::to_string(r.first) + "-" + std::to_string(r.last) + ":" + std::to_string(r.master);
+    text += fmt::format("{}-{}:{}", r.first, r.last, r.master);
     for (std::size_t i = 0; i < r.replicas.size(); ++i) {
-      text += (i == 0 ? "/" : ",") + std::to_string(r.replicas[i]);
+      text += fmt::format("{}{}", i == 0 ? "/" : ",", r.replicas[i]);
     }
     text += " ";
     next = r.last + 1;
