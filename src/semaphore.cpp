@@ -536,12 +536,17 @@ std::optional<Permit> SemaphoreCore::acquire(std::optional<Clock::time_point> de
       } catch (const ConnectionError&) {
         // The acquire below reconnects, or reports why it cannot.
       } catch (const ReplyError& e) {
-        // BRPOP refused (a cluster without this slot's shard for a moment, a foreign key in
-        // the way): wait as long as the wake-up could have taken, then poll as on a timeout.
-        log(LogLevel::warning, fmt::format("fairsem: {}: waiting for a wake-up failed ({}); "
-                                           "polling instead",
-                                           where(), e.what()));
-        std::this_thread::sleep_for(wait);
+        // BRPOP refused. A transient refusal (a restarted server still loading, a cluster
+        // without this slot's shard for a moment) goes straight to the poll below, which
+        // retries it with backoff: sleeping first would leave a promoted waiter unaware of its
+        // permit. Anything else (a foreign key in the way) waits as long as the wake-up could
+        // have taken, then polls as on a timeout.
+        if (!is_transient(e.server_message())) {
+          log(LogLevel::warning, fmt::format("fairsem: {}: waiting for a wake-up failed ({}); "
+                                             "polling instead",
+                                             where(), e.what()));
+          std::this_thread::sleep_for(wait);
+        }
       }
       sent = Clock::now();
       reply = run_acquire(*conn, id, "queue", reply.ticket);
