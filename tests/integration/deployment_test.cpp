@@ -81,6 +81,30 @@ struct Occupancy {
   void leave() { --now; }
 };
 
+/// A second client, on a thread with a FairSemaphore of its own, waiting up to 60 s for a
+/// permit. Joined by join() or, should an assertion end the test first, by the destructor.
+struct Waiter {
+  Waiter(ConnectionOptions connection, std::string name, SemaphoreOptions options)
+      : thread([this, connection, name, options] {
+          try {
+            FairSemaphore sem(connection, name, options);
+            permit = sem.try_acquire_for(std::chrono::seconds(60));
+          } catch (const std::exception& e) {
+            error = e.what();
+          }
+        }) {}
+  Waiter(const Waiter&) = delete;
+  Waiter& operator=(const Waiter&) = delete;
+  ~Waiter() { join(); }
+  void join() {
+    if (thread.joinable()) thread.join();
+  }
+
+  std::optional<Permit> permit;
+  std::string error;
+  std::thread thread;  // last: starts once the members it writes exist
+};
+
 class ClusterTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() { cluster_ = std::make_unique<RedisCluster>(3, 1); }
@@ -122,13 +146,13 @@ TEST_F(ClusterTest, SemaphoresOnEveryMasterWorkThroughOneSeed) {
     EXPECT_FALSE(sem.try_acquire());
     EXPECT_LT(a.fencing_token(), b.fencing_token());
     // A waiter blocks (BRPOP on its wake list, in the semaphore's slot) until a release.
-    std::optional<Permit> waited;
-    std::thread waiter([&] { waited = sem.try_acquire_for(std::chrono::seconds(30)); });
+    Waiter waiter(one_seed(), name, o);
     ASSERT_TRUE(wait_until([&] { return sem.status().waiters.size() == 1; }));
     EXPECT_EQ(a.release(), fairsem::ReleaseResult::released);
     waiter.join();
-    ASSERT_TRUE(waited.has_value());
-    EXPECT_EQ(waited->fencing_token(), 3);
+    EXPECT_EQ(waiter.error, "");
+    ASSERT_TRUE(waiter.permit.has_value());
+    EXPECT_EQ(waiter.permit->fencing_token(), 3);
     // Every key of the semaphore is on the master of its slot.
     EXPECT_EQ(node_connection(master).command({"GET", counter_key(name)}).str, "3");
   }
@@ -272,16 +296,7 @@ TEST_F(ClusterTest, FailoverMovesTheSemaphoreToThePromotedReplica) {
   o.replica_timeout = milliseconds(2000);
   FairSemaphore sem(one_seed(), name, o);
   Permit held = sem.acquire();
-  std::optional<Permit> waited;
-  std::string waiter_error;
-  std::thread waiter([&] {
-    try {
-      FairSemaphore other(one_seed(), name, o);
-      waited = other.try_acquire_for(std::chrono::seconds(60));
-    } catch (const std::exception& e) {
-      waiter_error = e.what();
-    }
-  });
+  Waiter waiter(one_seed(), name, o);
   ASSERT_TRUE(wait_until([&] { return sem.status().waiters.size() == 1; }));
 
   const int promoted = cluster().failover(old_master);
@@ -295,9 +310,9 @@ TEST_F(ClusterTest, FailoverMovesTheSemaphoreToThePromotedReplica) {
   EXPECT_FALSE(held.lost());
   EXPECT_EQ(held.release(), fairsem::ReleaseResult::released);
   waiter.join();
-  EXPECT_EQ(waiter_error, "");
-  ASSERT_TRUE(waited.has_value());
-  EXPECT_EQ(waited->fencing_token(), held.fencing_token() + 1);
+  EXPECT_EQ(waiter.error, "");
+  ASSERT_TRUE(waiter.permit.has_value());
+  EXPECT_EQ(waiter.permit->fencing_token(), held.fencing_token() + 1);
   EXPECT_EQ(node_connection(promoted).command({"GET", counter_key(name)}).str, "2");
 }
 
@@ -365,16 +380,7 @@ TEST_F(SentinelTest, HolderKeepsItsPermitAcrossAFailoverAndWaitersResume) {
   o.replica_timeout = milliseconds(1300);
   FairSemaphore sem(options(), n, o);
   Permit held = sem.acquire();
-  std::optional<Permit> waited;
-  std::string waiter_error;
-  std::thread waiter([&] {
-    try {
-      FairSemaphore other(options(), n, o);
-      waited = other.try_acquire_for(std::chrono::seconds(60));
-    } catch (const std::exception& e) {
-      waiter_error = e.what();
-    }
-  });
+  Waiter waiter(options(), n, o);
   ASSERT_TRUE(wait_until([&] { return sem.status().waiters.size() == 1; }));
 
   const int old_master = group().master_port();
@@ -388,9 +394,9 @@ TEST_F(SentinelTest, HolderKeepsItsPermitAcrossAFailoverAndWaitersResume) {
   EXPECT_TRUE(held.renew());
   EXPECT_EQ(held.release(), fairsem::ReleaseResult::released);
   waiter.join();
-  EXPECT_EQ(waiter_error, "");
-  ASSERT_TRUE(waited.has_value());
-  EXPECT_EQ(waited->fencing_token(), held.fencing_token() + 1);
+  EXPECT_EQ(waiter.error, "");
+  ASSERT_TRUE(waiter.permit.has_value());
+  EXPECT_EQ(waiter.permit->fencing_token(), held.fencing_token() + 1);
   EXPECT_EQ(node_connection(promoted).command({"GET", counter_key(n)}).str, "2");
 }
 

@@ -22,6 +22,7 @@
 #include "fairsem/detail/connection.hpp"
 #include "fairsem/detail/router.hpp"
 #include "fairsem/errors.hpp"
+#include "node_admin.hpp"
 #include "wait.hpp"
 
 namespace fairsem::test {
@@ -29,19 +30,6 @@ namespace fairsem::test {
 namespace {
 
 using detail::Reply;
-
-/// One admin command on 127.0.0.1:`port`, on a connection of its own (so that the harness
-/// holds no connection state and may be used from any thread). Error replies throw ReplyError.
-Reply admin(int port, const std::vector<std::string>& args) {
-  ConnectionOptions options;
-  options.port = port;
-  options.connect_timeout = std::chrono::milliseconds(1000);
-  // MIGRATE is given 5 s to reach the target; its reply must not time out before that.
-  options.command_timeout = std::chrono::milliseconds(15000);
-  options.reconnect_attempts = 1;
-  detail::Connection conn(options);
-  return conn.command(detail::Args(args.begin(), args.end()));
-}
 
 /// The value of `key` in an INFO-style "key:value\r\n" text, or "" when it is missing.
 std::string info_field(const std::string& text, std::string_view key) {
@@ -53,16 +41,6 @@ std::string info_field(const std::string& text, std::string_view key) {
     return text.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
   }
   return "";
-}
-
-/// The last `lines` lines of `text`.
-std::string tail(const std::string& text, int lines) {
-  std::size_t at = text.size();
-  if (at > 0 && text[at - 1] == '\n') --at;
-  for (int seen = 0; at > 0; --at) {
-    if (text[at - 1] == '\n' && ++seen == lines) break;
-  }
-  return text.substr(at);
 }
 
 std::string find_in_path(const std::string& program, const std::string& hint) {
@@ -218,24 +196,6 @@ std::string describe_slots(const std::vector<SlotRange>& ranges, std::string* ga
     return "";
   }
   return text;
-}
-
-struct Role {
-  std::string role;  // "master" or "slave"
-  int master_port = 0;
-  std::string link_state;  // of a replica: "connected" when its link is up
-};
-
-Role role_of(int port) {
-  const Reply reply = admin(port, {"ROLE"});
-  const auto& fields = detail::expect_array(reply, "ROLE", 1);
-  Role role;
-  role.role = detail::expect_string(fields[0], "role");
-  if (role.role == "slave" && fields.size() >= 4) {
-    role.master_port = static_cast<int>(detail::expect_integer(fields[2], "master port"));
-    role.link_state = detail::expect_string(fields[3], "replication state");
-  }
-  return role;
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 
 #include "fairsem/detail/connection.hpp"
 #include "fairsem/errors.hpp"
+#include "node_admin.hpp"
 #include "wait.hpp"
 
 namespace fairsem::test {
@@ -15,47 +16,7 @@ namespace {
 
 using detail::Reply;
 
-/// One admin command on 127.0.0.1:`port`, on a connection of its own. Error replies throw
-/// ReplyError.
-Reply admin(int port, const std::vector<std::string>& args) {
-  ConnectionOptions options;
-  options.port = port;
-  options.connect_timeout = std::chrono::milliseconds(1000);
-  options.command_timeout = std::chrono::milliseconds(5000);
-  options.reconnect_attempts = 1;
-  detail::Connection conn(options);
-  return conn.command(detail::Args(args.begin(), args.end()));
-}
-
-/// The last `lines` lines of `text`.
-std::string tail(const std::string& text, int lines) {
-  std::size_t at = text.size();
-  if (at > 0 && text[at - 1] == '\n') --at;
-  for (int seen = 0; at > 0; --at) {
-    if (text[at - 1] == '\n' && ++seen == lines) break;
-  }
-  return text.substr(at);
-}
-
 std::string address(int port) { return "127.0.0.1:" + std::to_string(port); }
-
-struct Role {
-  std::string role;  // "master", "slave" or "sentinel"
-  int master_port = 0;
-  std::string link_state;  // of a replica: "connected" when its link is up
-};
-
-Role role_of(int port) {
-  const Reply reply = admin(port, {"ROLE"});
-  const auto& fields = detail::expect_array(reply, "ROLE", 1);
-  Role role;
-  role.role = detail::expect_string(fields[0], "role");
-  if (role.role == "slave" && fields.size() >= 4) {
-    role.master_port = static_cast<int>(detail::expect_integer(fields[2], "master port"));
-    role.link_state = detail::expect_string(fields[3], "replication state");
-  }
-  return role;
-}
 
 using Fields = std::map<std::string, std::string>;
 
