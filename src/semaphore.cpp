@@ -245,6 +245,11 @@ class SemaphoreCore : public std::enable_shared_from_this<SemaphoreCore> {
   [[noreturn]] void throw_evicted(const std::string& id) const;
   /// WAIT for min_replicas replicas to have what this connection wrote; returns how many did.
   long long wait_replicas(Connection& conn);
+  /// One wait (up to `wait`) for the wake-up of the queued request `id`, whose last call got
+  /// `reply` and was sent at `sent`. True: promoted, and the permit can be taken as that call
+  /// left it. False: poll. Throws EvictedError.
+  bool wait_for_wake_up(Connection& conn, const std::string& id, milliseconds wait,
+                        const AcquireReply& reply, Clock::time_point sent);
   /// After a grant: throws ReplicationError unless min_replicas acknowledged it.
   void await_replicas(Connection& conn, const std::string& id);
   Permit make_permit(const std::string& id, const AcquireReply& reply, Clock::time_point sent);
@@ -497,7 +502,6 @@ std::optional<Permit> SemaphoreCore::acquire(std::optional<Clock::time_point> de
   // No time to wait: like try_acquire, never queue.
   if (deadline && *deadline <= Clock::now()) return try_acquire();
   const std::string id = next_id();
-  const std::string wake_key = keys_[5] + id;
   Borrowed conn(*this);  // this waiter's own connection, also for its BRPOP
   auto sent = Clock::now();
   AcquireReply reply;
@@ -514,39 +518,9 @@ std::optional<Permit> SemaphoreCore::acquire(std::optional<Clock::time_point> de
         const auto left = std::chrono::ceil<milliseconds>(*deadline - now);
         wait = std::max(milliseconds(1), std::min(wait, left));
       }
-      try {
-        // Woken by the release (or reap) that promotes this waiter; on timeout the acquire
-        // below renews the queue entry and reports promotion, so a lost wake-up costs one poll.
-        const Reply woken = conn->command({"BRPOP", wake_key, seconds_string(wait)},
-                                          wait + connection_.command_timeout);
-        const detail::WakeReason why = detail::decode_wake(woken);
-        // An eviction already removed the entry; its marker is consumed here.
-        if (why == detail::WakeReason::evicted) throw_evicted(id);
-        // Promoted: the permit is this entry, with the deadline its last call set (estimated
-        // from when that call was sent). Taken as it is when the watchdog's next round surely
-        // comes with half the usual margin left; otherwise the call below renews it first.
-        // With min_replicas, the WAIT must follow a write of this socket: a wake-up popped on
-        // another node (an ASK during a slot migration) is confirmed by the poll below.
-        if (why == detail::WakeReason::promoted &&
-            sent + reply.lease - Clock::now() > direct_grant_margin_ + wait_allowance_ &&
-            !(options_.min_replicas > 0 && conn->last_reply_elsewhere())) {
-          await_replicas(*conn, id);
-          return make_permit(id, reply, sent);
-        }
-      } catch (const ConnectionError&) {
-        // The acquire below reconnects, or reports why it cannot.
-      } catch (const ReplyError& e) {
-        // BRPOP refused. A transient refusal (a restarted server still loading, a cluster
-        // without this slot's shard for a moment) goes straight to the poll below, which
-        // retries it with backoff: sleeping first would leave a promoted waiter unaware of its
-        // permit. Anything else (a foreign key in the way) waits as long as the wake-up could
-        // have taken, then polls as on a timeout.
-        if (!is_transient(e.server_message())) {
-          log(LogLevel::warning, fmt::format("fairsem: {}: waiting for a wake-up failed ({}); "
-                                             "polling instead",
-                                             where(), e.what()));
-          std::this_thread::sleep_for(wait);
-        }
+      if (wait_for_wake_up(*conn, id, wait, reply, sent)) {
+        await_replicas(*conn, id);
+        return make_permit(id, reply, sent);
       }
       sent = Clock::now();
       reply = run_acquire(*conn, id, "queue", reply.ticket);
@@ -567,6 +541,42 @@ std::optional<Permit> SemaphoreCore::acquire(std::optional<Clock::time_point> de
     if (reply.ticket != 0 || options_.permit_id.empty()) give_up(*conn, id, reply.ticket);
     throw;
   }
+}
+
+bool SemaphoreCore::wait_for_wake_up(Connection& conn, const std::string& id, milliseconds wait,
+                                     const AcquireReply& reply, Clock::time_point sent) {
+  try {
+    // Woken by the release (or reap) that promotes this waiter; on timeout the acquire after
+    // it renews the queue entry and reports promotion, so a lost wake-up costs one poll.
+    const Reply woken = conn.command({"BRPOP", keys_[5] + id, seconds_string(wait)},
+                                     wait + connection_.command_timeout);
+    const detail::WakeReason why = detail::decode_wake(woken);
+    // An eviction already removed the entry; its marker is consumed here.
+    if (why == detail::WakeReason::evicted) throw_evicted(id);
+    // Promoted: the permit is this entry, with the deadline its last call set (estimated from
+    // when that call was sent). Taken as it is when the watchdog's next round surely comes with
+    // half the usual margin left (and room for the WAIT of min_replicas); otherwise the poll
+    // renews it first. With min_replicas, the WAIT must follow a write of this socket: a
+    // wake-up popped on another node (an ASK during a slot migration) is confirmed by the poll.
+    return why == detail::WakeReason::promoted &&
+           sent + reply.lease - Clock::now() > direct_grant_margin_ + wait_allowance_ &&
+           !(options_.min_replicas > 0 && conn.last_reply_elsewhere());
+  } catch (const ConnectionError&) {
+    // The poll reconnects, or reports why it cannot.
+  } catch (const ReplyError& e) {
+    // BRPOP refused. A transient refusal (a restarted server still loading, a cluster without
+    // this slot's shard for a moment) goes straight to the poll, which retries it with backoff:
+    // sleeping first would leave a promoted waiter unaware of its permit. Anything else (a
+    // foreign key in the way) waits as long as the wake-up could have taken, then polls as on
+    // a timeout.
+    if (!is_transient(e.server_message())) {
+      log(LogLevel::warning,
+          fmt::format("fairsem: {}: waiting for a wake-up failed ({}); polling instead", where(),
+                      e.what()));
+      std::this_thread::sleep_for(wait);
+    }
+  }
+  return false;
 }
 
 void SemaphoreCore::give_up(Connection& conn, const std::string& id, long long ticket) noexcept {
