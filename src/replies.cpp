@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdint>
 #include <string>
@@ -36,6 +37,15 @@ long long expect_at_least(const Reply& reply, std::string_view what, long long m
 
 /// `deadline` - `now` as a lease. Both are checked to be non-negative first, so the difference
 /// cannot overflow, and it is bounded, so adding it to a steady_clock time point cannot either.
+// A slot: 0 .. kMaxLimit - 1.
+long long expect_slot(const Reply& reply) {
+  const long long slot = expect_at_least(reply, "the slot", 0);
+  if (slot >= kMaxLimit) {
+    throw ProtocolError(fmt::format("fairsem: slot {} is beyond the largest limit", slot));
+  }
+  return slot;
+}
+
 milliseconds expect_lease(const Reply& now_reply, const Reply& deadline_reply) {
   const long long now = expect_at_least(now_reply, "the server clock", 0);
   const long long deadline = expect_at_least(deadline_reply, "the lease deadline", 0);
@@ -115,7 +125,7 @@ void decode_open(const Reply& reply) {
 }
 
 AcquireReply decode_acquire(const Reply& reply) {
-  const auto& items = expect_elements(reply, "the acquire reply", 5);
+  const auto& items = expect_elements(reply, "the acquire reply", 6);
   const long long state = expect_integer(items[0], "the acquire state");
   AcquireReply r;
   switch (state) {
@@ -140,6 +150,10 @@ AcquireReply decode_acquire(const Reply& reply) {
     (void)expect_integer(items[2], "the lease deadline");
     (void)expect_integer(items[3], "the queue position");
     (void)expect_integer(items[4], "the server clock");
+    if (expect_integer(items[5], "the slot") != -1) {
+      throw ProtocolError(
+          fmt::format("fairsem: an acquire that got no permit reports slot {}", items[5].integer));
+    }
     return r;
   }
   // Ticket 0 means "no entry" to release and acquire, so a permit can never carry it.
@@ -150,8 +164,13 @@ AcquireReply decode_acquire(const Reply& reply) {
       throw ProtocolError(
           fmt::format("fairsem: a granted acquire reports queue position {}", items[3].integer));
     }
+    r.slot = expect_slot(items[5]);
   } else {
     r.position = expect_at_least(items[3], "the queue position", 1);
+    if (expect_integer(items[5], "the slot") != -1) {
+      throw ProtocolError(
+          fmt::format("fairsem: a queued acquire reports slot {}", items[5].integer));
+    }
   }
   return r;
 }
@@ -183,9 +202,9 @@ RenewReply decode_renew(const Reply& reply, std::size_t permits) {
 
 Status decode_status(const Reply& reply) {
   const auto& items = expect_array(reply, "the status reply", 3);
-  if ((items.size() - 3) % 4 != 0) {
+  if ((items.size() - 3) % 5 != 0) {
     throw ProtocolError(
-        fmt::format("fairsem: the status reply has {} elements; expected 3 and then 4 per entry",
+        fmt::format("fairsem: the status reply has {} elements; expected 3 and then 5 per entry",
                     items.size()));
   }
   const long long now = expect_at_least(items[0], "the server clock", 0);
@@ -193,7 +212,7 @@ Status decode_status(const Reply& reply) {
   status.limit = expect_at_least(items[1], "the limit", 0);
   // -1: the counter holds something that is not a number.
   status.last_ticket = expect_at_least(items[2], "the counter", -1);
-  for (std::size_t i = 3; i < items.size(); i += 4) {
+  for (std::size_t i = 3; i < items.size(); i += 5) {
     PermitInfo info;
     info.id = expect_string(items[i], "a permit id");
     info.ticket = expect_integer(items[i + 1], "a ticket");
@@ -201,9 +220,17 @@ Status decode_status(const Reply& reply) {
     const long long deadline = expect_integer(items[i + 2], "a deadline");
     info.lease_left = milliseconds(deadline > now ? deadline - now : 0);
     info.owner = expect_string(items[i + 3], "owner info");
-    auto& list = static_cast<long long>(status.holders.size()) < status.limit ? status.holders
-                                                                              : status.waiters;
-    list.push_back(std::move(info));
+    // Holders come first (a waiter is only promoted from the head of the queue).
+    if (expect_at_least(items[i + 4], "a slot", -1) >= 0) {
+      if (!status.waiters.empty()) {
+        throw ProtocolError(fmt::format("fairsem: the status reply lists holder {} after a waiter",
+                                        printable(info.id)));
+      }
+      info.slot = expect_slot(items[i + 4]);
+      status.holders.push_back(std::move(info));
+    } else {
+      status.waiters.push_back(std::move(info));
+    }
   }
   return status;
 }
@@ -221,15 +248,32 @@ EvictResult decode_evict(const Reply& reply) {
   }
 }
 
-WakeReason decode_wake(const Reply& reply) {
-  if (reply.is_nil()) return WakeReason::timeout;
+WakeUp decode_wake(const Reply& reply) {
+  if (reply.is_nil()) return {WakeReason::timeout, -1};
   const auto& items = expect_elements(reply, "the BRPOP reply", 2);
   (void)expect_string(items[0], "the wake list's name");
   const std::string& marker = expect_string(items[1], "the wake-up marker");
-  if (marker == "1") return WakeReason::promoted;
-  if (marker == "evicted") return WakeReason::evicted;
-  throw ProtocolError(
-      fmt::format("fairsem: unknown wake-up marker \"{}\" in the BRPOP reply", printable(marker)));
+  if (marker == "evicted") return {WakeReason::evicted, -1};
+  // A promotion pushes the promoted waiter's slot.
+  long long slot = -1;
+  if (!marker.empty() && marker.size() <= 10 &&
+      std::all_of(marker.begin(), marker.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    slot = std::stoll(marker);
+  }
+  if (slot < 0 || slot >= kMaxLimit) {
+    throw ProtocolError(fmt::format("fairsem: unknown wake-up marker \"{}\" in the BRPOP reply",
+                                    printable(marker)));
+  }
+  return {WakeReason::promoted, slot};
+}
+
+ResizeReply decode_resize(const Reply& reply) {
+  const auto& items = expect_elements(reply, "the resize reply", 3);
+  ResizeReply r;
+  r.old_limit = expect_at_least(items[0], "the old limit", 0);
+  r.new_limit = expect_at_least(items[1], "the new limit", 1);
+  r.promoted = expect_at_least(items[2], "the number of promoted waiters", 0);
+  return r;
 }
 
 milliseconds decode_server_clock(const Reply& reply) {

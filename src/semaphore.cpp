@@ -26,6 +26,7 @@ namespace fairsem {
 using detail::Args;
 using detail::Connection;
 using detail::kMaxLease;
+using detail::kMaxLimit;
 using detail::printable;
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
@@ -52,9 +53,6 @@ bool is_transient(const std::string& server_message) {
          detail::starts_with(server_message, "CLUSTERDOWN");
 }
 constexpr std::size_t kMaxIdleConnections = 8;
-// Upper bounds that keep every number exact in Lua (doubles) and in steady_clock arithmetic
-// (the lease bound, detail::kMaxLease, is shared with the reply decoders).
-constexpr long long kMaxLimit = 1'000'000'000;
 
 std::string default_owner_info() {
   std::array<char, 256> host{};
@@ -174,9 +172,11 @@ void SemaphoreOptions::validate() const {
 namespace detail {
 
 struct PermitState {
-  PermitState(std::string permit_id, long long permit_ticket, Clock::time_point permit_deadline)
+  PermitState(std::string permit_id, long long permit_ticket, long long permit_slot,
+              Clock::time_point permit_deadline)
       : id(std::move(permit_id)),
         ticket(permit_ticket),
+        slot(permit_slot),
         deadline(permit_deadline.time_since_epoch().count()) {}
 
   Clock::time_point get_deadline() const noexcept {
@@ -188,6 +188,7 @@ struct PermitState {
 
   const std::string id;
   const long long ticket;
+  const long long slot;
   std::atomic<Clock::rep> deadline;
   std::atomic<bool> lost{false};
   std::atomic<bool> done{false};  // released, or dropped after a failed release
@@ -212,6 +213,7 @@ class SemaphoreCore : public std::enable_shared_from_this<SemaphoreCore> {
   std::size_t renew_all();
   Status status();
   EvictResult evict(const std::string& permit_id);
+  ResizeResult resize(long long new_limit);
 
   const std::string& name() const noexcept { return name_; }
   const SemaphoreOptions& options() const noexcept { return options_; }
@@ -247,9 +249,9 @@ class SemaphoreCore : public std::enable_shared_from_this<SemaphoreCore> {
   long long wait_replicas(Connection& conn);
   /// One wait (up to `wait`) for the wake-up of the queued request `id`, whose last call got
   /// `reply` and was sent at `sent`. True: promoted, and the permit can be taken as that call
-  /// left it. False: poll. Throws EvictedError.
+  /// left it (its slot filled in). False: poll. Throws EvictedError.
   bool wait_for_wake_up(Connection& conn, const std::string& id, milliseconds wait,
-                        const AcquireReply& reply, Clock::time_point sent);
+                        AcquireReply& reply, Clock::time_point sent);
   /// After a grant: throws ReplicationError unless min_replicas acknowledged it.
   void await_replicas(Connection& conn, const std::string& id);
   Permit make_permit(const std::string& id, const AcquireReply& reply, Clock::time_point sent);
@@ -285,7 +287,7 @@ class SemaphoreCore : public std::enable_shared_from_this<SemaphoreCore> {
   const milliseconds direct_grant_margin_;
   // How long a grant's WAIT may take (replica_timeout with min_replicas, else 0).
   const milliseconds wait_allowance_;
-  std::array<std::string, 7> keys_;
+  std::vector<std::string> keys_;
   Args key_args_;
   // Cluster and Sentinel: where the connections go (shared by all of them); null standalone.
   std::shared_ptr<detail::Router> router_;
@@ -318,9 +320,7 @@ SemaphoreCore::SemaphoreCore(ConnectionOptions connection, std::string name,
       poll_interval_(std::max(milliseconds(1), std::min(options_.lease / 3, renew_interval_))),
       direct_grant_margin_(renew_interval_ + (options_.lease - renew_interval_) / 2),
       wait_allowance_(options_.min_replicas > 0 ? options_.replica_timeout : milliseconds(0)) {
-  const std::string base = fmt::format("{}:{{{}}}:", options_.key_prefix, name_);
-  keys_ = {base + "owner", base + "time",  base + "counter",  base + "meta",
-           base + "info",  base + "wake:", base + "released:"};
+  keys_ = detail::semaphore_keys(options_.key_prefix, name_);
   for (const std::string& k : keys_) key_args_.push_back(k);
   if (connection_.routed()) {
     router_ = std::make_shared<detail::Router>(connection_);
@@ -469,7 +469,7 @@ void SemaphoreCore::await_replicas(Connection& conn, const std::string& id) {
 Permit SemaphoreCore::make_permit(const std::string& id, const AcquireReply& reply,
                                   Clock::time_point sent) {
   // The lease is counted from when the request left, never from this machine's wall clock.
-  auto state = std::make_shared<PermitState>(id, reply.ticket, sent + reply.lease);
+  auto state = std::make_shared<PermitState>(id, reply.ticket, reply.slot, sent + reply.lease);
   {
     std::lock_guard<std::mutex> lock(mu_);
     // The thread first: if it cannot start, no orphan entry is left to be renewed forever.
@@ -544,15 +544,17 @@ std::optional<Permit> SemaphoreCore::acquire(std::optional<Clock::time_point> de
 }
 
 bool SemaphoreCore::wait_for_wake_up(Connection& conn, const std::string& id, milliseconds wait,
-                                     const AcquireReply& reply, Clock::time_point sent) {
+                                     AcquireReply& reply, Clock::time_point sent) {
   try {
     // Woken by the release (or reap) that promotes this waiter; on timeout the acquire after
     // it renews the queue entry and reports promotion, so a lost wake-up costs one poll.
     const Reply woken = conn.command({"BRPOP", keys_[5] + id, seconds_string(wait)},
                                      wait + connection_.command_timeout);
-    const detail::WakeReason why = detail::decode_wake(woken);
+    const detail::WakeUp wake_up = detail::decode_wake(woken);
+    const detail::WakeReason why = wake_up.reason;
     // An eviction already removed the entry; its marker is consumed here.
     if (why == detail::WakeReason::evicted) throw_evicted(id);
+    reply.slot = wake_up.slot;
     // Promoted: the permit is this entry, with the deadline its last call set (estimated from
     // when that call was sent). Taken as it is when the watchdog's next round surely comes with
     // half the usual margin left (and room for the WAIT of min_replicas); otherwise the poll
@@ -787,6 +789,28 @@ EvictResult SemaphoreCore::evict(const std::string& permit_id) {
   return detail::decode_evict(reply);
 }
 
+ResizeResult SemaphoreCore::resize(long long new_limit) {
+  if (new_limit < 1 || new_limit > kMaxLimit) {
+    throw InvalidArgument(
+        fmt::format("fairsem: {}: a new limit must be at least 1 and at most {}, "
+                    "got {}",
+                    where(), kMaxLimit, new_limit));
+  }
+  const std::string limit = std::to_string(new_limit);
+  Reply reply = [&] {
+    Borrowed conn(*this);
+    return run(*conn, "resize", {limit});
+  }();
+  const detail::ResizeReply r = detail::decode_resize(reply);
+  return {r.old_limit, r.new_limit, r.promoted};
+}
+
+std::vector<std::string> semaphore_keys(std::string_view key_prefix, std::string_view name) {
+  const std::string base = fmt::format("{}:{{{}}}:", key_prefix, name);
+  return {base + "owner", base + "time",      base + "counter", base + "meta", base + "info",
+          base + "wake:", base + "released:", base + "slots",   base + "free"};
+}
+
 }  // namespace detail
 
 // --- Permit ---------------------------------------------------------------------------------
@@ -831,6 +855,8 @@ const std::string& Permit::id() const {
 }
 
 long long Permit::fencing_token() const { return state_ ? state_->ticket : 0; }
+
+long long Permit::slot() const { return state_ ? state_->slot : -1; }
 
 std::chrono::steady_clock::time_point Permit::deadline() const {
   return state_ ? state_->get_deadline() : Clock::time_point();
@@ -885,6 +911,8 @@ Status FairSemaphore::status() { return core_->status(); }
 
 EvictResult FairSemaphore::evict(const std::string& permit_id) { return core_->evict(permit_id); }
 
+ResizeResult FairSemaphore::resize(long long new_limit) { return core_->resize(new_limit); }
+
 const std::string& FairSemaphore::name() const noexcept { return core_->name(); }
 
 const SemaphoreOptions& FairSemaphore::options() const noexcept { return core_->options(); }
@@ -917,6 +945,8 @@ SemaphoreAdmin::~SemaphoreAdmin() = default;
 Status SemaphoreAdmin::status() { return core_->status(); }
 
 EvictResult SemaphoreAdmin::evict(const std::string& permit_id) { return core_->evict(permit_id); }
+
+ResizeResult SemaphoreAdmin::resize(long long new_limit) { return core_->resize(new_limit); }
 
 const std::string& SemaphoreAdmin::name() const noexcept { return core_->name(); }
 

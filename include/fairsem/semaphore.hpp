@@ -95,18 +95,26 @@ enum class EvictResult {
   not_found         // no such permit (never there, released, or expired)
 };
 
+/// What a resize did.
+struct ResizeResult {
+  long long old_limit = 0;  // 0: no limit was stored (the semaphore was never used)
+  long long new_limit = 0;
+  long long promoted = 0;  // waiters granted a permit at once (growing)
+};
+
 /// One entry of Status: a holder or a waiter.
 struct PermitInfo {
   std::string id;
   long long ticket = 0;                    // the fencing token of a holder
   std::chrono::milliseconds lease_left{};  // until the server reaps it, unless renewed
   std::string owner;                       // SemaphoreOptions::owner_info of its acquirer
+  long long slot = -1;                     // a holder's slot (Permit::slot); -1 for a waiter
 };
 
 struct Status {
-  long long limit = 0;              // 0 from SemaphoreAdmin: no limit stored (never used)
-  long long last_ticket = 0;        // the counter: tickets handed out so far
-  std::vector<PermitInfo> holders;  // in ticket order
+  long long limit = 0;        // the current limit; 0 from SemaphoreAdmin: none stored (never used)
+  long long last_ticket = 0;  // the counter: tickets handed out so far
+  std::vector<PermitInfo> holders;  // in ticket order; more than limit right after a shrink
   std::vector<PermitInfo> waiters;  // in queue order
 };
 
@@ -137,6 +145,12 @@ class Permit {
   /// the resource you protect so it can refuse a holder whose lease ran out (a paused
   /// process that resumes after its permit passed on carries an older token).
   long long fencing_token() const;
+  /// The permit's slot: a number from 0 to limit - 1 that no other live permit of the
+  /// semaphore holds (the lowest free one when it was granted). For one slot, fencing tokens
+  /// strictly increase from holder to holder, so a resource partitioned by slot (partition k,
+  /// connection k, worker k) can keep the newest token per slot and refuse older ones. -1 for
+  /// an empty Permit.
+  long long slot() const;
   /// When the lease runs out unless renewed, on this process's steady clock (estimated on
   /// the safe side: from when the renewing request was sent).
   std::chrono::steady_clock::time_point deadline() const;
@@ -213,8 +227,16 @@ class FairSemaphore {
   /// permit is taken away, not released by its owner). A removed holder's permit passes on at
   /// once. Throws InvalidArgument for a malformed id.
   EvictResult evict(const std::string& permit_id);
+  /// Stores a new limit (1 to 10^9) for every client of the semaphore. Growing grants the
+  /// waiters it lets in at once (and wakes them). Shrinking takes no permit away: holders
+  /// beyond the new limit keep theirs until they release (or their leases run out), and no
+  /// permit is granted until fewer than `new_limit` hold. Clients that are open keep working
+  /// and follow the new limit; one opened later with the old limit gets LimitMismatchError.
+  /// options().limit keeps the value this handle was opened with. Throws InvalidArgument.
+  ResizeResult resize(long long new_limit);
 
   const std::string& name() const noexcept;
+  /// The options as given: after a resize, status().limit is the limit in force.
   const SemaphoreOptions& options() const noexcept;
 
  private:
@@ -254,6 +276,8 @@ class SemaphoreAdmin {
   Status status();
   /// As FairSemaphore::evict().
   EvictResult evict(const std::string& permit_id);
+  /// As FairSemaphore::resize(); on a semaphore never used, stores its first limit.
+  ResizeResult resize(long long new_limit);
 
   const std::string& name() const noexcept;
 

@@ -4,10 +4,13 @@
 --   1 P:{NAME}:owner    ZSET  member = permit id, score = ticket (holders and waiters)
 --   2 P:{NAME}:time     ZSET  member = permit id, score = lease deadline, ms of this server's clock
 --   3 P:{NAME}:counter  STRING ticket counter (INCR only; a ticket is the fencing token)
---   4 P:{NAME}:meta     HASH  limit = the limit set by the semaphore's first user
+--   4 P:{NAME}:meta     HASH  limit = the current limit; slots = how many slot numbers have
+--                             been handed out so far (the slots at or above it are free)
 --   5 P:{NAME}:info     HASH  permit id -> owner info (who holds or waits)
 --   6 P:{NAME}:wake:    prefix of the per-waiter wake lists (LIST P:{NAME}:wake:ID)
 --   7 P:{NAME}:released: prefix of release receipts (STRING P:{NAME}:released:ID, one lease)
+--   8 P:{NAME}:slots    HASH  holder id -> its slot: the holders are exactly its fields
+--   9 P:{NAME}:free     ZSET  the free slots below meta's `slots` (member = score = slot)
 --
 -- ARGV: 1 operation, 2 limit, 3 lease in ms, then per operation:
 --   open                          check key types and the limit; store the limit if unset
@@ -20,65 +23,84 @@
 --   renew    ID TICKET ...        one call renews every permit of a process
 --   status
 --   evict    ID                   remove ID (holder or waiter) on an operator's request
--- Limit 0 ("whatever is stored") is accepted by status and evict only, for tools that do not
--- know the limit; with no limit stored they neither reap nor wake.
+--   resize   NEW_LIMIT            store a new limit (see "Limits" below)
+-- Limit 0 ("whatever is stored") is accepted by status, evict and resize only, for tools that
+-- do not know the limit; with no limit stored, status and evict neither reap nor promote.
+--
+-- Holders and slots. A member of owner holds a permit iff it has a field in slots; its value,
+-- the permit's slot, is a number 0 .. limit-1 that no other holder has. The holders are always
+-- the first members in ticket order (a waiter is only ever promoted from the head of the
+-- queue), and after every run either every permit is taken or nobody waits. A grant takes the
+-- lowest free slot; a holder that leaves (release, reap, evict) puts its slot back. So for one
+-- slot, tickets strictly increase from holder to holder: the pair (slot, ticket) fences.
+--
+-- Limits. Open refuses a limit other than the stored one; every other operation follows the
+-- stored limit, so clients keep working through a resize. Growing promotes waiters at once;
+-- shrinking takes nothing away: holders beyond the new limit keep their permits (and slots)
+-- until they leave, and nobody is promoted until fewer than the new limit hold.
 --
 -- A permit is ID *and* TICKET: release and renew act only on the entry with that ticket, so a
 -- holder whose entry expired can never touch a later permit that reuses its id.
 --
 -- Eviction leaves the marker EVICTED as the only element of the evicted id's wake list, so the
 -- waiter blocked on it, a waiter polling with its TICKET, and a holder's next renewal can each
--- tell "evicted" from "expired". A new entry for the id clears the list first.
+-- tell "evicted" from "expired". A new entry for the id clears the list first. A promotion
+-- pushes the promoted waiter's slot onto its wake list.
 --
--- A member of owner is a holder iff its rank < limit; the others wait in ticket order.
--- Reaping removes members whose deadline has passed and wakes exactly the waiters their
--- removal promoted, through their own wake lists. It runs wherever someone could be kept
+-- Reaping removes members whose deadline has passed and promotes the waiters their removal
+-- lets in, waking each through its own wake list. It runs wherever someone could be kept
 -- waiting by an expired member: an acquire that finds every permit taken, a waiter's poll,
--- renew, status and evict (an acquire below the limit and a release need not). "Passed" is
--- strict: the clock is read in whole milliseconds (rounded down), so a deadline equal to now
--- may still be up to 1 ms ahead; reaping it would end a lease before the client's own estimate.
+-- renew, status, evict and resize (an acquire below the limit and a release need not).
+-- "Passed" is strict: the clock is read in whole milliseconds (rounded down), so a deadline
+-- equal to now may still be up to 1 ms ahead; reaping it would end a lease before the
+-- client's own estimate.
 --
 -- Cost: each redis.call costs about a microsecond, and each function the script defines is
 -- built again on every run, so the hot operations (acquire, release) make as few calls as
--- they can and the script defines few functions. Key types: open, status and evict check all
--- five keys with TYPE; acquire, release and renew make their first access to each key through
--- guarded(), a read or a first write whose WRONGTYPE error becomes a refusal (undoing the
--- writes before it), so a foreign key is never written to.
+-- they can. Key types: open, status, evict and resize check all seven keys with TYPE; the
+-- other operations read slots and free first (guarded) and make their first access to each
+-- other key through guarded(), a read or a first write whose WRONGTYPE error becomes a refusal
+-- (undoing the writes before it), so a foreign key is never written to.
 --
 -- Replies are arrays. A negative first element is a refusal and nothing was written (but for
--- maintenance a refused call may have done first: storing the limit on first use, reaping;
--- and a release that finds time foreign has already removed the entry's owner info):
---   {-1, stored_limit}                    the semaphore was created with another limit
+-- maintenance a refused call may have done first: storing the limit on first use, setting up
+-- the slot bookkeeping, reaping; and a release that finds time foreign has already removed the
+-- entry's owner info):
+--   {-1, stored_limit}                    the semaphore was opened with another limit
 --   {-2, key, actual_type, wanted_type}   a key under the prefix belongs to something else
 --   {-3, key}                             the counter is not an integer
 -- Otherwise:
 --   open     {1}
---   acquire  {state, ticket, deadline, position, now}   state 1 granted, 2 queued, 0 full,
---                                         3 the polling waiter was evicted
+--   acquire  {state, ticket, deadline, position, now, slot}
+--                                         state 1 granted, 2 queued, 0 full, 3 the polling
+--                                         waiter was evicted; slot -1 unless granted
 --   release  {state}                      1 a holder released, 2 a waiter left, 0 not present,
 --                                         3 this permit was released by an earlier run
 --   renew    {now, deadline, r...}        per id: 1 holder, 0 lost, -1 evicted,
 --                                         k >= 2 waiting at k - 1
---   status   {now, limit, counter, id, ticket, deadline, info, ...}  in ticket order
+--   status   {now, limit, counter, id, ticket, deadline, info, slot, ...}  in ticket order;
+--                                         slot -1 for a waiter
 --   evict    {state}                      1 a holder removed, 2 a waiter removed, 0 not present,
 --                                         3 evicted already (its marker is still there)
+--   resize   {old_limit, new_limit, promoted}
 --
 -- Every operation is idempotent for a given permit id, so a client may repeat one whose reply
--- was lost. Runs on its own: redis-cli --eval src/lua/semaphore.lua o t c m i w: r: , status 1 1000
+-- was lost. Runs on its own:
+--   redis-cli --eval src/lua/semaphore.lua o t c m i w: r: s f , status 1 1000
 
 local OWNER, TIME, COUNTER, META, INFO, WAKE = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
-local RELEASED = KEYS[7]
+local RELEASED, SLOTS, FREE = KEYS[7], KEYS[8], KEYS[9]
+local WANTED = {'zset', 'zset', 'string', 'hash', 'hash', nil, nil, 'hash', 'zset'}
 local op, limit, lease = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local call, pcall_redis = redis.call, redis.pcall
 
 -- Runs a command on KEYS[i]. Returns its reply, or nil and refusal -2 naming the key when the
 -- key has the wrong type (callers return the refusal, undoing their earlier writes first).
 local function guarded(i, command, ...)
-  local r = redis.pcall(command, KEYS[i], ...)
+  local r = pcall_redis(command, KEYS[i], ...)
   if type(r) == 'table' and r.err then
     if string.find(r.err, 'WRONGTYPE', 1, true) then
-      local wanted = ({'zset', 'zset', 'string', 'hash', 'hash'})[i]
-      return nil, {-2, KEYS[i], redis.call('TYPE', KEYS[i])['ok'], wanted}
+      return nil, {-2, KEYS[i], call('TYPE', KEYS[i])['ok'], WANTED[i]}
     end
     return error(r)  -- any other error ends the script as it is
   end
@@ -88,12 +110,104 @@ end
 -- Numbers go to Redis as integer strings: Lua would format large ones with an exponent.
 local function int(n) return string.format('%d', n) end
 
+local function wake(id, message)
+  -- A foreign key in the way only costs that waiter its wake-up: it polls.
+  if type(pcall_redis('LPUSH', WAKE .. id, message)) == 'number' then
+    -- A waiter polls at least every lease/3: a list nobody pops is gone after one lease.
+    call('PEXPIRE', WAKE .. id, int(lease))
+  end
+end
+
+-- Puts the slots of leaving holders back; those at or above the limit (after a shrink) retire.
+local function give_back(slots)
+  local pairs_to_add = {}
+  for _, slot in ipairs(slots) do
+    if tonumber(slot) < limit then
+      pairs_to_add[#pairs_to_add + 1] = slot
+      pairs_to_add[#pairs_to_add + 1] = slot
+    end
+  end
+  for i = 1, #pairs_to_add, 1000 do  -- unpack() has a stack limit
+    call('ZADD', FREE, unpack(pairs_to_add, i, math.min(i + 999, #pairs_to_add)))
+  end
+end
+
+-- Sets the slot bookkeeping up again from owner and slots: on first use, after a resize, when
+-- meta was lost, and when something was edited behind the semaphore's back. Drops the slots of
+-- ids no longer in owner, keeps the holders the first members in ticket order (a holder after
+-- a gap, or with a slot that is not a number or is taken twice, becomes a waiter again), and
+-- refills free with every slot below the new high-water mark that no holder has: O(holders +
+-- the most holders there have been at once). Returns the number of holders.
+local function repair()
+  local entries = call('HGETALL', SLOTS)
+  local slot_of, kept = {}, 0
+  for i = 1, #entries, 2 do
+    local id, slot = entries[i], tonumber(entries[i + 1])
+    if slot and slot >= 0 and slot == math.floor(slot) and call('ZSCORE', OWNER, id) then
+      slot_of[id] = slot
+      kept = kept + 1
+    else
+      call('HDEL', SLOTS, id)
+    end
+  end
+  local used, held = {}, 0
+  if kept > 0 then
+    for _, id in ipairs(call('ZRANGE', OWNER, '0', int(kept - 1))) do
+      local slot = slot_of[id]
+      if not slot or used[slot] then break end
+      used[slot] = true
+      slot_of[id] = nil
+      held = held + 1
+    end
+    for id in pairs(slot_of) do call('HDEL', SLOTS, id) end
+  end
+  local top = tonumber(call('HGET', META, 'slots') or '0') or 0
+  for slot in pairs(used) do top = math.max(top, slot + 1) end
+  top = math.min(top, limit)
+  call('DEL', FREE)
+  local free = {}
+  for slot = 0, top - 1 do
+    if not used[slot] then free[#free + 1] = int(slot) end
+  end
+  give_back(free)
+  call('HSET', META, 'slots', int(top))
+  return held
+end
+
+-- The lowest free slot: from free, else the next one never handed out (so a limit of 10^9
+-- needs no set of 10^9 slots). Nil only when the bookkeeping is broken beyond repair.
+local function take_slot()
+  for _ = 1, 2 do
+    local popped = call('ZPOPMIN', FREE)
+    if popped[1] then return popped[1] end
+    local handed_out = call('HINCRBY', META, 'slots', 1)
+    if handed_out <= limit then return int(handed_out - 1) end
+    call('HINCRBY', META, 'slots', -1)
+    repair()  -- every slot below the limit seems taken, yet fewer than limit hold
+  end
+  return nil
+end
+
+-- Grants free permits to the waiters at the head of the queue: the members at ranks
+-- held .. limit-1, each given a slot and woken with it. Returns the number of holders after.
+local function promote(held)
+  if held >= limit then return held end
+  for _, id in ipairs(call('ZRANGE', OWNER, int(held), int(limit - 1))) do
+    local slot = take_slot()
+    if not slot then return error('fairsem semaphore script: no free slot for a promotion') end
+    call('HSET', SLOTS, id, slot)
+    wake(id, slot)
+    held = held + 1
+  end
+  return held
+end
+
 -- Removes expired members (all of them at once, rebuilding owner and time as their
--- intersection, when `rebuild` or when many expired) and wakes exactly the promoted waiters.
--- `check`: first compare the sizes of owner and time, and rebuild when they differ (a key was
--- deleted or edited behind the semaphore's back). Returns owner's size afterwards.
-local function reap(now, check, limit, lease)
-  if limit == 0 then return 0 end  -- a tool's read with no stored limit: holders are unknown
+-- intersection, when many expired or when `check` finds them out of step: a key deleted or
+-- edited behind the semaphore's back) and promotes the waiters that lets in.
+-- Returns owner's size and the number of holders afterwards.
+local function reap(now, check, held)
+  if limit == 0 then return 0, held end  -- a tool's read with no stored limit
   local count, bad = guarded(1, 'ZCARD')
   if bad then return nil, bad end
   local rebuild = false
@@ -101,96 +215,102 @@ local function reap(now, check, limit, lease)
     local timed
     timed, bad = guarded(2, 'ZCARD')
     if bad then return nil, bad end
-    rebuild = count ~= timed
+    rebuild = count ~= timed or held > count
   end
   local cutoff = '(' .. int(now)  -- deadlines strictly before now
   if not rebuild then
     local first
     first, bad = guarded(2, 'ZRANGEBYSCORE', '-inf', cutoff, 'LIMIT', '0', '1')
     if bad then return nil, bad end
-    if #first == 0 then return count end
+    if #first == 0 then return count, promote(held) end
   end
-  local function wake(ids)
-    for _, id in ipairs(ids) do
-      -- A foreign key in the way only costs that waiter its wake-up: it polls.
-      if type(redis.pcall('LPUSH', KEYS[6] .. id, '1')) == 'number' then
-        -- A waiter polls at least every lease/3: a list nobody pops is gone after one lease.
-        redis.call('PEXPIRE', KEYS[6] .. id, int(lease))
-      end
-    end
-  end
-  local expired = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', cutoff)
+  local expired = call('ZRANGEBYSCORE', TIME, '-inf', cutoff)
   if not rebuild and #expired <= 64 then
-    -- A few: one by one, O(log N) each.
-    local holders_gone = 0
-    for _, id in ipairs(expired) do
-      local rank = redis.call('ZRANK', KEYS[1], id)
-      if rank and rank < limit then holders_gone = holders_gone + 1 end
-    end
-    -- The first write: info's type is checked by it.
+    -- A few: one by one, O(log N) each. The first write: info's type is checked by it.
     bad = select(2, guarded(5, 'HDEL', unpack(expired)))
     if bad then return nil, bad end
-    redis.call('ZREM', KEYS[2], unpack(expired))
-    count = count - redis.call('ZREM', KEYS[1], unpack(expired))
-    -- k holders left: the waiters now at ranks limit-k .. limit-1 were just promoted.
-    if holders_gone > 0 then
-      wake(redis.call('ZRANGE', KEYS[1], int(limit - holders_gone), int(limit - 1)))
+    local freed, gone = {}, {}
+    for _, id in ipairs(expired) do
+      local slot = call('HGET', SLOTS, id)
+      if slot then
+        freed[#freed + 1] = slot
+        gone[#gone + 1] = id
+      end
     end
-    return count
+    if #gone > 0 then
+      call('HDEL', SLOTS, unpack(gone))
+      give_back(freed)
+    end
+    call('ZREM', TIME, unpack(expired))
+    count = count - call('ZREM', OWNER, unpack(expired))
+    return count, promote(held - #gone)
   end
   -- Many, or a rebuild: one O(N) pass. WEIGHTS 1 0 keeps each set's own scores (tickets in
   -- owner, deadlines in time).
-  local before = redis.call('ZRANGE', KEYS[1], '0', int(limit - 1))
   bad = select(2, guarded(5, 'HLEN'))
   if bad then return nil, bad end
-  redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', cutoff)
-  redis.call('ZINTERSTORE', KEYS[1], 2, KEYS[1], KEYS[2], 'WEIGHTS', 1, 0)
-  redis.call('ZINTERSTORE', KEYS[2], 2, KEYS[2], KEYS[1], 'WEIGHTS', 1, 0)
+  call('ZREMRANGEBYSCORE', TIME, '-inf', cutoff)
+  call('ZINTERSTORE', OWNER, 2, OWNER, TIME, 'WEIGHTS', 1, 0)
+  call('ZINTERSTORE', TIME, 2, TIME, OWNER, 'WEIGHTS', 1, 0)
   for i = 1, #expired, 1000 do  -- unpack() has a stack limit
-    redis.call('HDEL', KEYS[5], unpack(expired, i, math.min(i + 999, #expired)))
+    call('HDEL', INFO, unpack(expired, i, math.min(i + 999, #expired)))
   end
-  count = redis.call('ZCARD', KEYS[1])
-  if redis.call('HLEN', KEYS[5]) > count then
-    for _, id in ipairs(redis.call('HKEYS', KEYS[5])) do
-      if not redis.call('ZSCORE', KEYS[1], id) then redis.call('HDEL', KEYS[5], id) end
+  count = call('ZCARD', OWNER)
+  if call('HLEN', INFO) > count then
+    for _, id in ipairs(call('HKEYS', INFO)) do
+      if not call('ZSCORE', OWNER, id) then call('HDEL', INFO, id) end
     end
   end
-  local was_holder = {}
-  for _, id in ipairs(before) do was_holder[id] = true end
-  local promoted = {}
-  for _, id in ipairs(redis.call('ZRANGE', KEYS[1], '0', int(limit - 1))) do
-    if not was_holder[id] then promoted[#promoted + 1] = id end
-  end
-  wake(promoted)
-  return count
+  return count, promote(repair())
 end
 
 -- Refusals come first, before anything is written.
-if op == 'open' or op == 'status' or op == 'evict' then
-  local wanted = {'zset', 'zset', 'string', 'hash', 'hash'}
-  for i = 1, 5 do
+if op == 'open' or op == 'status' or op == 'evict' or op == 'resize' then
+  for _, i in ipairs({1, 2, 3, 4, 5, 8, 9}) do
     local actual = call('TYPE', KEYS[i])['ok']
-    if actual ~= 'none' and actual ~= wanted[i] then return {-2, KEYS[i], actual, wanted[i]} end
+    if actual ~= 'none' and actual ~= WANTED[i] then return {-2, KEYS[i], actual, WANTED[i]} end
   end
 end
 if op == 'open' then
   local counter = call('GET', COUNTER)
   if counter and not string.match(counter, '^%-?%d+$') then return {-3, COUNTER} end
 end
-local stored, refused = guarded(4, 'HGET', 'limit')
+local meta, refused = guarded(4, 'HMGET', 'limit', 'slots')
 if refused then return refused end
+local stored = meta[1]
+if stored and not tonumber(stored) then return {-1, stored} end
 if limit == 0 then
-  if op ~= 'status' and op ~= 'evict' then
-    return redis.error_reply('fairsem semaphore script: limit 0 is only for status and evict')
+  if op ~= 'status' and op ~= 'evict' and op ~= 'resize' then
+    return redis.error_reply('fairsem semaphore script: limit 0 is only for status, evict and resize')
   end
-  if stored and not tonumber(stored) then return {-1, stored} end
   limit = tonumber(stored or '0')
 elseif not stored then
   if op == 'open' or op == 'acquire' then call('HSET', META, 'limit', int(limit)) end
 elseif tonumber(stored) ~= limit then
-  return {-1, stored}
+  -- A client opening with another limit is told; one that opened before a resize follows it.
+  if op == 'open' then return {-1, stored} end
+  limit = tonumber(stored)
 end
-if op == 'open' then return {1} end
+local held
+if op ~= 'open' and op ~= 'status' and op ~= 'evict' and op ~= 'resize' then
+  local bad
+  held, bad = guarded(8, 'HLEN')
+  if bad then return bad end
+  bad = select(2, guarded(9, 'ZCARD'))
+  if bad then return bad end
+end
+-- The slot bookkeeping starts on first use (and again should meta have been lost): existing
+-- holders keep theirs, and the members a semaphore of an earlier version counted as holders
+-- are given slots by the promotion that follows it.
+if limit > 0 and not meta[2] and (op ~= 'resize') then
+  held = repair()
+elseif not held then
+  held = call('HLEN', SLOTS)
+end
+if op == 'open' then
+  promote(held)
+  return {1}
+end
 
 if op == 'release' then
   local id, ticket, receipt_ms = ARGV[4], tonumber(ARGV[5]), ARGV[6]
@@ -202,25 +322,23 @@ if op == 'release' then
     if ticket ~= 0 and tonumber(pcall_redis('GET', RELEASED .. id)) == ticket then return {3} end
     return {0}
   end
-  local rank = call('ZRANK', OWNER, id)
   bad = select(2, guarded(5, 'HDEL', id))  -- the first write: info's type is checked by it
   if bad then return bad end
   -- Should time be foreign, the entry's owner info is all this run has changed.
   bad = select(2, guarded(2, 'ZREM', id))
   if bad then return bad end
   call('ZREM', OWNER, id)
+  local slot = call('HGET', SLOTS, id)
   -- A waiter leaving (TICKET 0 or "leaving", also one giving up just after its promotion)
   -- may have a wake-up in its list; a holder's list is empty (it popped its wake-up, or its
   -- own call cleared the list).
-  if rank >= limit or ticket == 0 or ARGV[7] == 'leaving' then call('DEL', WAKE .. id) end
-  if rank >= limit then return {2} end
+  if not slot or ticket == 0 or ARGV[7] == 'leaving' then call('DEL', WAKE .. id) end
+  if not slot then return {2} end
+  call('HDEL', SLOTS, id)
+  give_back({slot})
   -- A receipt, so that a retry after a lost reply can tell "released" from "expired".
   call('SET', RELEASED .. id, score, 'PX', receipt_ms)
-  -- One holder left: the waiter now at rank limit-1 (if any) was just promoted.
-  local promoted = call('ZRANGE', OWNER, int(limit - 1), int(limit - 1))[1]
-  if promoted and type(pcall_redis('LPUSH', WAKE .. promoted, '1')) == 'number' then
-    call('PEXPIRE', WAKE .. promoted, int(lease))
-  end
+  promote(held - 1)
   return {1}
 end
 
@@ -233,34 +351,40 @@ if op == 'acquire' then
   local polling = tonumber(ARGV[7] or '0') ~= 0
   local ticket, bad = guarded(1, 'ZSCORE', id)
   if bad then return bad end
+  local count
   if ticket then
     -- Already a member (a retry after a lost reply, a waiter polling, or a caller-chosen id
     -- acquired again): renew it and report where it stands.
-    bad = select(2, reap(now, true, limit, lease))
-    if bad then return bad end
+    count, bad = reap(now, true, held)
+    if not count then return bad end
+    held = bad
     if call('ZSCORE', OWNER, id) then
       call('ZADD', TIME, int(deadline), id)
-      local rank = call('ZRANK', OWNER, id)
-      if rank < limit then
+      local slot = call('HGET', SLOTS, id)
+      if slot then
         call('DEL', WAKE .. id)
-        return {1, tonumber(ticket), deadline, 0, now}
+        return {1, tonumber(ticket), deadline, 0, now, tonumber(slot)}
       end
-      return {2, tonumber(ticket), deadline, rank - limit + 1, now}
+      return {2, tonumber(ticket), deadline, call('ZRANK', OWNER, id) - held + 1, now, -1}
     end
     -- Its own deadline had passed: it was reaped just now, and queues again below.
   elseif polling and pcall_redis('LINDEX', WAKE .. id, '0') == 'evicted' then
     -- A waiter polling with its ticket whose entry is gone: evicted, not expired.
     call('DEL', WAKE .. id)
-    return {3, 0, 0, 0, now}
+    return {3, 0, 0, 0, now, -1}
+  else
+    count = call('ZCARD', OWNER)
+    -- Someone would wait: first make sure no expired member (or lost key) is in the way.
+    if held >= limit or count > held then
+      count, bad = reap(now, true, held)
+      if not count then return bad end
+      held = bad
+    end
   end
-  local count = call('ZCARD', OWNER)
-  -- Someone would wait: first make sure no expired member (or lost key) is in the way.
-  if count >= limit then
-    count, bad = reap(now, true, limit, lease)
-    if bad then return bad end
-  end
-  -- try never queues: when every permit is taken or anyone waits, it fails without writing.
-  if mode == 'try' and count >= limit then return {0, 0, 0, 0, now} end
+  -- After reaping, a permit is free exactly when fewer than limit hold (nobody then waits).
+  -- try never queues: when every permit is taken, it fails without writing.
+  local granted = held < limit
+  if mode == 'try' and not granted then return {0, 0, 0, 0, now, -1} end
   -- Writes, each first one to its key guarded, the earlier ones undone on a refusal.
   bad = select(2, guarded(2, 'ZADD', int(deadline), id))
   if bad then return bad end
@@ -295,23 +419,31 @@ if op == 'acquire' then
   -- (which must not grant this one); a first acquire retried after a lost reply, the marker
   -- of an eviction of the entry the lost run made.
   call('DEL', WAKE .. id)
-  -- Tickets only grow, so the new member is last: its rank is the old member count.
-  if count < limit then return {1, ticket, deadline, 0, now} end
-  return {2, ticket, deadline, count - limit + 1, now}
+  -- Tickets only grow, so the new member is last, behind the count - held waiters.
+  if granted then
+    local slot = take_slot()
+    if not slot then return error('fairsem semaphore script: no free slot for a grant') end
+    call('HSET', SLOTS, id, slot)
+    return {1, ticket, deadline, 0, now, tonumber(slot)}
+  end
+  return {2, ticket, deadline, count - held + 1, now, -1}
 end
 
 do
-  local _, bad = reap(now, true, limit, lease)
-  if bad then return bad end
+  local count, bad = reap(now, true, held)
+  if not count then return bad end
+  held = bad
 end
 
 if op == 'renew' then
   local reply = {now, deadline}
   local pairs_to_set = {}
-  -- Holders are the members up to the limit-th ticket: one ZSCORE per permit tells a holder,
+  -- Holders are the members up to the held-th ticket: one ZSCORE per permit tells a holder,
   -- and only a waiter needs its rank.
-  local edge = call('ZRANGE', OWNER, int(limit - 1), int(limit - 1), 'WITHSCORES')[2]
-  local last_holder = edge and tonumber(edge) or math.huge
+  local last_holder = -1
+  if held > 0 then
+    last_holder = tonumber(call('ZRANGE', OWNER, int(held - 1), int(held - 1), 'WITHSCORES')[2])
+  end
   for i = 4, #ARGV, 2 do
     local id, ticket = ARGV[i], tonumber(ARGV[i + 1])
     local score = call('ZSCORE', OWNER, id)
@@ -321,7 +453,7 @@ if op == 'renew' then
       if ticket <= last_holder then
         reply[#reply + 1] = 1
       else
-        reply[#reply + 1] = call('ZRANK', OWNER, id) - limit + 2
+        reply[#reply + 1] = call('ZRANK', OWNER, id) - held + 2
       end
     elseif pcall_redis('LINDEX', WAKE .. id, '0') == 'evicted' then
       reply[#reply + 1] = -1
@@ -344,20 +476,21 @@ if op == 'status' then
     reply[#reply + 1] = tonumber(members[i + 1])
     reply[#reply + 1] = tonumber(call('ZSCORE', TIME, id) or '0')
     reply[#reply + 1] = call('HGET', INFO, id) or ''
+    reply[#reply + 1] = tonumber(call('HGET', SLOTS, id) or '-1')
   end
   return reply
 end
 
 if op == 'evict' then
   local id = ARGV[4]
-  local rank = call('ZRANK', OWNER, id)
   local list = WAKE .. id
-  if not rank then
+  if not call('ZSCORE', OWNER, id) then
     -- Evicted already: by an earlier run of this call whose reply was lost, or by another.
     if pcall_redis('LINDEX', list, '0') == 'evicted' then return {3} end
     return {0}
   end
   local left = tonumber(call('ZSCORE', TIME, id) or now) - now
+  local slot = call('HGET', SLOTS, id)
   call('ZREM', OWNER, id)
   call('ZREM', TIME, id)
   call('HDEL', INFO, id)
@@ -365,14 +498,26 @@ if op == 'evict' then
   call('LPUSH', list, 'evicted')
   -- Kept until the holder's next renewal (due before its deadline) has surely seen it.
   call('PEXPIRE', list, int(math.max(left, 0) + lease))
-  if limit > 0 and rank < limit then
-    local promoted = call('ZRANGE', OWNER, int(limit - 1), int(limit - 1))[1]
-    if promoted and type(pcall_redis('LPUSH', WAKE .. promoted, '1')) == 'number' then
-      call('PEXPIRE', WAKE .. promoted, int(lease))
-    end
-    return {1}
+  if not slot then return {2} end
+  call('HDEL', SLOTS, id)
+  if limit > 0 then
+    give_back({slot})
+    promote(held - 1)
   end
-  return {2}
+  return {1}
+end
+
+if op == 'resize' then
+  local old, new = limit, tonumber(ARGV[4])
+  if not new or new < 1 or new ~= math.floor(new) then
+    return redis.error_reply('fairsem semaphore script: resize needs a limit of at least 1')
+  end
+  call('HSET', META, 'limit', int(new))
+  limit = new
+  -- Free slots at or above a smaller limit retire; a larger one makes more of them free.
+  local before = repair()
+  local _, after = reap(now, false, before)
+  return {old, new, after - before}
 end
 
 return redis.error_reply('fairsem semaphore script: unknown operation ' .. tostring(op))

@@ -28,9 +28,7 @@ constexpr const char* kLimit = "1";
 
 /// The semaphore script's keys for NAME under the prefix "bench" (as FairSemaphore builds them).
 std::vector<std::string> script_keys(const std::string& name) {
-  const std::string base = "bench:{" + name + "}:";
-  return {base + "owner", base + "time",  base + "counter",  base + "meta",
-          base + "info",  base + "wake:", base + "released:"};
+  return fairsem::detail::semaphore_keys("bench", name);
 }
 
 struct Queue {

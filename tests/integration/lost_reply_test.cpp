@@ -120,11 +120,10 @@ struct BackgroundWaiter {
 
 class LostReplyTest : public ::testing::Test {
  protected:
-  LostReplyTest() : admin_(redis_options()), prefix_(unique_prefix()) {
-    for (const char* suffix : {"owner", "time", "counter", "meta", "info", "wake:", "released:"}) {
-      script_keys_.push_back(key(suffix));
-    }
-  }
+  LostReplyTest()
+      : admin_(redis_options()),
+        prefix_(unique_prefix()),
+        script_keys_(fairsem::detail::semaphore_keys(prefix_, kName)) {}
 
   std::string key(std::string_view suffix) const {
     return prefix_ + ":{" + kName + "}:" + std::string(suffix);
@@ -176,9 +175,9 @@ class LostReplyTest : public ::testing::Test {
   void expect_acquire_reply_was_cut(const CuttingProxy& proxy, const Permit& permit) {
     EXPECT_FALSE(proxy.armed());
     ASSERT_EQ(proxy.cuts(), 1u);
-    // {state 1 (granted), ticket, deadline, position, now}
+    // {state 1 (granted), ticket, deadline, position, now, slot}
     EXPECT_THAT(proxy.dropped_replies()[0],
-                StartsWith("*5\r\n:1\r\n:" + std::to_string(permit.fencing_token()) + "\r\n"));
+                StartsWith("*6\r\n:1\r\n:" + std::to_string(permit.fencing_token()) + "\r\n"));
     EXPECT_GE(proxy.accepts(), 2u);
     EXPECT_THAT(messages_->all(), Contains(HasSubstr("acquire")));
   }
@@ -508,7 +507,7 @@ TEST_F(LostReplyTest, ScriptAcquireRunTwiceForOneIdReturnsTheSameTicket) {
   auto acquire = [&](const std::string& id, const char* mode) {
     Reply r = conn.eval(fairsem::detail::scripts::semaphore, keys,
                         {"acquire", "2", "60000", id, mode, "test-owner"});
-    EXPECT_EQ(r.elements.size(), 5u);
+    EXPECT_EQ(r.elements.size(), 6u);
     return r;
   };
 
@@ -537,7 +536,7 @@ TEST_F(LostReplyTest, ScriptReleaseRunTwiceForOneIdIsHarmless) {
   // A waiter that repeats its acquire keeps its place and ticket.
   for (int i = 0; i < 2; ++i) {
     Reply queued = run({"acquire", "b", "queue", "o"});
-    ASSERT_EQ(queued.elements.size(), 5u);
+    ASSERT_EQ(queued.elements.size(), 6u);
     EXPECT_EQ(queued.elements[0].integer, 2);  // queued
     EXPECT_EQ(queued.elements[1].integer, 2);  // ticket
     EXPECT_EQ(queued.elements[3].integer, 1);  // first in line

@@ -563,9 +563,7 @@ class SecurityPermitIdTest : public ::testing::Test {
   }
   /// Runs the semaphore script directly, as any client with the same Redis access could.
   Reply script(const std::string& name, std::vector<std::string> args) {
-    const std::vector<std::string> keys = {
-        key(name, "owner"), key(name, "time"),  key(name, "counter"),  key(name, "meta"),
-        key(name, "info"),  key(name, "wake:"), key(name, "released:")};
+    const std::vector<std::string> keys = detail::semaphore_keys(prefix_, name);
     return admin_.eval(detail::scripts::semaphore, detail::Args(keys.begin(), keys.end()),
                        detail::Args(args.begin(), args.end()));
   }

@@ -86,6 +86,50 @@ bool disturbed(const Section& s, const CheckInput& in) {
   return false;
 }
 
+void check_slots(const CheckInput& in, CheckResult& out) {
+  std::multimap<int, std::int64_t> kills;
+  for (const Kill& k : in.kills) kills.emplace(k.pid, k.at_ns);
+  std::map<std::int64_t, std::vector<const Section*>> by_slot;
+  for (const Section& s : in.sections) {
+    if (s.slot < 0 || s.slot >= in.limit) {
+      ++out.slots_out_of_range;
+    } else {
+      by_slot[s.slot].push_back(&s);
+    }
+  }
+  for (auto& [slot, sections] : by_slot) {
+    std::sort(sections.begin(), sections.end(),
+              [](const Section* a, const Section* b) { return a->enter_ns < b->enter_ns; });
+    std::int64_t valid_to = std::numeric_limits<std::int64_t>::min();
+    std::int64_t last_token = std::numeric_limits<std::int64_t>::min();
+    for (const Section* section : sections) {
+      const Section& s = *section;
+      const std::int64_t end = valid_until(s, kills);
+      if (end <= s.enter_ns) continue;  // no longer valid when it entered
+      if (s.enter_ns < valid_to) ++out.shared_slots;
+      valid_to = std::max(valid_to, end);
+      // As for the order checks, a grant a fault may have shown its client late is left out.
+      if (disturbed(s, in)) continue;
+      if (s.token <= last_token) ++out.slot_tokens_not_increasing;
+      last_token = s.token;
+    }
+  }
+  if (out.slots_out_of_range > 0) {
+    out.failures.push_back(fmt::format("{} permits with a slot outside 0 .. {}",
+                                       out.slots_out_of_range, in.limit - 1));
+  }
+  if (out.shared_slots > 0) {
+    out.failures.push_back(fmt::format("{} permits valid while another valid permit had their slot",
+                                       out.shared_slots));
+  }
+  if (out.slot_tokens_not_increasing > 0) {
+    out.failures.push_back(
+        fmt::format("{} permits whose token was not above their slot's previous "
+                    "holder's",
+                    out.slot_tokens_not_increasing));
+  }
+}
+
 /// Counts the sections that entered before a lower token by more than the slack.
 std::size_t count_order_violations(std::vector<const Section*> sections, std::int64_t slack,
                                    std::int64_t& worst, std::size_t* over_10ms = nullptr) {
@@ -172,6 +216,7 @@ CheckResult check(const CheckInput& in) {
   out.grants = in.sections.size();
   check_holders(in, out);
   check_duplicates(in, out);
+  check_slots(in, out);
   check_order(in, out);
   check_stopped_holders(in, out);
   return out;

@@ -19,6 +19,7 @@ enum class Mode : std::uint8_t { acquire = 0, try_acquire = 1, try_acquire_for =
 /// One critical section as the checker sees it.
 struct Section {
   std::int64_t token = 0;
+  std::int64_t slot = 0;      // Permit::slot()
   std::int64_t wait_ns = 0;   // the acquire call started
   std::int64_t enter_ns = 0;  // the acquire call returned a permit
   std::int64_t leave_ns = 0;  // the section ended (only when `left`)
@@ -70,6 +71,11 @@ struct CheckResult {
   long long max_holders = 0;
   std::int64_t max_holders_at_ns = 0;
   std::size_t duplicate_tokens = 0;
+  /// Sections whose permit was valid while another valid one had the same slot, or whose slot
+  /// was outside 0 .. limit-1, or whose token was not above the slot's previous holder's.
+  std::size_t shared_slots = 0;
+  std::size_t slots_out_of_range = 0;
+  std::size_t slot_tokens_not_increasing = 0;
   /// Blocking grants (acquire, try_acquire_for) entered out of ticket order.
   std::size_t fifo_violations = 0;
   std::size_t fifo_checked = 0;  // blocking grants that no fault disturbed
@@ -95,6 +101,8 @@ struct CheckResult {
 ///   enter to leave; if its permit was lost by then, only until its deadline; if its process
 ///   was killed inside, until the kill.
 /// - no token granted twice;
+/// - every slot in 0 .. limit-1, no two sections valid at once with the same slot, and for
+///   each slot, tokens increasing from holder to holder (in the order they entered);
 /// - blocking grants in ticket order, and all grants in token order (a grant that enters
 ///   later than a higher token by more than the slack is a violation), leaving out grants whose
 ///   wait overlaps a disturbance or a SIGSTOP of their own process;

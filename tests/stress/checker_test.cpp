@@ -10,9 +10,10 @@ namespace {
 constexpr std::int64_t kMs = 1'000'000;
 
 Section section(std::int64_t token, std::int64_t enter_ms, std::int64_t leave_ms, int pid = 1,
-                Mode mode = Mode::acquire) {
+                Mode mode = Mode::acquire, std::int64_t slot = 0) {
   Section s;
   s.token = token;
+  s.slot = slot;
   s.wait_ns = (enter_ms - 1) * kMs;
   s.enter_ns = enter_ms * kMs;
   s.leave_ns = leave_ms * kMs;
@@ -33,8 +34,10 @@ CheckInput base(long long limit) {
 
 TEST(StressChecker, SoundLogPasses) {
   CheckInput in = base(2);
-  in.sections = {section(1, 0, 10, 1), section(2, 1, 12, 2), section(3, 10, 20, 3),
-                 section(4, 12, 30, 1), section(5, 20, 25, 2)};
+  const auto a = Mode::acquire;
+  in.sections = {section(1, 0, 10, 1, a, 0), section(2, 1, 12, 2, a, 1),
+                 section(3, 10, 20, 3, a, 0), section(4, 12, 30, 1, a, 1),
+                 section(5, 20, 25, 2, a, 0)};
   const CheckResult r = check(in);
   EXPECT_TRUE(r.ok()) << r.failures.front();
   EXPECT_EQ(2, r.max_holders);
@@ -93,9 +96,41 @@ TEST(StressChecker, AWaiterOvertakenBeyondTheSlackIsAFifoViolation) {
   EXPECT_FALSE(r.ok());
 }
 
+TEST(StressChecker, SlotsSharedOutOfRangeOrWithFallingTokensFail) {
+  const auto a = Mode::acquire;
+  CheckInput in = base(2);
+  // Two valid at once in slot 1.
+  in.sections = {section(1, 0, 10, 1, a, 1), section(2, 5, 20, 2, a, 1)};
+  CheckResult r = check(in);
+  EXPECT_EQ(1u, r.shared_slots);
+  EXPECT_FALSE(r.ok());
+  // Handed on in turn: fine; a slot at the limit is not.
+  in.sections[1] = section(2, 10, 20, 2, a, 1);
+  EXPECT_TRUE(check(in).ok());
+  in.sections[1].slot = 2;
+  r = check(in);
+  EXPECT_EQ(1u, r.slots_out_of_range);
+  EXPECT_FALSE(r.ok());
+  // The next holder of a slot with a lower token (the tokens are granted in order).
+  in.sections = {section(5, 0, 10, 1, a, 0), section(6, 0, 10, 2, a, 1),
+                 section(7, 20, 30, 1, a, 1), section(4, 40, 50, 2, a, 0)};
+  in.order_slack_ns = 100 * kMs;  // only the slot check sees it
+  r = check(in);
+  EXPECT_EQ(1u, r.slot_tokens_not_increasing);
+  EXPECT_EQ(0u, r.shared_slots);
+  EXPECT_FALSE(r.ok());
+  // A frozen holder's permit, lost at its deadline, leaves the slot to the next holder.
+  in = base(1);
+  Section frozen = section(1, 0, 3000, 1);
+  frozen.lost = true;
+  frozen.deadline_ns = 1000 * kMs;
+  in.sections = {frozen, section(2, 1500, 1600, 2)};
+  EXPECT_TRUE(check(in).ok());
+}
+
 TEST(StressChecker, AnInversionWithinTheSlackIsNotAViolation) {
   CheckInput in = base(2);
-  in.sections = {section(1, 15, 30, 1), section(2, 10, 20, 2)};
+  in.sections = {section(1, 15, 30, 1), section(2, 10, 20, 2, Mode::acquire, 1)};
   const CheckResult r = check(in);
   EXPECT_TRUE(r.ok());
   EXPECT_EQ(5 * kMs, r.worst_inversion_ns);

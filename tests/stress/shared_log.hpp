@@ -19,6 +19,7 @@ enum RecordState : std::uint8_t { empty = 0, entered = 1, left = 2 };
 
 struct Record {
   std::int64_t token;
+  std::int64_t slot;
   std::int64_t wait_ns;
   std::int64_t enter_ns;
   std::int64_t leave_ns;

@@ -174,6 +174,7 @@ void worker_thread(SharedLog& log, ProcessSlot& ps, ThreadSlot& ts, FairSemaphor
     }
     Record& r = log.record(i);
     r.token = permit->fencing_token();
+    r.slot = permit->slot();
     r.wait_ns = wait_ns;
     r.enter_ns = now_ns();
     r.deadline_ns = to_ns(permit->deadline());
@@ -817,6 +818,7 @@ CheckInput Driver::collect() {
     if (state == empty) continue;  // reserved by a worker killed before it wrote the record
     Section s;
     s.token = r.token;
+    s.slot = r.slot;
     s.wait_ns = r.wait_ns;
     s.enter_ns = r.enter_ns;
     s.deadline_ns = r.deadline_ns;
@@ -891,6 +893,9 @@ void Driver::print_summary(const CheckResult& r, std::size_t leaked,
   fmt::print("\n{:<44} {}\n", "grants", r.grants);
   fmt::print("{:<44} {} (limit {})\n", "max simultaneous valid holders", r.max_holders, s_.limit);
   fmt::print("{:<44} {}\n", "tokens granted twice", r.duplicate_tokens);
+  fmt::print("{:<44} {} (out of range {}, tokens not increasing {})\n",
+             "slots shared by valid permits", r.shared_slots, r.slots_out_of_range,
+             r.slot_tokens_not_increasing);
   fmt::print("{:<44} {} of {} checked\n", "FIFO violations (blocking waiters)", r.fifo_violations,
              r.fifo_checked);
   fmt::print("{:<44} {} of {} checked\n", "token order violations (all grants)",

@@ -21,9 +21,9 @@ inline constexpr std::string_view kFairsemAclRule =
     "~fairsem:* "
     "+evalsha +script|load +brpop +select "
     "+time +type +get +set +incr +del +pexpire "
-    "+hget +hset +hdel +hlen +hkeys "
+    "+hget +hmget +hset +hdel +hlen +hkeys +hgetall +hincrby "
     "+lpush +lindex "
-    "+zadd +zrem +zrank +zscore +zcard +zrange +zrangebyscore +zremrangebyscore "
+    "+zadd +zrem +zrank +zscore +zcard +zrange +zrangebyscore +zremrangebyscore +zpopmin "
     "+zinterstore";
 
 inline std::vector<std::string> split_words(std::string_view text) {

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <climits>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -208,10 +209,11 @@ TEST(OpenReplyTest, AcceptsOnlyOne) {
   EXPECT_THROW(decode_open(integer(1)), ProtocolError);
 }
 
+// The slot defaults to what the script sends: 0 for the first grant, -1 otherwise.
 Reply acquire_reply(long long state, long long ticket, long long deadline, long long position,
-                    long long now = kNow) {
-  return array(
-      {integer(state), integer(ticket), integer(deadline), integer(position), integer(now)});
+                    long long now = kNow, std::optional<long long> slot = std::nullopt) {
+  return array({integer(state), integer(ticket), integer(deadline), integer(position), integer(now),
+                integer(slot.value_or(state == 1 ? 0 : -1))});
 }
 
 TEST(AcquireReplyTest, DecodesEveryState) {
@@ -222,11 +224,15 @@ TEST(AcquireReplyTest, DecodesEveryState) {
   EXPECT_EQ(r.ticket, 7);
   EXPECT_EQ(r.lease, milliseconds(10'000));
   EXPECT_EQ(r.position, 0);
+  EXPECT_EQ(r.slot, 0);
+  r = decode_acquire(acquire_reply(1, 9, kNow + 10'000, 0, kNow, 999'999'999));
+  EXPECT_EQ(r.slot, 999'999'999);
   r = decode_acquire(acquire_reply(2, 8, kNow + 500, 3));
   EXPECT_EQ(r.state, AcquireState::queued);
   EXPECT_EQ(r.ticket, 8);
   EXPECT_EQ(r.lease, milliseconds(500));
   EXPECT_EQ(r.position, 3);
+  EXPECT_EQ(r.slot, -1);
   r = decode_acquire(acquire_reply(0, 0, 0, 0));
   EXPECT_EQ(r.state, AcquireState::full);
   EXPECT_EQ(r.ticket, 0);
@@ -241,11 +247,17 @@ TEST(AcquireReplyTest, MalformedRepliesThrowProtocolError) {
   using fairsem::detail::decode_acquire;
   const long long d = kNow + 1000;
   EXPECT_THROW((void)decode_acquire(nil()), ProtocolError);
-  EXPECT_THROW((void)decode_acquire(array({integer(1), integer(1), integer(d), integer(0)})),
+  EXPECT_THROW(
+      (void)decode_acquire(array({integer(1), integer(1), integer(d), integer(0), integer(kNow)})),
+      ProtocolError);
+  EXPECT_THROW((void)decode_acquire(array({integer(1), integer(1), integer(d), integer(0),
+                                           integer(kNow), integer(0), integer(0)})),
                ProtocolError);
-  EXPECT_THROW((void)decode_acquire(array(
-                   {integer(1), integer(1), integer(d), integer(0), integer(kNow), integer(0)})),
-               ProtocolError);
+  // A grant needs a slot below the largest limit; anything else carries slot -1.
+  EXPECT_THROW((void)decode_acquire(acquire_reply(1, 1, d, 0, kNow, -1)), ProtocolError);
+  EXPECT_THROW((void)decode_acquire(acquire_reply(1, 1, d, 0, kNow, 1'000'000'000)), ProtocolError);
+  EXPECT_THROW((void)decode_acquire(acquire_reply(2, 1, d, 1, kNow, 0)), ProtocolError);
+  EXPECT_THROW((void)decode_acquire(acquire_reply(0, 0, 0, 0, kNow, 3)), ProtocolError);
   EXPECT_THROW((void)decode_acquire(acquire_reply(4, 1, d, 0)), ProtocolError);
   EXPECT_THROW((void)decode_acquire(acquire_reply(-1, 1, d, 0)), ProtocolError);
   EXPECT_THROW((void)decode_acquire(acquire_reply(1, 0, d, 0)), ProtocolError);   // ticket 0
@@ -259,12 +271,15 @@ TEST(AcquireReplyTest, MalformedRepliesThrowProtocolError) {
   EXPECT_THROW((void)decode_acquire(acquire_reply(1, 1, 10, 0, -LLONG_MAX)), ProtocolError);
   EXPECT_THROW((void)decode_acquire(acquire_reply(1, 1, d, 2)), ProtocolError);  // granted, queued
   EXPECT_THROW((void)decode_acquire(acquire_reply(2, 1, d, 0)), ProtocolError);  // queued at 0
-  EXPECT_THROW(
-      (void)decode_acquire(array({integer(1), bulk("1"), integer(d), integer(0), integer(kNow)})),
-      ProtocolError);
-  EXPECT_THROW(
-      (void)decode_acquire(array({integer(0), nil(), integer(0), integer(0), integer(kNow)})),
-      ProtocolError);
+  EXPECT_THROW((void)decode_acquire(array(
+                   {integer(1), bulk("1"), integer(d), integer(0), integer(kNow), integer(0)})),
+               ProtocolError);
+  EXPECT_THROW((void)decode_acquire(
+                   array({integer(0), nil(), integer(0), integer(0), integer(kNow), integer(-1)})),
+               ProtocolError);
+  EXPECT_THROW((void)decode_acquire(array(
+                   {integer(1), integer(1), integer(d), integer(0), integer(kNow), bulk("0")})),
+               ProtocolError);
 }
 
 TEST(ReleaseReplyTest, DecodesEveryState) {
@@ -321,10 +336,10 @@ TEST(RenewReplyTest, MalformedRepliesThrowProtocolError) {
 
 TEST(StatusReplyTest, SplitsHoldersFromWaiters) {
   const auto s = fairsem::detail::decode_status(
-      array({integer(kNow), integer(2), integer(9),                     //
-             bulk("a"), integer(7), integer(kNow + 500), bulk("h:1"),   //
-             bulk("b"), integer(8), integer(kNow - 5), bulk("h:2"),     //
-             bulk("c"), integer(9), integer(kNow + 1000), bulk("")}));  //
+      array({integer(kNow), integer(2), integer(9),                                  //
+             bulk("a"), integer(7), integer(kNow + 500), bulk("h:1"), integer(1),    //
+             bulk("b"), integer(8), integer(kNow - 5), bulk("h:2"), integer(0),      //
+             bulk("c"), integer(9), integer(kNow + 1000), bulk(""), integer(-1)}));  //
   EXPECT_EQ(s.limit, 2);
   EXPECT_EQ(s.last_ticket, 9);
   ASSERT_EQ(s.holders.size(), 2u);
@@ -333,6 +348,9 @@ TEST(StatusReplyTest, SplitsHoldersFromWaiters) {
   EXPECT_EQ(s.holders[0].ticket, 7);
   EXPECT_EQ(s.holders[0].lease_left, milliseconds(500));
   EXPECT_EQ(s.holders[0].owner, "h:1");
+  EXPECT_EQ(s.holders[0].slot, 1);
+  EXPECT_EQ(s.holders[1].slot, 0);
+  EXPECT_EQ(s.waiters[0].slot, -1);
   EXPECT_EQ(s.holders[1].lease_left, milliseconds(0));  // overdue: never negative
   EXPECT_EQ(s.waiters[0].id, "c");
   EXPECT_EQ(s.waiters[0].lease_left, milliseconds(1000));
@@ -340,17 +358,21 @@ TEST(StatusReplyTest, SplitsHoldersFromWaiters) {
 
 TEST(StatusReplyTest, EmptySemaphoreAndOddButValidValues) {
   using fairsem::detail::decode_status;
-  // Limit 0 (SemaphoreAdmin, nothing stored) lists everyone as a waiter; counter -1 means
-  // the counter holds something that is not a number.
+  // Counter -1 means the counter holds something that is not a number.
   const auto s = decode_status(array({integer(kNow), integer(0), integer(-1), bulk("a"), integer(1),
-                                      integer(LLONG_MIN), bulk("")}));
+                                      integer(LLONG_MIN), bulk(""), integer(-1)}));
   EXPECT_EQ(s.last_ticket, -1);
   EXPECT_TRUE(s.holders.empty());
   ASSERT_EQ(s.waiters.size(), 1u);
   EXPECT_EQ(s.waiters[0].lease_left, milliseconds(0));
-  const auto far = decode_status(array(
-      {integer(0), integer(1), integer(1), bulk("a"), integer(1), integer(LLONG_MAX), bulk("")}));
+  const auto far = decode_status(array({integer(0), integer(1), integer(1), bulk("a"), integer(1),
+                                        integer(LLONG_MAX), bulk(""), integer(0)}));
   EXPECT_EQ(far.holders.at(0).lease_left, milliseconds(LLONG_MAX));
+  // Right after a shrink, more holders than the limit.
+  const auto shrunk = decode_status(
+      array({integer(kNow), integer(1), integer(2), bulk("a"), integer(1), integer(kNow), bulk(""),
+             integer(1), bulk("b"), integer(2), integer(kNow), bulk(""), integer(0)}));
+  EXPECT_EQ(shrunk.holders.size(), 2u);
   EXPECT_TRUE(decode_status(array({integer(kNow), integer(1), integer(0)})).holders.empty());
 }
 
@@ -366,13 +388,28 @@ TEST(StatusReplyTest, MalformedRepliesThrowProtocolError) {
   EXPECT_THROW((void)decode_status(array({integer(kNow), integer(1)})), ProtocolError);
   EXPECT_THROW((void)decode_status(with({bulk("a")})), ProtocolError);
   EXPECT_THROW((void)decode_status(with({bulk("a"), integer(1), integer(kNow)})), ProtocolError);
-  EXPECT_THROW((void)decode_status(with({integer(1), integer(1), integer(kNow), bulk("")})),
+  EXPECT_THROW((void)decode_status(with({bulk("a"), integer(1), integer(kNow), bulk("")})),
+               ProtocolError);  // no slot
+  EXPECT_THROW(
+      (void)decode_status(with({integer(1), integer(1), integer(kNow), bulk(""), integer(0)})),
+      ProtocolError);
+  EXPECT_THROW(
+      (void)decode_status(with({bulk("a"), bulk("1"), integer(kNow), bulk(""), integer(0)})),
+      ProtocolError);
+  EXPECT_THROW((void)decode_status(with({bulk("a"), integer(1), nil(), bulk(""), integer(0)})),
                ProtocolError);
-  EXPECT_THROW((void)decode_status(with({bulk("a"), bulk("1"), integer(kNow), bulk("")})),
+  EXPECT_THROW((void)decode_status(with({bulk("a"), integer(1), integer(kNow), nil(), integer(0)})),
                ProtocolError);
-  EXPECT_THROW((void)decode_status(with({bulk("a"), integer(1), nil(), bulk("")})), ProtocolError);
-  EXPECT_THROW((void)decode_status(with({bulk("a"), integer(1), integer(kNow), nil()})),
+  EXPECT_THROW((void)decode_status(with({bulk("a"), integer(1), integer(kNow), bulk(""), nil()})),
                ProtocolError);
+  EXPECT_THROW(
+      (void)decode_status(with({bulk("a"), integer(1), integer(kNow), bulk(""), integer(-2)})),
+      ProtocolError);
+  // A holder listed after a waiter.
+  EXPECT_THROW(
+      (void)decode_status(with({bulk("a"), integer(1), integer(kNow), bulk(""), integer(-1),
+                                bulk("b"), integer(2), integer(kNow), bulk(""), integer(0)})),
+      ProtocolError);
   EXPECT_THROW((void)decode_status(array({integer(-1), integer(1), integer(1)})), ProtocolError);
   EXPECT_THROW((void)decode_status(array({integer(kNow), integer(-1), integer(1)})), ProtocolError);
   EXPECT_THROW((void)decode_status(array({integer(kNow), integer(1), integer(-2)})), ProtocolError);
@@ -397,12 +434,30 @@ TEST(EvictReplyTest, MalformedRepliesThrowProtocolError) {
   EXPECT_THROW((void)decode_evict(array({integer(1), bulk("x")})), ProtocolError);
 }
 
+TEST(ResizeReplyTest, DecodesAndRefusesMalformed) {
+  using fairsem::detail::decode_resize;
+  const auto r = decode_resize(array({integer(2), integer(5), integer(3)}));
+  EXPECT_EQ(r.old_limit, 2);
+  EXPECT_EQ(r.new_limit, 5);
+  EXPECT_EQ(r.promoted, 3);
+  EXPECT_EQ(decode_resize(array({integer(0), integer(1), integer(0)})).old_limit, 0);
+  EXPECT_THROW((void)decode_resize(array({integer(2), integer(5)})), ProtocolError);
+  EXPECT_THROW((void)decode_resize(array({integer(2), integer(0), integer(0)})), ProtocolError);
+  EXPECT_THROW((void)decode_resize(array({integer(-1), integer(1), integer(0)})), ProtocolError);
+  EXPECT_THROW((void)decode_resize(array({integer(2), integer(1), integer(-1)})), ProtocolError);
+  EXPECT_THROW((void)decode_resize(array({integer(2), bulk("1"), integer(0)})), ProtocolError);
+}
+
 TEST(WakeReplyTest, DecodesTimeoutPromotionAndEviction) {
   using fairsem::detail::decode_wake;
   using fairsem::detail::WakeReason;
-  EXPECT_EQ(decode_wake(nil()), WakeReason::timeout);
-  EXPECT_EQ(decode_wake(array({bulk("p:{s}:wake:a"), bulk("1")})), WakeReason::promoted);
-  EXPECT_EQ(decode_wake(array({bulk("p:{s}:wake:a"), bulk("evicted")})), WakeReason::evicted);
+  EXPECT_EQ(decode_wake(nil()).reason, WakeReason::timeout);
+  const auto promoted = decode_wake(array({bulk("p:{s}:wake:a"), bulk("17")}));
+  EXPECT_EQ(promoted.reason, WakeReason::promoted);
+  EXPECT_EQ(promoted.slot, 17);
+  EXPECT_EQ(decode_wake(array({bulk("p:{s}:wake:a"), bulk("0")})).slot, 0);
+  EXPECT_EQ(decode_wake(array({bulk("p:{s}:wake:a"), bulk("evicted")})).reason,
+            WakeReason::evicted);
 }
 
 TEST(WakeReplyTest, MalformedRepliesThrowProtocolError) {
@@ -411,7 +466,11 @@ TEST(WakeReplyTest, MalformedRepliesThrowProtocolError) {
   EXPECT_THROW((void)decode_wake(array({})), ProtocolError);
   EXPECT_THROW((void)decode_wake(array({bulk("k")})), ProtocolError);
   EXPECT_THROW((void)decode_wake(array({bulk("k"), bulk("1"), bulk("1")})), ProtocolError);
-  EXPECT_THROW((void)decode_wake(array({bulk("k"), bulk("2")})), ProtocolError);
+  EXPECT_THROW((void)decode_wake(array({bulk("k"), bulk("-2")})), ProtocolError);
+  EXPECT_THROW((void)decode_wake(array({bulk("k"), bulk("")})), ProtocolError);
+  EXPECT_THROW((void)decode_wake(array({bulk("k"), bulk("1000000000")})), ProtocolError);
+  EXPECT_THROW((void)decode_wake(array({bulk("k"), bulk("99999999999")})), ProtocolError);
+  EXPECT_THROW((void)decode_wake(array({bulk("k"), bulk("1x")})), ProtocolError);
   EXPECT_THROW((void)decode_wake(array({bulk("k"), integer(1)})), ProtocolError);
   EXPECT_THROW((void)decode_wake(array({nil(), bulk("1")})), ProtocolError);
 }

@@ -19,6 +19,9 @@ namespace fairsem::detail {
 /// bound keeps every deadline computed from a reply far from steady_clock overflow.
 inline constexpr std::chrono::milliseconds kMaxLease = std::chrono::hours(24 * 30);
 
+/// The largest limit. It keeps every ticket and slot exact in Lua (doubles).
+inline constexpr long long kMaxLimit = 1'000'000'000;
+
 /// Parses RESP2 bytes (any number of complete replies) with hiredis's reader and converts each
 /// reply as Connection does. Throws ProtocolError for bytes hiredis rejects and for a trailing
 /// incomplete reply. Defined in connection.cpp, next to that conversion.
@@ -51,9 +54,10 @@ struct AcquireReply {
   /// Granted or queued: the server's deadline minus its clock, 0 to kMaxLease.
   std::chrono::milliseconds lease{0};
   long long position = 0;  // queued: 1-based queue position; else 0
+  long long slot = -1;     // granted: the permit's slot, 0 to kMaxLimit - 1; else -1
 };
 
-/// {state, ticket, deadline, position, now}.
+/// {state, ticket, deadline, position, now, slot}.
 AcquireReply decode_acquire(const Reply& reply);
 
 enum class ReleaseState {
@@ -81,8 +85,8 @@ struct RenewReply {
 /// {now, deadline, r...} with exactly one r per permit of the request.
 RenewReply decode_renew(const Reply& reply, std::size_t permits);
 
-/// {now, limit, counter, (id, ticket, deadline, owner_info)...}. The first `limit` entries
-/// are the holders, the rest the waiters; lease_left is never negative.
+/// {now, limit, counter, (id, ticket, deadline, owner_info, slot)...}. Entries with a slot
+/// (>= 0) are the holders and come first; slot -1 marks a waiter. lease_left is never negative.
 Status decode_status(const Reply& reply);
 
 /// {state}: 1 holder, 2 waiter, 3 already evicted, 0 not found.
@@ -90,12 +94,26 @@ EvictResult decode_evict(const Reply& reply);
 
 enum class WakeReason {
   timeout,   // nil: BRPOP's timeout passed
-  promoted,  // "1", pushed by the release or reap that promoted the waiter
+  promoted,  // the slot, pushed by the script that promoted the waiter
   evicted    // "evicted", pushed by evict
 };
 
+struct WakeUp {
+  WakeReason reason = WakeReason::timeout;
+  long long slot = -1;  // promoted: the permit's slot
+};
+
 /// The BRPOP reply on a waiter's wake list: nil, or {list, element}.
-WakeReason decode_wake(const Reply& reply);
+WakeUp decode_wake(const Reply& reply);
+
+struct ResizeReply {
+  long long old_limit = 0;  // 0: no limit was stored
+  long long new_limit = 0;
+  long long promoted = 0;  // waiters the new limit let in
+};
+
+/// {old_limit, new_limit, promoted}.
+ResizeReply decode_resize(const Reply& reply);
 
 /// The server_clock script's reply: milliseconds since the Unix epoch, small enough that a
 /// system_clock time point holds it.

@@ -3,7 +3,9 @@
 // The Lua scripts fairsem runs on the server. Their bodies live in src/lua/*.lua and are
 // compiled in by cmake/FairsemEmbedScripts.cmake, which also computes each SHA1.
 
+#include <string>
 #include <string_view>
+#include <vector>
 
 namespace fairsem::detail {
 
@@ -19,9 +21,13 @@ namespace scripts {
 /// computed from the same clock, never from a client's.
 extern const Script server_clock;
 
-/// Every operation on a semaphore (open, acquire, release, renew, status); see the header
-/// comment of src/lua/semaphore.lua for its keys, arguments and replies.
+/// Every operation on a semaphore (open, acquire, release, renew, status, evict, resize); see
+/// the header comment of src/lua/semaphore.lua for its keys, arguments and replies.
 extern const Script semaphore;
 
 }  // namespace scripts
+
+/// The KEYS of the semaphore script for semaphore `name` under `key_prefix`, in its order
+/// (defined in semaphore.cpp).
+std::vector<std::string> semaphore_keys(std::string_view key_prefix, std::string_view name);
 }  // namespace fairsem::detail
