@@ -29,6 +29,7 @@
 #include "child_process.hpp"
 #include "fairsem/detail/connection.hpp"
 #include "fairsem/semaphore.hpp"
+#include "fenced_store.hpp"
 #include "test_env.hpp"
 #include "wait.hpp"
 
@@ -45,7 +46,9 @@ using fairsem::Permit;
 using fairsem::ReleaseResult;
 using fairsem::SemaphoreOptions;
 using fairsem::Status;
+using fairsem::detail::Connection;
 using fairsem::test::describe_wait_status;
+using fairsem::test::redis_options;
 using fairsem::test::wait_until;
 using std::chrono::milliseconds;
 
@@ -88,17 +91,18 @@ class Worker : public fairsem::test::ChildProcess {
                                        << w.transcript();
 }
 
-/// A "GRANTED <id> <token>" line.
+/// A "GRANTED <id> <token> <slot>" line.
 struct Grant {
   std::string id;
   long long token = 0;
+  long long slot = -1;
 };
 
 std::optional<Grant> parse_grant(const std::optional<std::string>& line) {
   if (!line) return std::nullopt;
   const auto words = split(*line);
-  if (words.size() != 3 || words[0] != "GRANTED") return std::nullopt;
-  return Grant{words[1], std::stoll(words[2])};
+  if (words.size() != 4 || words[0] != "GRANTED") return std::nullopt;
+  return Grant{words[1], std::stoll(words[2]), std::stoll(words[3])};
 }
 
 /// try_acquire_for on a thread of this process, so the test can act while it waits.
@@ -405,6 +409,48 @@ TEST_F(ProcessTest, HolderStoppedPastItsLeaseIsToldItLostThePermit) {
   EXPECT_EQ(s.holders[0].id, taken->id());
   EXPECT_FALSE(taken->lost());
   EXPECT_EQ(taken->release(), ReleaseResult::released);
+}
+
+// --- 4b. Per-slot fencing: a resumed holder's (slot, token) is refused ------------------------
+
+TEST_F(ProcessTest, FencedStoreRefusesAStoppedHolderOnceItsSlotPassedOn) {
+  const milliseconds lease = 600ms;
+  const std::string store = prefix_ + ":store";
+  Worker holder(worker_args(2, lease, "holder-A", {"hold", "--fence", store}));
+  const auto a = parse_grant(holder.expect("GRANTED "));
+  ASSERT_TRUE(a) << holder.transcript();
+  ASSERT_EQ(0, a->slot);
+  FairSemaphore sem = open(2, lease, "B");
+  Permit other = sem.acquire();  // slot 1 throughout: only A's slot can pass on
+  ASSERT_EQ(1, other.slot());
+  holder.write_stdin("write\n");
+  EXPECT_EQ(holder.expect("WRITE "), "WRITE accepted") << holder.transcript();
+
+  holder.signal(SIGSTOP);
+  ASSERT_TRUE(holder.wait_stopped()) << holder.transcript();
+  auto taken = sem.try_acquire_for(kTimeout);
+  ASSERT_TRUE(taken) << "the stopped holder's permit never passed on\n" << describe(sem.status());
+  EXPECT_EQ(a->slot, taken->slot());
+  EXPECT_GT(taken->fencing_token(), a->token);
+  Connection conn(redis_options());
+  EXPECT_TRUE(fairsem::test::fenced_write(conn, store, taken->slot(), taken->fencing_token(), "B"));
+  const Status s = sem.status();
+  ASSERT_EQ(s.holders.size(), 2u) << describe(s);
+  EXPECT_EQ(s.holders[0].id, other.id());
+  EXPECT_EQ(s.holders[0].slot, 1);
+  EXPECT_EQ(s.holders[1].id, taken->id());
+  EXPECT_EQ(s.holders[1].slot, 0);
+
+  // The resumed holder still believes in its permit for a moment; the store refuses it.
+  holder.signal(SIGCONT);
+  holder.write_stdin("write\n");
+  EXPECT_EQ(holder.expect("WRITE "), "WRITE refused") << holder.transcript();
+  EXPECT_EQ("B", fairsem::test::fenced_value(conn, store, 0));
+  holder.close_stdin();
+  const auto released = holder.expect("RELEASED ");
+  ASSERT_TRUE(released) << holder.transcript();
+  EXPECT_EQ(*released, "RELEASED expired");
+  EXPECT_TRUE(exited_cleanly(holder.wait_exit(), holder));
 }
 
 // --- 5. A client whose wall clock is an hour off ----------------------------------------------

@@ -228,6 +228,17 @@ class ChildProcess {
     }
   }
 
+  /// Writes `text` to the worker's stdin.
+  void write_stdin(const std::string& text) {
+    std::size_t done = 0;
+    while (done < text.size()) {
+      const ssize_t n = ::write(stdin_fd_, text.data() + done, text.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) throw_errno("write to the worker's stdin");
+      done += static_cast<std::size_t>(n);
+    }
+  }
+
   /// EOF on the worker's stdin: a holding worker then releases and exits.
   void close_stdin() {
     if (stdin_fd_ >= 0) ::close(stdin_fd_);

@@ -10,9 +10,13 @@
 // which wall clock the worker has (libfaketime shifts it).
 //
 // Modes:
-//   hold    acquire() one permit (queueing as long as it takes), print "GRANTED <id> <token>",
-//           then wait until stdin reaches EOF; then release and print "RELEASED <result>"
-//           (released | expired | already_released). on_lost prints "LOST <id> <reason>".
+//   hold [--fence KEY]
+//           acquire() one permit (queueing as long as it takes), print
+//           "GRANTED <id> <token> <slot>", then read stdin: each line "write" writes the
+//           worker's owner info to the toy fenced store KEY (tests/support/fenced_store.hpp)
+//           with the permit's slot and token and prints "WRITE accepted" or "WRITE refused";
+//           at EOF, release and print "RELEASED <result>" (released | expired |
+//           already_released). on_lost prints "LOST <id> <reason>".
 //   wait    the same as hold; the name says the test expects it to queue first (a test sees
 //           the queue entry through status(); acquire() cannot tell when it is queued).
 //   cycle --threads T --grants G --observer KEY --violations KEY
@@ -37,6 +41,7 @@
 #include <exception>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -45,6 +50,7 @@
 #include "fairsem/connection_options.hpp"
 #include "fairsem/detail/connection.hpp"
 #include "fairsem/semaphore.hpp"
+#include "fenced_store.hpp"
 
 namespace {
 
@@ -71,8 +77,8 @@ void emit(const std::string& text) {
   std::fprintf(stderr,
                "fairsem_test_worker: %s\n"
                "usage: fairsem_test_worker --url URL --prefix PREFIX --name NAME --limit L "
-               "--lease-ms MS [--renew-ms MS] [--owner INFO] hold|wait|cycle [--threads T "
-               "--grants G --observer KEY --violations KEY]\n",
+               "--lease-ms MS [--renew-ms MS] [--owner INFO] hold|wait|cycle [--fence KEY] "
+               "[--threads T --grants G --observer KEY --violations KEY]\n",
                why.c_str());
   std::exit(2);
 }
@@ -157,13 +163,23 @@ const char* result_name(fairsem::ReleaseResult r) {
   return "unknown";
 }
 
-/// Blocks until stdin reaches EOF (the test closed its end, or died).
-void wait_for_stdin_eof() {
+/// Reads stdin until EOF (the test closed its end, or died), calling `on_line` per line.
+template <class OnLine>
+void read_stdin_lines(OnLine on_line) {
+  std::string pending;
   char buf[256];
   for (;;) {
     const ssize_t n = ::read(STDIN_FILENO, buf, sizeof buf);
     if (n == 0) return;
-    if (n < 0 && errno != EINTR) return;
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return;
+    }
+    pending.append(buf, static_cast<std::size_t>(n));
+    for (std::size_t end; (end = pending.find('\n')) != std::string::npos;) {
+      on_line(pending.substr(0, end));
+      pending.erase(0, end + 1);
+    }
   }
 }
 
@@ -174,8 +190,20 @@ int run_hold(const Args& args) {
   };
   fairsem::FairSemaphore sem(connection_options(args), required(args, "--name"), opts);
   fairsem::Permit permit = sem.acquire();
-  emit("GRANTED " + permit.id() + " " + std::to_string(permit.fencing_token()));
-  wait_for_stdin_eof();
+  emit("GRANTED " + permit.id() + " " + std::to_string(permit.fencing_token()) + " " +
+       std::to_string(permit.slot()));
+  const auto fence = args.flags.find("--fence");
+  std::optional<fairsem::detail::Connection> store;
+  if (fence != args.flags.end()) store.emplace(connection_options(args));
+  read_stdin_lines([&](const std::string& line) {
+    if (line != "write" || !store) {
+      emit("ERROR unexpected input '" + line + "'");
+      return;
+    }
+    const bool written = fairsem::test::fenced_write(*store, fence->second, permit.slot(),
+                                                     permit.fencing_token(), opts.owner_info);
+    emit(written ? "WRITE accepted" : "WRITE refused");
+  });
   const fairsem::ReleaseResult result = permit.release();
   emit(std::string("RELEASED ") + result_name(result));
   return 0;
