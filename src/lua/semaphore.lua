@@ -202,6 +202,16 @@ local function promote(held)
   return held
 end
 
+-- After a holder left: with nobody holding, every slot is free, so the bookkeeping starts over
+-- and an idle semaphore keeps only its counter and meta. Returns `held`.
+local function settle(held)
+  if held == 0 then
+    call('DEL', FREE)
+    call('HSET', META, 'slots', '0')
+  end
+  return held
+end
+
 -- Removes expired members (all of them at once, rebuilding owner and time as their
 -- intersection, when many expired or when `check` finds them out of step: a key deleted or
 -- edited behind the semaphore's back) and promotes the waiters that lets in.
@@ -243,7 +253,8 @@ local function reap(now, check, held)
     end
     call('ZREM', TIME, unpack(expired))
     count = count - call('ZREM', OWNER, unpack(expired))
-    return count, promote(held - #gone)
+    if #gone == 0 then return count, promote(held) end
+    return count, settle(promote(held - #gone))
   end
   -- Many, or a rebuild: one O(N) pass. WEIGHTS 1 0 keeps each set's own scores (tickets in
   -- owner, deadlines in time).
@@ -261,7 +272,7 @@ local function reap(now, check, held)
       if not call('ZSCORE', OWNER, id) then call('HDEL', INFO, id) end
     end
   end
-  return count, promote(repair())
+  return count, settle(promote(repair()))
 end
 
 -- Refusals come first, before anything is written.
@@ -338,7 +349,7 @@ if op == 'release' then
   give_back({slot})
   -- A receipt, so that a retry after a lost reply can tell "released" from "expired".
   call('SET', RELEASED .. id, score, 'PX', receipt_ms)
-  promote(held - 1)
+  settle(promote(held - 1))
   return {1}
 end
 
@@ -502,7 +513,7 @@ if op == 'evict' then
   call('HDEL', SLOTS, id)
   if limit > 0 then
     give_back({slot})
-    promote(held - 1)
+    settle(promote(held - 1))
   end
   return {1}
 end
@@ -517,6 +528,7 @@ if op == 'resize' then
   -- Free slots at or above a smaller limit retire; a larger one makes more of them free.
   local before = repair()
   local _, after = reap(now, false, before)
+  settle(after)
   return {old, new, after - before}
 end
 
