@@ -675,7 +675,10 @@ void SemaphoreCore::renew_chunk(Connection& conn, const std::vector<PermitState*
                   "the permit is no longer in Redis (its lease ran out or its keys were removed)");
         break;
       case detail::RenewState::waiting:
-        mark_lost(state, "the permit is no longer among the first limit tickets");
+        // Only when the slot bookkeeping was rebuilt after keys were changed behind its back.
+        mark_lost(state,
+                  "the permit's entry is queued again, without a slot (the semaphore's "
+                  "keys were changed behind its back)");
         break;
     }
   }

@@ -133,6 +133,8 @@ void decode_all(const Reply& reply) {
       check_lease(r.lease);
       require((r.state == AcquireState::queued) == (r.position >= 1));
     }
+    require((r.state == AcquireState::granted) == (r.slot >= 0));
+    require(r.slot >= -1 && r.slot < fairsem::detail::kMaxLimit);
   });
   decode([&] {
     const auto state = static_cast<int>(fairsem::detail::decode_release(reply));
@@ -152,14 +154,25 @@ void decode_all(const Reply& reply) {
   decode([&] {
     const fairsem::Status s = fairsem::detail::decode_status(reply);
     require(s.limit >= 0 && s.last_ticket >= -1);
-    require(static_cast<long long>(s.holders.size()) <= s.limit);
-    require(s.waiters.empty() || static_cast<long long>(s.holders.size()) == s.limit);
+    // Holders may outnumber the limit right after a shrink; they are told apart by slot.
+    for (const fairsem::PermitInfo& info : s.holders) {
+      require(info.slot >= 0 && info.slot < fairsem::detail::kMaxLimit);
+    }
+    for (const fairsem::PermitInfo& info : s.waiters) require(info.slot == -1);
     for (const auto* list : {&s.holders, &s.waiters}) {
       for (const fairsem::PermitInfo& info : *list) require(info.lease_left.count() >= 0);
     }
   });
   decode([&] { (void)fairsem::detail::decode_evict(reply); });
-  decode([&] { (void)fairsem::detail::decode_wake(reply); });
+  decode([&] {
+    const fairsem::detail::WakeUp w = fairsem::detail::decode_wake(reply);
+    require((w.reason == fairsem::detail::WakeReason::promoted) == (w.slot >= 0));
+    require(w.slot < fairsem::detail::kMaxLimit);
+  });
+  decode([&] {
+    const fairsem::detail::ResizeReply r = fairsem::detail::decode_resize(reply);
+    require(r.old_limit >= 0 && r.new_limit >= 1 && r.promoted >= 0);
+  });
   decode([&] {
     // As probe_server does with it; UBSan reports an overflow here.
     (void)std::chrono::system_clock::time_point(fairsem::detail::decode_server_clock(reply));
