@@ -146,7 +146,8 @@ class Permit {
   /// process that resumes after its permit passed on carries an older token).
   long long fencing_token() const;
   /// The permit's slot: a number from 0 to limit - 1 that no other live permit of the
-  /// semaphore holds (the lowest free one when it was granted). For one slot, fencing tokens
+  /// semaphore holds (the slot of the holder whose leaving promoted it, or else the lowest free
+  /// one). For one slot, fencing tokens
   /// strictly increase from holder to holder, so a resource partitioned by slot (partition k,
   /// connection k, worker k) can keep the newest token per slot and refuse older ones. -1 for
   /// an empty Permit.

@@ -30,9 +30,11 @@
 -- Holders and slots. A member of owner holds a permit iff it has a field in slots; its value,
 -- the permit's slot, is a number 0 .. limit-1 that no other holder has. The holders are always
 -- the first members in ticket order (a waiter is only ever promoted from the head of the
--- queue), and after every run either every permit is taken or nobody waits. A grant takes the
--- lowest free slot; a holder that leaves (release, reap, evict) puts its slot back. So for one
--- slot, tickets strictly increase from holder to holder: the pair (slot, ticket) fences.
+-- queue), and after every run either every permit is taken or nobody waits. A holder that
+-- leaves (release, reap, evict) hands its slot to the waiter its leaving promotes, or puts it
+-- back; an acquire granted at once takes the lowest free slot. Since a waiter is promoted only
+-- behind every holder, for one slot tickets strictly increase from holder to holder: the pair
+-- (slot, ticket) fences.
 --
 -- Limits. Open refuses a limit other than the stored one; every other operation follows the
 -- stored limit, so clients keep working through a resize. Growing promotes waiters at once;
@@ -118,6 +120,10 @@ local function wake(id, message)
   end
 end
 
+-- How many slots free holds, when known (nil: not read yet). It saves a ZPOPMIN on an empty
+-- set and a DEL of a missing one, the common case of a semaphore that is not full.
+local free_count
+
 -- Puts the slots of leaving holders back; those at or above the limit (after a shrink) retire.
 local function give_back(slots)
   local pairs_to_add = {}
@@ -130,6 +136,7 @@ local function give_back(slots)
   for i = 1, #pairs_to_add, 1000 do  -- unpack() has a stack limit
     call('ZADD', FREE, unpack(pairs_to_add, i, math.min(i + 999, #pairs_to_add)))
   end
+  if free_count then free_count = free_count + #pairs_to_add / 2 end
 end
 
 -- Sets the slot bookkeeping up again from owner and slots: on first use, after a resize, when
@@ -165,6 +172,7 @@ local function repair()
   for slot in pairs(used) do top = math.max(top, slot + 1) end
   top = math.min(top, limit)
   call('DEL', FREE)
+  free_count = 0
   local free = {}
   for slot = 0, top - 1 do
     if not used[slot] then free[#free + 1] = int(slot) end
@@ -178,8 +186,14 @@ end
 -- needs no set of 10^9 slots). Nil only when the bookkeeping is broken beyond repair.
 local function take_slot()
   for _ = 1, 2 do
-    local popped = call('ZPOPMIN', FREE)
-    if popped[1] then return popped[1] end
+    if free_count ~= 0 then
+      local popped = call('ZPOPMIN', FREE)
+      if popped[1] then
+        if free_count then free_count = free_count - 1 end
+        return popped[1]
+      end
+      free_count = 0
+    end
     local handed_out = call('HINCRBY', META, 'slots', 1)
     if handed_out <= limit then return int(handed_out - 1) end
     call('HINCRBY', META, 'slots', -1)
@@ -189,11 +203,12 @@ local function take_slot()
 end
 
 -- Grants free permits to the waiters at the head of the queue: the members at ranks
--- held .. limit-1, each given a slot and woken with it. Returns the number of holders after.
-local function promote(held)
+-- held .. limit-1, each given a slot (one of `freed`, the slots holders just left, while they
+-- last, else a free one) and woken with it. Returns the number of holders after.
+local function promote(held, freed)
   if held >= limit then return held end
   for _, id in ipairs(call('ZRANGE', OWNER, int(held), int(limit - 1))) do
-    local slot = take_slot()
+    local slot = freed and table.remove(freed) or take_slot()
     if not slot then return error('fairsem semaphore script: no free slot for a promotion') end
     call('HSET', SLOTS, id, slot)
     wake(id, slot)
@@ -202,13 +217,28 @@ local function promote(held)
   return held
 end
 
--- After a holder left: with nobody holding, every slot is free, so the bookkeeping starts over
--- and an idle semaphore keeps only its counter and meta. Returns `held`.
+-- With nobody holding, every slot is free: the bookkeeping starts over, so an idle semaphore
+-- keeps only its counter and meta. Returns `held`.
 local function settle(held)
   if held == 0 then
-    call('DEL', FREE)
+    if free_count ~= 0 then call('DEL', FREE) end
+    free_count = 0
     call('HSET', META, 'slots', '0')
   end
+  return held
+end
+
+-- After holders left with `slots` (their former slots): the waiters that lets in take those
+-- slots first, so a slot passes straight from holder to holder; the rest go back to free
+-- (those at or above the limit, after a shrink, retire). Returns the number of holders after.
+local function pass_on(held, slots)
+  local freed = {}
+  for _, slot in ipairs(slots) do
+    if tonumber(slot) < limit then freed[#freed + 1] = slot end
+  end
+  held = promote(held, freed)
+  if held == 0 then return settle(held) end
+  give_back(freed)
   return held
 end
 
@@ -247,14 +277,11 @@ local function reap(now, check, held)
         gone[#gone + 1] = id
       end
     end
-    if #gone > 0 then
-      call('HDEL', SLOTS, unpack(gone))
-      give_back(freed)
-    end
+    if #gone > 0 then call('HDEL', SLOTS, unpack(gone)) end
     call('ZREM', TIME, unpack(expired))
     count = count - call('ZREM', OWNER, unpack(expired))
     if #gone == 0 then return count, promote(held) end
-    return count, settle(promote(held - #gone))
+    return count, pass_on(held - #gone, freed)
   end
   -- Many, or a rebuild: one O(N) pass. WEIGHTS 1 0 keeps each set's own scores (tickets in
   -- owner, deadlines in time).
@@ -307,7 +334,7 @@ if op ~= 'open' and op ~= 'status' and op ~= 'evict' and op ~= 'resize' then
   local bad
   held, bad = guarded(8, 'HLEN')
   if bad then return bad end
-  bad = select(2, guarded(9, 'ZCARD'))
+  free_count, bad = guarded(9, 'ZCARD')
   if bad then return bad end
 end
 -- The slot bookkeeping starts on first use (and again should meta have been lost): existing
@@ -346,10 +373,9 @@ if op == 'release' then
   if not slot or ticket == 0 or ARGV[7] == 'leaving' then call('DEL', WAKE .. id) end
   if not slot then return {2} end
   call('HDEL', SLOTS, id)
-  give_back({slot})
   -- A receipt, so that a retry after a lost reply can tell "released" from "expired".
   call('SET', RELEASED .. id, score, 'PX', receipt_ms)
-  settle(promote(held - 1))
+  pass_on(held - 1, {slot})
   return {1}
 end
 
@@ -511,10 +537,7 @@ if op == 'evict' then
   call('PEXPIRE', list, int(math.max(left, 0) + lease))
   if not slot then return {2} end
   call('HDEL', SLOTS, id)
-  if limit > 0 then
-    give_back({slot})
-    settle(promote(held - 1))
-  end
+  if limit > 0 then pass_on(held - 1, {slot}) end
   return {1}
 end
 
