@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <array>
 #include <condition_variable>
-#include <cstdio>
 #include <functional>
 #include <mutex>
 #include <random>
@@ -89,12 +88,6 @@ milliseconds receipt_lifetime(const ConnectionOptions& c, milliseconds lease) {
 
 std::string seconds_string(milliseconds ms) {
   return fmt::format("{}.{:03}", ms.count() / 1000, ms.count() % 1000);
-}
-
-void default_log(LogLevel level, std::string_view message) {
-  // A logger has nowhere to report that stderr itself failed.
-  (void)std::fprintf(stderr, "%s%.*s\n", level == LogLevel::error ? "[error] " : "[warning] ",
-                     static_cast<int>(message.size()), message.data());
 }
 
 }  // namespace
@@ -346,12 +339,10 @@ SemaphoreCore::~SemaphoreCore() {
 }
 
 void SemaphoreCore::log(LogLevel level, const std::string& message) const noexcept {
+  // Off unless the application asked: a library does not write to its host's stderr.
+  if (!options_.logger) return;
   try {
-    if (options_.logger) {
-      options_.logger(level, message);
-    } else {
-      default_log(level, message);
-    }
+    options_.logger(level, message);
   } catch (...) {
     // A logger that throws must not turn a destructor into std::terminate.
   }

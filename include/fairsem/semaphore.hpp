@@ -23,7 +23,8 @@ enum class LogLevel { warning, error };
 
 /// Receives what fairsem cannot report by exception: a release that failed in a destructor, a
 /// renewal that failed on the watchdog thread. May be called from any thread, including the
-/// watchdog's; it must not block for long. Empty: messages go to stderr.
+/// watchdog's; it must not block for long. Empty (the default): nothing is logged. Messages name
+/// the semaphore and the server endpoint, never a password.
 using Logger = std::function<void(LogLevel level, std::string_view message)>;
 
 /// Called once per permit when a held permit is found lost (its lease ran out or its entry
@@ -48,6 +49,7 @@ struct SemaphoreOptions {
   /// Renew held permits in the background (one thread per FairSemaphore). Off: a permit lives
   /// one lease unless Permit::renew() is called.
   bool auto_renew = true;
+  /// Empty: a lost permit is reported to the logger.
   LostCallback on_lost;
   /// Stored with each permit so status() shows who holds or waits; empty means "hostname:pid".
   std::string owner_info;
