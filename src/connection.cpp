@@ -325,6 +325,7 @@ void Connection::reconnect() {
   for (int attempt = 1;; ++attempt) {
     try {
       connect_once();
+      if (reconnects_) reconnects_->fetch_add(1, std::memory_order_relaxed);
       return;
     } catch (const AuthError&) {
       throw;  // wrong credentials do not fix themselves

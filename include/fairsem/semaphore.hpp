@@ -16,6 +16,7 @@
 
 #include "fairsem/connection_options.hpp"
 #include "fairsem/errors.hpp"
+#include "fairsem/metrics.hpp"
 
 namespace fairsem {
 
@@ -215,6 +216,10 @@ class FairSemaphore {
   /// permit is taken away, not released by its owner). A removed holder's permit passes on at
   /// once. Throws InvalidArgument for a malformed id.
   EvictResult evict(const std::string& permit_id);
+
+  /// A snapshot of this handle's counters and wait-time histogram (see Metrics). Thread-safe and
+  /// cheap: no call to Redis, no lock.
+  Metrics metrics() const;
 
   const std::string& name() const noexcept;
   const SemaphoreOptions& options() const noexcept;

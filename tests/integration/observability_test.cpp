@@ -1,17 +1,24 @@
-// Observability: the logger hook (off unless set) and what it receives.
+// Observability: FairSemaphore::metrics() (each counter moves exactly when its event happens,
+// the wait histogram), and the logger hook (off unless set).
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <future>
+#include <limits>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "fairsem/detail/connection.hpp"
 #include "fairsem/fairsem.hpp"
+#include "redis_server.hpp"
 #include "test_env.hpp"
+#include "wait.hpp"
 
 namespace fairsem {
 namespace {
@@ -19,7 +26,29 @@ namespace {
 using namespace std::chrono_literals;
 using detail::Connection;
 using test::redis_options;
+using test::wait_until;
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using Seconds = std::chrono::duration<double>;
+
+/// Every counter of `m`, so that a comparison shows the ones that moved and the ones that did
+/// not.
+std::string counters(const Metrics& m) {
+  return fmt::format(
+      "acquire_attempts={} grants={} rejections={} timeouts={} evictions_seen={} errors={} "
+      "renewals={} renewal_failures={} permits_lost={} releases={} reconnects={}",
+      m.acquire_attempts, m.grants, m.rejections, m.timeouts, m.evictions_seen, m.errors,
+      m.renewals, m.renewal_failures, m.permits_lost, m.releases, m.reconnects);
+}
+
+/// The options of a private server (`server`), otherwise as the test environment's.
+ConnectionOptions options_for(const test::RedisServer& server) {
+  ConnectionOptions c = redis_options();
+  c.unix_path.clear();
+  c.host = "127.0.0.1";
+  c.port = server.port();
+  return c;
+}
 
 /// Collects what fairsem hands to the logger (any thread).
 class LogLines {
@@ -60,6 +89,174 @@ class ObservabilityTest : public ::testing::Test {
   std::string prefix_ = test::unique_prefix();
   Connection admin_{redis_options()};
 };
+
+// --- counters --------------------------------------------------------------------------------
+
+TEST_F(ObservabilityTest, CountsAttemptsGrantsRejectionsAndReleases) {
+  FairSemaphore sem(redis_options(), "counts", options(1));
+  EXPECT_EQ(
+      "acquire_attempts=0 grants=0 rejections=0 timeouts=0 evictions_seen=0 errors=0 renewals=0 "
+      "renewal_failures=0 permits_lost=0 releases=0 reconnects=0",
+      counters(sem.metrics()));
+  std::optional<Permit> p = sem.try_acquire();
+  ASSERT_TRUE(p);
+  EXPECT_FALSE(sem.try_acquire());
+  // No time to wait: a rejection, like try_acquire's, not a timeout.
+  EXPECT_FALSE(sem.try_acquire_for(0ms));
+  EXPECT_FALSE(sem.try_acquire_until(std::chrono::system_clock::now() - 1s));
+  SemaphoreLock lock(sem);
+  EXPECT_FALSE(lock.try_lock());
+  EXPECT_EQ(ReleaseResult::released, p->release());
+  EXPECT_EQ(ReleaseResult::already_released, p->release());  // nothing freed, not counted
+  EXPECT_EQ(
+      "acquire_attempts=5 grants=1 rejections=4 timeouts=0 evictions_seen=0 errors=0 renewals=0 "
+      "renewal_failures=0 permits_lost=0 releases=1 reconnects=0",
+      counters(sem.metrics()));
+  {
+    Permit q = sem.acquire();
+    std::unique_lock<SemaphoreLock> blocked(lock, std::defer_lock);
+    EXPECT_FALSE(blocked.try_lock());
+  }  // the destructor releases
+  const Metrics m = sem.metrics();
+  EXPECT_EQ(
+      "acquire_attempts=7 grants=2 rejections=5 timeouts=0 evictions_seen=0 errors=0 renewals=0 "
+      "renewal_failures=0 permits_lost=0 releases=2 reconnects=0",
+      counters(m));
+  EXPECT_EQ(2u, m.acquire_wait.count);
+}
+
+TEST_F(ObservabilityTest, CountsTimeoutsEvictionsAndErrors) {
+  FairSemaphore holder(redis_options(), "outcomes", options(1, 90s));
+  Permit held = holder.acquire();
+  // A 90 s lease: a waiter polls every 30 s, so only the eviction's wake-up ends it sooner.
+  FairSemaphore sem(redis_options(), "outcomes", options(1, 90s));
+  EXPECT_FALSE(sem.try_acquire_for(50ms));
+  SemaphoreLock lock(sem);
+  EXPECT_FALSE(lock.try_lock_until(std::chrono::steady_clock::now() + 50ms));
+  EXPECT_EQ(
+      "acquire_attempts=2 grants=0 rejections=0 timeouts=2 evictions_seen=0 errors=0 renewals=0 "
+      "renewal_failures=0 permits_lost=0 releases=0 reconnects=0",
+      counters(sem.metrics()));
+
+  auto waiter = std::async(std::launch::async, [&] { return sem.acquire(); });
+  ASSERT_TRUE(wait_until([&] { return holder.status().waiters.size() == 1; }));
+  EXPECT_EQ(EvictResult::waiter, holder.evict(holder.status().waiters.at(0).id));
+  EXPECT_THROW(waiter.get(), EvictedError);
+
+  admin_.command({"HSET", key("outcomes", "meta"), "limit", "7"});
+  EXPECT_THROW((void)sem.try_acquire(), LimitMismatchError);
+  EXPECT_THROW((void)sem.try_acquire_for(1s), LimitMismatchError);
+  EXPECT_EQ(
+      "acquire_attempts=5 grants=0 rejections=0 timeouts=2 evictions_seen=1 errors=2 renewals=0 "
+      "renewal_failures=0 permits_lost=0 releases=0 reconnects=0",
+      counters(sem.metrics()));
+  EXPECT_EQ(0u, sem.metrics().acquire_wait.count);
+  admin_.command({"HSET", key("outcomes", "meta"), "limit", "1"});
+}
+
+TEST_F(ObservabilityTest, CountsRenewalsPerPermitAndLostPermitsOnce) {
+  SemaphoreOptions o = options(3);
+  o.auto_renew = false;
+  FairSemaphore sem(redis_options(), "renewals", o);
+  Permit a = sem.acquire();
+  Permit b = sem.acquire();
+  EXPECT_EQ(2u, sem.renew_all());
+  EXPECT_EQ(2u, sem.metrics().renewals);
+  EXPECT_TRUE(a.renew());
+  EXPECT_EQ(3u, sem.metrics().renewals);
+
+  delete_holders("renewals");
+  EXPECT_EQ(0u, sem.renew_all());  // both found gone: lost
+  EXPECT_EQ(0u, sem.renew_all());  // nothing left to renew
+  EXPECT_FALSE(a.renew());
+  EXPECT_EQ(ReleaseResult::expired, b.release());  // lost already: not counted again
+  EXPECT_EQ(
+      "acquire_attempts=2 grants=2 rejections=0 timeouts=0 evictions_seen=0 errors=0 renewals=3 "
+      "renewal_failures=0 permits_lost=2 releases=0 reconnects=0",
+      counters(sem.metrics()));
+
+  // A permit that nobody renewed is found lost by its release.
+  Permit c = sem.acquire();
+  delete_holders("renewals");
+  EXPECT_EQ(ReleaseResult::expired, c.release());
+  EXPECT_EQ(3u, sem.metrics().permits_lost);
+  EXPECT_EQ(0u, sem.metrics().releases);
+}
+
+// Connections killed by the server are connected again: the pool's at its next command, the
+// watchdog's at its next renewal; a watchdog connection that could not be saved is replaced.
+TEST_F(ObservabilityTest, CountsReconnectsOfThePoolAndTheWatchdog) {
+  test::RedisServer server;  // its own: every client connection on it is the semaphore's
+  const ConnectionOptions c = options_for(server);
+  FairSemaphore sem(c, "reconnects", options(1, 600ms));  // renewed every 200 ms
+  Permit p = sem.acquire();
+  ASSERT_TRUE(wait_until([&] { return sem.metrics().renewals >= 1; }));  // the watchdog is on
+  {
+    Connection admin(c);
+    EXPECT_EQ(2, admin.command({"CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes"}).integer);
+  }
+  ASSERT_TRUE(wait_until([&] { return sem.metrics().reconnects == 1; }));
+  const auto renewals = sem.metrics().renewals;
+  ASSERT_TRUE(wait_until([&] { return sem.metrics().renewals > renewals; }));
+  EXPECT_EQ(1u, sem.status().holders.size());  // on the pool's connection
+  EXPECT_EQ(2u, sem.metrics().reconnects);
+  EXPECT_FALSE(p.lost());
+  EXPECT_EQ(0u, sem.metrics().renewal_failures);  // a re-run after the reconnect renewed it
+
+  // A renewal whose every retry failed leaves the watchdog's connection broken; the next round
+  // starts on a new one.
+  server.kill();
+  ASSERT_TRUE(wait_until([&] { return sem.metrics().renewal_failures >= 1; }));
+  EXPECT_EQ(2u, sem.metrics().reconnects);
+  server.start();
+  ASSERT_TRUE(wait_until([&] { return sem.metrics().reconnects == 3; }));
+}
+
+// --- the wait histogram ----------------------------------------------------------------------
+
+TEST_F(ObservabilityTest, HistogramHoldsEachGrantsWaitInCumulativeBuckets) {
+  FairSemaphore sem(redis_options(), "histogram", options(1));
+  using Clock = std::chrono::steady_clock;
+  const auto holder_asked = Clock::now();
+  std::optional<Permit> holder = sem.acquire();
+  const Clock::duration holder_waited = Clock::now() - holder_asked;  // at least its measure
+  Clock::time_point asked;
+  Clock::duration waited{};
+  std::thread waiter([&] {
+    asked = Clock::now();
+    Permit p = sem.acquire();
+    waited = Clock::now() - asked;
+  });
+  ASSERT_TRUE(wait_until([&] { return sem.status().waiters.size() == 1; }));
+  const auto released = Clock::now() + 300ms;
+  std::this_thread::sleep_until(released);  // the holder's work, which the waiter waits out
+  holder.reset();
+  waiter.join();
+  const double least = Seconds(released - asked).count();  // the waiter waited at least this
+  const double most = Seconds(std::max(waited, holder_waited)).count();  // nobody longer
+
+  const Histogram h = sem.metrics().acquire_wait;
+  EXPECT_THAT(h.bounds_seconds, ElementsAre(0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60,
+                                            std::numeric_limits<double>::infinity()));
+  ASSERT_EQ(h.bounds_seconds.size(), h.counts.size());
+  EXPECT_EQ(2u, h.count);
+  EXPECT_EQ(h.count, h.counts.back());
+  for (std::size_t i = 0; i < h.counts.size(); ++i) {
+    const double bound = h.bounds_seconds[i];
+    if (i > 0) {
+      EXPECT_LE(h.counts[i - 1], h.counts[i]) << "cumulative, at le=" << bound;
+    }
+    // At most the holder waited less than the waiter's least; both waited at most `most`.
+    if (bound < least) {
+      EXPECT_LE(h.counts[i], 1u) << "le=" << bound << " least=" << least;
+    }
+    if (bound >= most) {
+      EXPECT_EQ(h.counts[i], 2u) << "le=" << bound << " most=" << most;
+    }
+  }
+  EXPECT_GE(h.sum_seconds, least);
+  EXPECT_LE(h.sum_seconds, Seconds(waited + holder_waited).count());
+}
 
 // --- the logger ------------------------------------------------------------------------------
 
