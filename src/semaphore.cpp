@@ -343,7 +343,8 @@ class SemaphoreCore : public std::enable_shared_from_this<SemaphoreCore> {
   void renew_round(Connection* conn, const std::vector<std::shared_ptr<PermitState>>& permits);
   /// One renew call for `permits`; marks those found gone as lost. Throws what run() throws.
   void renew_chunk(Connection& conn, const std::vector<PermitState*>& permits);
-  /// Renewing `permits` failed with `error`: counted for each one still held.
+  /// Renewing `permits` failed with `error`: counted for each one still held, and reported to
+  /// on_renew_failure for each whose lease has not run out yet.
   void renewal_failed(const std::vector<PermitState*>& permits, const std::string& error) noexcept;
 
   const ConnectionOptions connection_;
@@ -804,10 +805,27 @@ void SemaphoreCore::renew_chunk(Connection& conn, const std::vector<PermitState*
 
 void SemaphoreCore::renewal_failed(const std::vector<PermitState*>& permits,
                                    const std::string& error) noexcept {
-  (void)error;
+  const auto now = Clock::now();
   std::uint64_t failed = 0;
   for (const PermitState* state : permits) {
-    if (!state->done.load() && !state->lost.load()) ++failed;
+    if (state->done.load() || state->lost.load()) continue;
+    ++failed;
+    const auto left = state->get_deadline() - now;
+    // A lease already run out is reported as lost instead (by the caller, or at the next try).
+    if (!options_.on_renew_failure || left <= Clock::duration::zero()) continue;
+    try {
+      PermitInfo info;
+      info.id = state->id;
+      info.ticket = state->ticket;
+      info.lease_left = std::chrono::ceil<milliseconds>(left);
+      info.owner = owner_info_;
+      options_.on_renew_failure(info, error);
+    } catch (const std::exception& e) {
+      log(LogLevel::error,
+          fmt::format("fairsem: {}: on_renew_failure threw: {}", where(), e.what()));
+    } catch (...) {
+      log(LogLevel::error, fmt::format("fairsem: {}: on_renew_failure threw", where()));
+    }
   }
   MetricCounters::add(metrics_.renewal_failures, failed);
 }

@@ -34,6 +34,20 @@ using Logger = std::function<void(LogLevel level, std::string_view message)>;
 /// The permit's holder should stop relying on it (see Permit::lost and the fencing token).
 using LostCallback = std::function<void(const std::string& permit_id, const std::string& reason)>;
 
+struct PermitInfo;
+
+/// Called when renewing a held permit failed while its lease still runs: the renew call threw
+/// (Redis unreachable, an error reply), or with min_replicas too few replicas acknowledged it.
+/// A warning before the loss: unless a renewal succeeds within permit.lease_left, on_lost
+/// follows. `permit` has the permit's id, its fencing token (ticket), the time its lease has
+/// left on this process's clock (> 0) and its owner_info; `error` says what failed. Called once
+/// per permit per failed renewal, from the watchdog thread, or from the thread that called
+/// Permit::renew or renew_all (which then also throw, except when only replicas were missing);
+/// never for a permit already lost or released. Must be thread-safe, like on_lost; what it
+/// throws is logged.
+using RenewFailureCallback =
+    std::function<void(const PermitInfo& permit, const std::string& error)>;
+
 struct SemaphoreOptions {
   /// How many permits may be held at once across every client of the semaphore (1 to 10^9).
   /// The first
@@ -52,6 +66,8 @@ struct SemaphoreOptions {
   bool auto_renew = true;
   /// Empty: a lost permit is reported to the logger.
   LostCallback on_lost;
+  /// Empty: failed renewals are only logged (and counted in Metrics::renewal_failures).
+  RenewFailureCallback on_renew_failure;
   /// Stored with each permit so status() shows who holds or waits; empty means "hostname:pid".
   std::string owner_info;
   /// A caller-chosen permit id (same rules as names). Acquiring it again — from this or any

@@ -1,14 +1,18 @@
 // Observability: FairSemaphore::metrics() (each counter moves exactly when its event happens,
-// the wait histogram), and the logger hook (off unless set).
+// the wait histogram), on_renew_failure (a warning before on_lost), and the logger hook (off
+// unless set).
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <signal.h>
 
+#include <algorithm>
 #include <chrono>
 #include <future>
 #include <limits>
 #include <mutex>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -256,6 +260,129 @@ TEST_F(ObservabilityTest, HistogramHoldsEachGrantsWaitInCumulativeBuckets) {
   }
   EXPECT_GE(h.sum_seconds, least);
   EXPECT_LE(h.sum_seconds, Seconds(waited + holder_waited).count());
+}
+
+// --- on_renew_failure -----------------------------------------------------------------------
+
+// What the callbacks saw, in order (any thread).
+struct Event {
+  bool lost = false;  // false: on_renew_failure
+  PermitInfo permit;  // on_renew_failure's; only the id for on_lost
+  std::string text;   // the error, or the reason it was lost
+};
+
+class Events {
+ public:
+  void add(Event e) {
+    std::lock_guard<std::mutex> lock(mu_);
+    events_.push_back(std::move(e));
+  }
+  std::vector<Event> all() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return events_;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<Event> events_;
+};
+
+/// SIGSTOPs a server for its lifetime: it accepts connections (the kernel does) but answers
+/// nothing, as a hung server does.
+class Stopped {
+ public:
+  explicit Stopped(const test::RedisServer& server) : pid_(server.pid()) {
+    EXPECT_EQ(0, ::kill(pid_, SIGSTOP));
+  }
+  ~Stopped() { ::kill(pid_, SIGCONT); }
+  Stopped(const Stopped&) = delete;
+  Stopped& operator=(const Stopped&) = delete;
+
+ private:
+  pid_t pid_;
+};
+
+// Renewals of a hung server fail: on_renew_failure reports each with the lease still left,
+// until the lease runs out and on_lost reports the loss; the logger hears of every failure.
+TEST_F(ObservabilityTest, RenewFailuresAreReportedWithTheLeaseLeftBeforeThePermitIsLost) {
+  test::RedisServer server;
+  ConnectionOptions c = options_for(server);
+  c.connect_timeout = 50ms;
+  c.command_timeout = 50ms;
+  c.reconnect_attempts = 1;
+  SemaphoreOptions o = options(1, 900ms);
+  o.renew_interval = 150ms;
+  o.owner_info = "observed-worker";
+  Events events;
+  o.on_renew_failure = [&](const PermitInfo& permit, const std::string& error) {
+    events.add({false, permit, error});
+  };
+  o.on_lost = [&](const std::string& id, const std::string& reason) {
+    PermitInfo permit;
+    permit.id = id;
+    events.add({true, permit, reason});
+  };
+  LogLines lines;
+  o.logger = lines.logger();
+  FairSemaphore sem(c, "renew-failure", o);
+  std::optional<Permit> p = sem.acquire();
+  {
+    const Stopped hung(server);
+    ASSERT_TRUE(wait_until([&] { return p->lost(); }));
+    ASSERT_TRUE(wait_until([&] { return !events.all().empty() && events.all().back().lost; }));
+  }
+  const std::vector<Event> seen = events.all();
+  ASSERT_GE(seen.size(), 2u);
+  std::chrono::milliseconds before = 900ms;
+  for (std::size_t i = 0; i + 1 < seen.size(); ++i) {
+    const Event& e = seen[i];
+    ASSERT_FALSE(e.lost) << "on_lost came before failure " << i;
+    EXPECT_EQ(p->id(), e.permit.id);
+    EXPECT_EQ(p->fencing_token(), e.permit.ticket);
+    EXPECT_EQ("observed-worker", e.permit.owner);
+    // Counted down to the same deadline: no failed renewal extended it.
+    EXPECT_GT(e.permit.lease_left.count(), 0) << i;
+    EXPECT_LT(e.permit.lease_left.count(), before.count()) << i;
+    before = e.permit.lease_left;
+    EXPECT_THAT(e.text, HasSubstr(std::to_string(server.port()))) << i;
+  }
+  EXPECT_TRUE(seen.back().lost);
+  EXPECT_EQ(p->id(), seen.back().permit.id);
+  EXPECT_THAT(seen.back().text, HasSubstr("lease ran out"));
+
+  const Metrics m = sem.metrics();
+  EXPECT_GE(m.renewal_failures, seen.size() - 1);  // the last one may have found no lease left
+  EXPECT_EQ(1u, m.permits_lost);
+  const std::vector<std::string> logged = lines.lines();
+  const auto failures_logged = std::count_if(logged.begin(), logged.end(), [](const auto& line) {
+    return line.find("renewing 1 permits failed") != std::string::npos;
+  });
+  EXPECT_EQ(static_cast<long>(m.renewal_failures), failures_logged);
+}
+
+// A callback that throws is logged, and changes nothing else.
+TEST_F(ObservabilityTest, RenewFailureCallbackThatThrowsIsLogged) {
+  SemaphoreOptions o = options(1);
+  o.auto_renew = false;
+  o.on_renew_failure = [](const PermitInfo&, const std::string&) {
+    throw std::runtime_error("callback trouble");
+  };
+  LogLines lines;
+  o.logger = lines.logger();
+  FairSemaphore sem(redis_options(), "renew-failure-throws", o);
+  Permit p = sem.acquire();
+  // A key of the wrong type makes the renew script fail.
+  delete_holders("renew-failure-throws");
+  admin_.command({"SET", key("renew-failure-throws", "owner"), "not a zset"});
+  EXPECT_THROW((void)p.renew(), ReplyError);
+  EXPECT_THROW((void)sem.renew_all(), ReplyError);
+  ASSERT_EQ(2u, lines.lines().size());
+  for (const std::string& line : lines.lines()) {
+    EXPECT_THAT(line, HasSubstr("on_renew_failure threw: callback trouble"));
+  }
+  EXPECT_EQ(2u, sem.metrics().renewal_failures);
+  EXPECT_FALSE(p.lost());
+  admin_.command({"DEL", key("renew-failure-throws", "owner")});
 }
 
 // --- the logger ------------------------------------------------------------------------------
