@@ -191,16 +191,19 @@ TEST_F(ObservabilityTest, CountsRenewalsPerPermitAndLostPermitsOnce) {
 // watchdog's at its next renewal; a watchdog connection that could not be saved is replaced.
 TEST_F(ObservabilityTest, CountsReconnectsOfThePoolAndTheWatchdog) {
   test::RedisServer server;  // its own: every client connection on it is the semaphore's
-  const ConnectionOptions c = options_for(server);
+  ConnectionOptions c = options_for(server);
+  c.reconnect_attempts = 2;  // a renewal fails quickly while the server is down
+  c.reconnect_backoff_min = 1ms;
+  c.reconnect_backoff_max = 5ms;
   FairSemaphore sem(c, "reconnects", options(1, 600ms));  // renewed every 200 ms
   Permit p = sem.acquire();
   ASSERT_TRUE(wait_until([&] { return sem.metrics().renewals >= 1; }));  // the watchdog is on
+  const auto renewals = sem.metrics().renewals;
   {
     Connection admin(c);
     EXPECT_EQ(2, admin.command({"CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes"}).integer);
   }
   ASSERT_TRUE(wait_until([&] { return sem.metrics().reconnects == 1; }));
-  const auto renewals = sem.metrics().renewals;
   ASSERT_TRUE(wait_until([&] { return sem.metrics().renewals > renewals; }));
   EXPECT_EQ(1u, sem.status().holders.size());  // on the pool's connection
   EXPECT_EQ(2u, sem.metrics().reconnects);
@@ -310,8 +313,8 @@ TEST_F(ObservabilityTest, RenewFailuresAreReportedWithTheLeaseLeftBeforeThePermi
   c.connect_timeout = 50ms;
   c.command_timeout = 50ms;
   c.reconnect_attempts = 1;
-  SemaphoreOptions o = options(1, 900ms);
-  o.renew_interval = 150ms;
+  SemaphoreOptions o = options(1, 600ms);
+  o.renew_interval = 100ms;  // a failed renewal takes about 150 ms: 3 tries of 50 ms
   o.owner_info = "observed-worker";
   Events events;
   o.on_renew_failure = [&](const PermitInfo& permit, const std::string& error) {
@@ -333,7 +336,7 @@ TEST_F(ObservabilityTest, RenewFailuresAreReportedWithTheLeaseLeftBeforeThePermi
   }
   const std::vector<Event> seen = events.all();
   ASSERT_GE(seen.size(), 2u);
-  std::chrono::milliseconds before = 900ms;
+  std::chrono::milliseconds before = 600ms;
   for (std::size_t i = 0; i + 1 < seen.size(); ++i) {
     const Event& e = seen[i];
     ASSERT_FALSE(e.lost) << "on_lost came before failure " << i;
