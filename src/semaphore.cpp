@@ -36,6 +36,12 @@ constexpr std::size_t kMaxNameBytes = 200;
 constexpr std::size_t kMaxOwnerInfoBytes = 1024;
 // Ids per renew call: a few thousand keep one script run in the low milliseconds.
 constexpr std::size_t kRenewChunk = 2000;
+// Upper bounds of the acquire wait histogram's buckets (Metrics::acquire_wait); a last bucket,
+// +infinity, takes the rest.
+constexpr std::array<std::chrono::nanoseconds, 11> kWaitBounds = {
+    milliseconds(1),     milliseconds(5),     milliseconds(10),   milliseconds(50),
+    milliseconds(100),   milliseconds(500),   milliseconds(1000), milliseconds(5000),
+    milliseconds(10000), milliseconds(30000), milliseconds(60000)};
 // A script whose reply was lost is run again (it is idempotent per permit id).
 constexpr int kScriptAttempts = 3;
 // Replies that say the server did not run the script yet (loading its data after a restart,
@@ -52,12 +58,6 @@ bool is_transient(const std::string& server_message) {
          detail::starts_with(server_message, "CLUSTERDOWN");
 }
 constexpr std::size_t kMaxIdleConnections = 8;
-// Upper bounds of the acquire wait histogram's buckets (Metrics::acquire_wait); a last bucket,
-// +infinity, takes the rest.
-constexpr std::array<std::chrono::nanoseconds, 11> kWaitBounds = {
-    milliseconds(1),     milliseconds(5),     milliseconds(10),   milliseconds(50),
-    milliseconds(100),   milliseconds(500),   milliseconds(1000), milliseconds(5000),
-    milliseconds(10000), milliseconds(30000), milliseconds(60000)};
 // Upper bounds that keep every number exact in Lua (doubles) and in steady_clock arithmetic
 // (the lease bound, detail::kMaxLease, is shared with the reply decoders).
 constexpr long long kMaxLimit = 1'000'000'000;
@@ -1046,11 +1046,11 @@ Status FairSemaphore::status() { return core_->status(); }
 
 EvictResult FairSemaphore::evict(const std::string& permit_id) { return core_->evict(permit_id); }
 
-Metrics FairSemaphore::metrics() const { return core_->metrics(); }
-
 const std::string& FairSemaphore::name() const noexcept { return core_->name(); }
 
 const SemaphoreOptions& FairSemaphore::options() const noexcept { return core_->options(); }
+
+Metrics FairSemaphore::metrics() const { return core_->metrics(); }
 
 // --- SemaphoreAdmin -------------------------------------------------------------------------
 
