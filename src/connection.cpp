@@ -164,6 +164,15 @@ std::string strip_prefix(const char* message) {
   return std::string(m);
 }
 
+/// `text` with each occurrence of `secret` (if not empty) replaced by "***".
+std::string redacted(std::string text, std::string_view secret) {
+  if (secret.empty()) return text;
+  for (auto at = text.find(secret); at != std::string::npos; at = text.find(secret, at + 3)) {
+    text.replace(at, secret.size(), "***");
+  }
+  return text;
+}
+
 std::chrono::milliseconds jittered(std::chrono::milliseconds delay) {
   // Full delay at most, half at least: reconnecting clients spread out instead of arriving
   // at a restarted server in lock step.
@@ -280,8 +289,10 @@ void Connection::handshake() {
     if (reply.is_error()) {
       ctx_.reset();
       std::string as = options_.user.empty() ? "" : fmt::format(" as user '{}'", options_.user);
-      std::string message =
-          fmt::format("fairsem: authentication to {}{} failed: {}", endpoint_, as, reply.str);
+      // A peer that is not the server it should be (another service on a reused port) may
+      // quote the command it refuses, password and all.
+      std::string message = fmt::format("fairsem: authentication to {}{} failed: {}", endpoint_, as,
+                                        redacted(reply.str, options_.password));
       if (is_credentials_error(reply.str)) throw AuthError(message);
       throw ConnectionError(message);  // e.g. max clients reached: worth another attempt
     }
@@ -325,6 +336,7 @@ void Connection::reconnect() {
   for (int attempt = 1;; ++attempt) {
     try {
       connect_once();
+      if (reconnects_) reconnects_->fetch_add(1, std::memory_order_relaxed);
       return;
     } catch (const AuthError&) {
       throw;  // wrong credentials do not fix themselves

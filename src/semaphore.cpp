@@ -7,8 +7,8 @@
 #include <algorithm>
 #include <array>
 #include <condition_variable>
-#include <cstdio>
 #include <functional>
+#include <limits>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -37,6 +37,12 @@ constexpr std::size_t kMaxNameBytes = 200;
 constexpr std::size_t kMaxOwnerInfoBytes = 1024;
 // Ids per renew call: a few thousand keep one script run in the low milliseconds.
 constexpr std::size_t kRenewChunk = 2000;
+// Upper bounds of the acquire wait histogram's buckets (Metrics::acquire_wait); a last bucket,
+// +infinity, takes the rest.
+constexpr std::array<std::chrono::nanoseconds, 11> kWaitBounds = {
+    milliseconds(1),     milliseconds(5),     milliseconds(10),   milliseconds(50),
+    milliseconds(100),   milliseconds(500),   milliseconds(1000), milliseconds(5000),
+    milliseconds(10000), milliseconds(30000), milliseconds(60000)};
 // A script whose reply was lost is run again (it is idempotent per permit id).
 constexpr int kScriptAttempts = 3;
 // Replies that say the server did not run the script yet (loading its data after a restart,
@@ -87,12 +93,6 @@ milliseconds receipt_lifetime(const ConnectionOptions& c, milliseconds lease) {
 
 std::string seconds_string(milliseconds ms) {
   return fmt::format("{}.{:03}", ms.count() / 1000, ms.count() % 1000);
-}
-
-void default_log(LogLevel level, std::string_view message) {
-  // A logger has nowhere to report that stderr itself failed.
-  (void)std::fprintf(stderr, "%s%.*s\n", level == LogLevel::error ? "[error] " : "[warning] ",
-                     static_cast<int>(message.size()), message.data());
 }
 
 }  // namespace
@@ -194,6 +194,73 @@ struct PermitState {
   std::atomic<bool> done{false};  // released, or dropped after a failed release
 };
 
+/// The counters behind FairSemaphore::metrics(). Relaxed atomics: each is a count on its own,
+/// and orders nothing else, so counting takes no lock and no fence.
+struct MetricCounters {
+  using Counter = std::atomic<std::uint64_t>;
+
+  static void add(Counter& counter, std::uint64_t n = 1) noexcept {
+    counter.fetch_add(n, std::memory_order_relaxed);
+  }
+  static std::uint64_t get(const Counter& counter) noexcept {
+    return counter.load(std::memory_order_relaxed);
+  }
+
+  void record_grant(Clock::duration waited) noexcept {
+    add(grants);
+    const auto ns = std::max(std::chrono::nanoseconds(0),
+                             std::chrono::duration_cast<std::chrono::nanoseconds>(waited));
+    std::size_t bucket = 0;
+    while (bucket < kWaitBounds.size() && ns > kWaitBounds[bucket]) ++bucket;
+    add(wait_buckets[bucket]);
+    add(wait_nanoseconds, static_cast<std::uint64_t>(ns.count()));
+  }
+
+  Metrics snapshot() const {
+    Metrics m;
+    m.acquire_attempts = get(acquire_attempts);
+    m.grants = get(grants);
+    m.rejections = get(rejections);
+    m.timeouts = get(timeouts);
+    m.evictions_seen = get(evictions_seen);
+    m.errors = get(errors);
+    m.renewals = get(renewals);
+    m.renewal_failures = get(renewal_failures);
+    m.permits_lost = get(permits_lost);
+    m.releases = get(releases);
+    m.reconnects = get(*reconnects);
+    Histogram& h = m.acquire_wait;
+    h.bounds_seconds.reserve(wait_buckets.size());
+    h.counts.reserve(wait_buckets.size());
+    for (const auto bound : kWaitBounds) {
+      h.bounds_seconds.push_back(std::chrono::duration<double>(bound).count());
+    }
+    h.bounds_seconds.push_back(std::numeric_limits<double>::infinity());
+    // Cumulative, summed from one read of each bucket: the +infinity bucket is the count.
+    for (const Counter& bucket : wait_buckets) {
+      h.count += get(bucket);
+      h.counts.push_back(h.count);
+    }
+    h.sum_seconds = static_cast<double>(get(wait_nanoseconds)) / 1e9;
+    return m;
+  }
+
+  Counter acquire_attempts{0};
+  Counter grants{0};
+  Counter rejections{0};
+  Counter timeouts{0};
+  Counter evictions_seen{0};
+  Counter errors{0};
+  Counter renewals{0};
+  Counter renewal_failures{0};
+  Counter permits_lost{0};
+  Counter releases{0};
+  // Shared with every connection of the semaphore (Connection::count_reconnects).
+  const std::shared_ptr<Counter> reconnects = std::make_shared<Counter>(0);
+  std::array<Counter, kWaitBounds.size() + 1> wait_buckets{};  // one per bucket, not cumulative
+  Counter wait_nanoseconds{0};
+};
+
 class SemaphoreCore : public std::enable_shared_from_this<SemaphoreCore> {
  public:
   /// `admin`: for SemaphoreAdmin, whose calls pass limit 0 ("whatever Redis stores"); the
@@ -208,6 +275,9 @@ class SemaphoreCore : public std::enable_shared_from_this<SemaphoreCore> {
   void connect();
   std::optional<Permit> try_acquire();
   std::optional<Permit> acquire(std::optional<Clock::time_point> deadline);
+  /// What the public calls run: try_acquire (`wait` false), or acquire until `deadline` (none:
+  /// no limit), counted in the metrics.
+  std::optional<Permit> measured_acquire(bool wait, std::optional<Clock::time_point> deadline);
   ReleaseResult release(PermitState& state);
   bool renew(PermitState& state);
   std::size_t renew_all();
@@ -217,6 +287,7 @@ class SemaphoreCore : public std::enable_shared_from_this<SemaphoreCore> {
 
   const std::string& name() const noexcept { return name_; }
   const SemaphoreOptions& options() const noexcept { return options_; }
+  Metrics metrics() const { return metrics_.snapshot(); }
   void log(LogLevel level, const std::string& message) const noexcept;
 
  private:
@@ -237,6 +308,8 @@ class SemaphoreCore : public std::enable_shared_from_this<SemaphoreCore> {
 
   std::unique_ptr<Connection> take_connection();
   void give_back(std::unique_ptr<Connection> conn) noexcept;
+  /// A new connection whose reconnects count in the metrics.
+  std::unique_ptr<Connection> new_connection();
 
   /// Runs one operation of the semaphore script, again after a lost reply (up to
   /// kScriptAttempts in all). Refusals become LimitMismatchError / ReplyError.
@@ -266,9 +339,15 @@ class SemaphoreCore : public std::enable_shared_from_this<SemaphoreCore> {
   void mark_lost(PermitState& state, const std::string& reason);
   void forget(PermitState& state);
   static void watchdog_main(const std::weak_ptr<SemaphoreCore>& weak, SemaphoreCore* core);
+  /// Before a watchdog round: a new connection in place of a broken (or missing) `conn`, counted
+  /// as a reconnect once the watchdog had one (`connected`). Left null, and logged, on failure.
+  void refresh_watchdog_connection(std::unique_ptr<Connection>& conn, bool& connected);
   void renew_round(Connection* conn, const std::vector<std::shared_ptr<PermitState>>& permits);
   /// One renew call for `permits`; marks those found gone as lost. Throws what run() throws.
   void renew_chunk(Connection& conn, const std::vector<PermitState*>& permits);
+  /// Renewing `permits` failed with `error`: counted for each one still held, and reported to
+  /// on_renew_failure for each whose lease has not run out yet.
+  void renewal_failed(const std::vector<PermitState*>& permits, const std::string& error) noexcept;
 
   const ConnectionOptions connection_;
   const std::string name_;
@@ -301,6 +380,8 @@ class SemaphoreCore : public std::enable_shared_from_this<SemaphoreCore> {
   std::unordered_map<PermitState*, std::shared_ptr<PermitState>> live_;
   bool stop_ = false;
   std::thread watchdog_;
+
+  MetricCounters metrics_;
 };
 
 SemaphoreCore::SemaphoreCore(ConnectionOptions connection, std::string name,
@@ -346,12 +427,10 @@ SemaphoreCore::~SemaphoreCore() {
 }
 
 void SemaphoreCore::log(LogLevel level, const std::string& message) const noexcept {
+  // Off unless the application asked: a library does not write to its host's stderr.
+  if (!options_.logger) return;
   try {
-    if (options_.logger) {
-      options_.logger(level, message);
-    } else {
-      default_log(level, message);
-    }
+    options_.logger(level, message);
   } catch (...) {
     // A logger that throws must not turn a destructor into std::terminate.
   }
@@ -366,7 +445,13 @@ std::unique_ptr<Connection> SemaphoreCore::take_connection() {
       return conn;
     }
   }
-  return std::make_unique<Connection>(connection_, router_, slot_);  // outside the lock
+  return new_connection();  // outside the lock
+}
+
+std::unique_ptr<Connection> SemaphoreCore::new_connection() {
+  auto conn = std::make_unique<Connection>(connection_, router_, slot_);
+  conn->count_reconnects(metrics_.reconnects);
+  return conn;
 }
 
 void SemaphoreCore::give_back(std::unique_ptr<Connection> conn) noexcept {
@@ -543,6 +628,30 @@ std::optional<Permit> SemaphoreCore::acquire(std::optional<Clock::time_point> de
   }
 }
 
+std::optional<Permit> SemaphoreCore::measured_acquire(bool wait,
+                                                      std::optional<Clock::time_point> deadline) {
+  const auto start = Clock::now();
+  MetricCounters::add(metrics_.acquire_attempts);
+  // A deadline already passed leaves no time to wait (acquire() does not queue then either):
+  // finding no permit is a rejection, as for try_acquire, not a timeout.
+  const bool queue = wait && !(deadline && *deadline <= start);
+  try {
+    std::optional<Permit> permit = queue ? acquire(deadline) : try_acquire();
+    if (permit) {
+      metrics_.record_grant(Clock::now() - start);
+    } else {
+      MetricCounters::add(queue ? metrics_.timeouts : metrics_.rejections);
+    }
+    return permit;
+  } catch (const EvictedError&) {
+    MetricCounters::add(metrics_.evictions_seen);
+    throw;
+  } catch (...) {
+    MetricCounters::add(metrics_.errors);
+    throw;
+  }
+}
+
 bool SemaphoreCore::wait_for_wake_up(Connection& conn, const std::string& id, milliseconds wait,
                                      AcquireReply& reply, Clock::time_point sent) {
   try {
@@ -609,14 +718,17 @@ ReleaseResult SemaphoreCore::release(PermitState& state) {
   }();
   // released_before: an earlier run whose reply was lost released it (it left a receipt).
   if (detail::decode_release(reply) != detail::ReleaseState::not_present) {
+    MetricCounters::add(metrics_.releases);
     return ReleaseResult::released;
   }
-  state.lost.store(true);
+  // Gone before anyone noticed (e.g. an expired lease without auto_renew): lost all the same.
+  if (!state.lost.exchange(true)) MetricCounters::add(metrics_.permits_lost);
   return ReleaseResult::expired;
 }
 
 void SemaphoreCore::mark_lost(PermitState& state, const std::string& reason) {
   if (state.lost.exchange(true)) return;
+  MetricCounters::add(metrics_.permits_lost);
   forget(state);
   if (options_.on_lost) {
     try {
@@ -643,29 +755,39 @@ void SemaphoreCore::renew_chunk(Connection& conn, const std::vector<PermitState*
     args.push_back(tickets[i]);
   }
   const auto sent = Clock::now();
-  Reply reply = run(conn, "renew", args);
-  const detail::RenewReply renewed = detail::decode_renew(reply, permits.size());
-  const auto deadline = sent + renewed.lease;
+  detail::RenewReply renewed;
   // With min_replicas, a renewal only counts once replicas have it: a failover to one of them
   // must not bring back an older deadline than the holder believes in.
-  bool acknowledged = true;
-  if (options_.min_replicas > 0) {
-    const long long acked = wait_replicas(conn);
+  std::string unacknowledged;  // why not, when too few replicas acknowledged
+  try {
+    Reply reply = run(conn, "renew", args);
+    renewed = detail::decode_renew(reply, permits.size());
+    const long long acked = options_.min_replicas > 0 ? wait_replicas(conn) : 0;
     if (acked < options_.min_replicas) {
-      acknowledged = false;
-      log(LogLevel::warning,
-          fmt::format("fairsem: {}: only {} of {} replicas acknowledged the renewal of {} "
-                      "permits within {} ms; their deadlines stay as they were",
-                      where(), acked, options_.min_replicas, permits.size(),
-                      options_.replica_timeout.count()));
+      unacknowledged = fmt::format(
+          "fairsem: {}: only {} of {} replicas acknowledged the renewal of {} permits within {} "
+          "ms; their deadlines stay as they were",
+          where(), acked, options_.min_replicas, permits.size(), options_.replica_timeout.count());
+      log(LogLevel::warning, unacknowledged);
     }
+  } catch (const std::exception& e) {
+    renewal_failed(permits, e.what());
+    throw;
   }
+  const auto deadline = sent + renewed.lease;
+  std::vector<PermitState*> unconfirmed;  // still held, but replicas lack the renewal
+  std::uint64_t extended = 0;
   for (std::size_t i = 0; i < permits.size(); ++i) {
     PermitState& state = *permits[i];
     if (state.done.load()) continue;
     switch (renewed.states[i]) {
       case detail::RenewState::held:
-        if (acknowledged) state.set_deadline(deadline);
+        if (unacknowledged.empty()) {
+          state.set_deadline(deadline);
+          ++extended;
+        } else {
+          unconfirmed.push_back(&state);
+        }
         break;
       case detail::RenewState::evicted:
         mark_lost(state, "the permit was evicted (removed on purpose, e.g. by `fairsem evict`)");
@@ -682,6 +804,35 @@ void SemaphoreCore::renew_chunk(Connection& conn, const std::vector<PermitState*
         break;
     }
   }
+  MetricCounters::add(metrics_.renewals, extended);
+  if (!unconfirmed.empty()) renewal_failed(unconfirmed, unacknowledged);
+}
+
+void SemaphoreCore::renewal_failed(const std::vector<PermitState*>& permits,
+                                   const std::string& error) noexcept {
+  const auto now = Clock::now();
+  std::uint64_t failed = 0;
+  for (const PermitState* state : permits) {
+    if (state->done.load() || state->lost.load()) continue;
+    ++failed;
+    const auto left = state->get_deadline() - now;
+    // A lease already run out is reported as lost instead (by the caller, or at the next try).
+    if (!options_.on_renew_failure || left <= Clock::duration::zero()) continue;
+    try {
+      PermitInfo info;
+      info.id = state->id;
+      info.ticket = state->ticket;
+      info.lease_left = std::chrono::ceil<milliseconds>(left);
+      info.owner = owner_info_;
+      options_.on_renew_failure(info, error);
+    } catch (const std::exception& e) {
+      log(LogLevel::error,
+          fmt::format("fairsem: {}: on_renew_failure threw: {}", where(), e.what()));
+    } catch (...) {
+      log(LogLevel::error, fmt::format("fairsem: {}: on_renew_failure threw", where()));
+    }
+  }
+  MetricCounters::add(metrics_.renewal_failures, failed);
 }
 
 bool SemaphoreCore::renew(PermitState& state) {
@@ -723,7 +874,9 @@ void SemaphoreCore::renew_round(Connection* conn,
     for (std::size_t i = begin; i < end; ++i) chunk.push_back(permits[i].get());
     try {
       if (conn == nullptr) {
-        throw ConnectionError(fmt::format("fairsem: cannot connect to {}", endpoint_));
+        const std::string error = fmt::format("fairsem: cannot connect to {}", endpoint_);
+        renewal_failed(chunk, error);  // renew_chunk reports its own failures
+        throw ConnectionError(error);
       }
       renew_chunk(*conn, chunk);
     } catch (const std::exception& e) {
@@ -739,8 +892,22 @@ void SemaphoreCore::renew_round(Connection* conn,
   }
 }
 
+void SemaphoreCore::refresh_watchdog_connection(std::unique_ptr<Connection>& conn,
+                                                bool& connected) {
+  if (conn && !conn->broken()) return;
+  try {
+    conn = new_connection();
+    if (std::exchange(connected, true)) MetricCounters::add(*metrics_.reconnects);
+  } catch (const std::exception& e) {
+    conn.reset();
+    log(LogLevel::warning,
+        fmt::format("fairsem: {}: watchdog cannot connect: {}", where(), e.what()));
+  }
+}
+
 void SemaphoreCore::watchdog_main(const std::weak_ptr<SemaphoreCore>& weak, SemaphoreCore* core) {
   std::unique_ptr<Connection> conn;
+  bool connected = false;  // the watchdog has had a connection
   std::unique_lock<std::mutex> lock(core->mu_);
   auto next = Clock::now() + core->renew_interval_;
   for (;;) {
@@ -755,15 +922,7 @@ void SemaphoreCore::watchdog_main(const std::weak_ptr<SemaphoreCore>& weak, Sema
     for (const auto& entry : core->live_) permits.push_back(entry.second);
     lock.unlock();
     if (!permits.empty()) {
-      if (!conn || conn->broken()) {
-        try {
-          conn = std::make_unique<Connection>(core->connection_, core->router_, core->slot_);
-        } catch (const std::exception& e) {
-          conn.reset();
-          core->log(LogLevel::warning, fmt::format("fairsem: {}: watchdog cannot connect: {}",
-                                                   core->where(), e.what()));
-        }
-      }
+      core->refresh_watchdog_connection(conn, connected);
       core->renew_round(conn.get(), permits);
     }
     permits.clear();
@@ -900,12 +1059,14 @@ FairSemaphore::FairSemaphore(FairSemaphore&&) noexcept = default;
 FairSemaphore& FairSemaphore::operator=(FairSemaphore&&) noexcept = default;
 FairSemaphore::~FairSemaphore() = default;
 
-std::optional<Permit> FairSemaphore::try_acquire() { return core_->try_acquire(); }
+std::optional<Permit> FairSemaphore::try_acquire() {
+  return core_->measured_acquire(false, std::nullopt);
+}
 
-Permit FairSemaphore::acquire() { return std::move(*core_->acquire(std::nullopt)); }
+Permit FairSemaphore::acquire() { return std::move(*core_->measured_acquire(true, std::nullopt)); }
 
 std::optional<Permit> FairSemaphore::acquire_until_steady(Clock::time_point deadline) {
-  return core_->acquire(deadline);
+  return core_->measured_acquire(true, deadline);
 }
 
 std::size_t FairSemaphore::renew_all() { return core_->renew_all(); }
@@ -919,6 +1080,8 @@ ResizeResult FairSemaphore::resize(long long new_limit) { return core_->resize(n
 const std::string& FairSemaphore::name() const noexcept { return core_->name(); }
 
 const SemaphoreOptions& FairSemaphore::options() const noexcept { return core_->options(); }
+
+Metrics FairSemaphore::metrics() const { return core_->metrics(); }
 
 // --- SemaphoreAdmin -------------------------------------------------------------------------
 

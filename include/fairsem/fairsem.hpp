@@ -4,6 +4,7 @@
 
 #include "fairsem/connection_options.hpp"
 #include "fairsem/errors.hpp"
+#include "fairsem/metrics.hpp"
 #include "fairsem/semaphore.hpp"
 #include "fairsem/server_info.hpp"
 #include "fairsem/version.hpp"

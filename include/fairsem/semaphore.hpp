@@ -16,6 +16,7 @@
 
 #include "fairsem/connection_options.hpp"
 #include "fairsem/errors.hpp"
+#include "fairsem/metrics.hpp"
 
 namespace fairsem {
 
@@ -23,7 +24,8 @@ enum class LogLevel { warning, error };
 
 /// Receives what fairsem cannot report by exception: a release that failed in a destructor, a
 /// renewal that failed on the watchdog thread. May be called from any thread, including the
-/// watchdog's; it must not block for long. Empty: messages go to stderr.
+/// watchdog's; it must not block for long. Empty (the default): nothing is logged. Messages name
+/// the semaphore and the server endpoint, never a password.
 using Logger = std::function<void(LogLevel level, std::string_view message)>;
 
 /// Called once per permit when a held permit is found lost (its lease ran out or its entry
@@ -31,6 +33,20 @@ using Logger = std::function<void(LogLevel level, std::string_view message)>;
 /// Permit::renew — possibly both at once for different permits, so it must be thread-safe.
 /// The permit's holder should stop relying on it (see Permit::lost and the fencing token).
 using LostCallback = std::function<void(const std::string& permit_id, const std::string& reason)>;
+
+struct PermitInfo;
+
+/// Called when renewing a held permit failed while its lease still runs: the renew call threw
+/// (Redis unreachable, an error reply), or with min_replicas too few replicas acknowledged it.
+/// A warning before the loss: unless a renewal succeeds within permit.lease_left, on_lost
+/// follows. `permit` has the permit's id, its fencing token (ticket), the time its lease has
+/// left on this process's clock (> 0) and its owner_info; `error` says what failed. Called once
+/// per permit per failed renewal, from the watchdog thread, or from the thread that called
+/// Permit::renew or renew_all (which then also throw, except when only replicas were missing);
+/// never for a permit already lost or released. Must be thread-safe, like on_lost; what it
+/// throws is logged.
+using RenewFailureCallback =
+    std::function<void(const PermitInfo& permit, const std::string& error)>;
 
 struct SemaphoreOptions {
   /// How many permits may be held at once across every client of the semaphore (1 to 10^9).
@@ -48,7 +64,10 @@ struct SemaphoreOptions {
   /// Renew held permits in the background (one thread per FairSemaphore). Off: a permit lives
   /// one lease unless Permit::renew() is called.
   bool auto_renew = true;
+  /// Empty: a lost permit is reported to the logger.
   LostCallback on_lost;
+  /// Empty: failed renewals are only logged (and counted in Metrics::renewal_failures).
+  RenewFailureCallback on_renew_failure;
   /// Stored with each permit so status() shows who holds or waits; empty means "hostname:pid".
   std::string owner_info;
   /// A caller-chosen permit id (same rules as names). Acquiring it again — from this or any
@@ -235,6 +254,10 @@ class FairSemaphore {
   /// and follow the new limit; one opened later with the old limit gets LimitMismatchError.
   /// options().limit keeps the value this handle was opened with. Throws InvalidArgument.
   ResizeResult resize(long long new_limit);
+
+  /// A snapshot of this handle's counters and wait-time histogram (see Metrics). Thread-safe and
+  /// cheap: no call to Redis, no lock.
+  Metrics metrics() const;
 
   const std::string& name() const noexcept;
   /// The options as given: after a resize, status().limit is the limit in force.

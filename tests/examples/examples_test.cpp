@@ -8,20 +8,25 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <optional>
+#include <regex>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "child_process.hpp"
+#include "fairsem/fairsem.hpp"
 #include "test_env.hpp"
 
 #if !defined(FAIRSEM_EXAMPLE_GUARD) || !defined(FAIRSEM_EXAMPLE_WORKER_POOL) || \
-    !defined(FAIRSEM_EXAMPLE_MIGRATION_JOB)
+    !defined(FAIRSEM_EXAMPLE_MIGRATION_JOB) || !defined(FAIRSEM_EXAMPLE_METRICS_EXPORTER)
 #error "the paths of the example programs must be defined by the build"
 #endif
 
@@ -261,6 +266,170 @@ TEST_F(MigrationJobExample, RequiresAMachineName) {
   const Outcome o = run(FAIRSEM_EXAMPLE_MIGRATION_JOB, {"--url", harness_url()});
   EXPECT_EQ(o.exit_code, kExitUsage) << o.describe();
   EXPECT_NE(o.err.find("--machine is required"), std::string::npos) << o.describe();
+}
+
+// ---------------------------------------------------------------------------------------------
+// fairsem-metrics-exporter
+
+/// One sample line of the Prometheus text exposition format: `name{labels} value`.
+struct Sample {
+  std::string name;
+  std::map<std::string, std::string> labels;
+  double value = 0;
+};
+
+/// A value as the format writes one: a float, or +Inf / -Inf / NaN.
+std::optional<double> parse_value(const std::string& text) {
+  if (text == "+Inf") return HUGE_VAL;
+  if (text == "-Inf") return -HUGE_VAL;
+  if (text == "NaN") return NAN;
+  char* end = nullptr;
+  const double value = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end != '\0' || !std::isfinite(value)) return std::nullopt;
+  return value;
+}
+
+/// The samples of `text`, checked against the format as it goes (ADD_FAILURE per bad line):
+/// comments are `# HELP name text` or `# TYPE name counter|histogram`, each family's TYPE comes
+/// before its samples, and every other line is `name{label="value",...} value`.
+std::vector<Sample> parse_exposition(const std::string& text,
+                                     std::map<std::string, std::string>& types) {
+  static const std::regex kSample(R"(([a-zA-Z_:][a-zA-Z0-9_:]*)\{(.*)\} (\S+))");
+  static const std::regex kLabel(R"re(([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)")re");
+  static const std::regex kComment(R"(# (HELP|TYPE) ([a-zA-Z_:][a-zA-Z0-9_:]*) (.+))");
+  std::vector<Sample> samples;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    std::smatch m;
+    if (line.rfind('#', 0) == 0) {
+      if (!std::regex_match(line, m, kComment)) {
+        ADD_FAILURE() << "not a HELP or TYPE comment: " << line;
+      } else if (m[1] == "TYPE") {
+        EXPECT_TRUE(m[3] == "counter" || m[3] == "histogram") << line;
+        EXPECT_EQ(types.count(m[2]), 0u) << "a second TYPE: " << line;
+        types[m[2]] = m[3];
+      }
+      continue;
+    }
+    if (!std::regex_match(line, m, kSample)) {
+      ADD_FAILURE() << "not a sample line: " << line;
+      continue;
+    }
+    Sample sample;
+    sample.name = m[1];
+    const std::string labels = m[2];
+    std::string rest = labels;
+    for (std::smatch l; std::regex_search(rest, l, kLabel) && l.position(0) == 0;) {
+      sample.labels[l[1]] = l[2];
+      rest = l.suffix();
+      if (!rest.empty() && rest[0] == ',') rest.erase(0, 1);
+    }
+    EXPECT_EQ(rest, "") << "labels that do not parse: " << line;
+    const std::optional<double> value = parse_value(m[3]);
+    if (!value) ADD_FAILURE() << "not a value: " << line;
+    sample.value = value.value_or(0);
+    // Histogram samples belong to the family without their suffix.
+    std::string family = sample.name;
+    for (const std::string suffix : {"_bucket", "_sum", "_count"}) {
+      const std::string base =
+          family.substr(0, family.size() - std::min(family.size(), suffix.size()));
+      if (family.size() > suffix.size() &&
+          family.compare(base.size(), suffix.size(), suffix) == 0 && types.count(base) != 0 &&
+          types[base] == "histogram") {
+        family = base;
+      }
+    }
+    EXPECT_EQ(types.count(family), 1u) << "no TYPE before " << line;
+    samples.push_back(std::move(sample));
+  }
+  return samples;
+}
+
+TEST(MetricsExporterExample, PrintsItsWorkAsPrometheusTextWithCumulativeBuckets) {
+  const std::string name = fairsem::test::unique_prefix();
+  const Outcome o =
+      run(FAIRSEM_EXAMPLE_METRICS_EXPORTER, {"--url", harness_url(), "--name", name, "--limit", "2",
+                                             "--threads", "4", "--seconds", "0.5"});
+  ASSERT_EQ(o.exit_code, 0) << o.describe();
+  std::map<std::string, std::string> types;
+  const std::vector<Sample> samples = parse_exposition(o.out, types);
+
+  std::map<std::string, double> counters;
+  std::vector<std::pair<double, double>> buckets;  // (le, count), in order
+  std::map<std::string, double> histogram;         // _sum and _count
+  for (const Sample& s : samples) {
+    EXPECT_EQ(s.labels.at("semaphore"), name) << s.name;
+    if (s.name.rfind("fairsem_acquire_wait_seconds_", 0) == 0) {
+      const std::string part = s.name.substr(std::string("fairsem_acquire_wait_seconds").size());
+      if (part == "_bucket") {
+        EXPECT_EQ(s.labels.size(), 2u) << s.name;
+        const std::optional<double> le = parse_value(s.labels.at("le"));
+        ASSERT_TRUE(le) << s.labels.at("le");
+        buckets.emplace_back(*le, s.value);
+      } else {
+        EXPECT_EQ(histogram.count(part), 0u) << s.name;
+        histogram[part] = s.value;
+      }
+      continue;
+    }
+    EXPECT_EQ(s.labels.size(), 1u) << s.name;
+    EXPECT_EQ(types[s.name], "counter") << s.name;
+    EXPECT_EQ(counters.count(s.name), 0u) << s.name;
+    counters[s.name] = s.value;
+  }
+  const std::set<std::string> expected = {
+      "fairsem_acquire_attempts_total", "fairsem_grants_total",
+      "fairsem_rejections_total",       "fairsem_timeouts_total",
+      "fairsem_evictions_seen_total",   "fairsem_errors_total",
+      "fairsem_renewals_total",         "fairsem_renewal_failures_total",
+      "fairsem_permits_lost_total",     "fairsem_releases_total",
+      "fairsem_reconnects_total"};
+  std::set<std::string> found;
+  for (const auto& c : counters) found.insert(c.first);
+  EXPECT_EQ(found, expected);
+  EXPECT_EQ(types["fairsem_acquire_wait_seconds"], "histogram");
+
+  // Buckets: increasing bounds, cumulative (never decreasing) counts, +Inf last and == _count.
+  ASSERT_GE(buckets.size(), 2u);
+  for (std::size_t i = 1; i < buckets.size(); ++i) {
+    EXPECT_LT(buckets[i - 1].first, buckets[i].first) << i;
+    EXPECT_LE(buckets[i - 1].second, buckets[i].second) << i;
+  }
+  EXPECT_TRUE(std::isinf(buckets.back().first));
+  ASSERT_EQ(histogram.size(), 2u) << o.out;
+  EXPECT_EQ(buckets.back().second, histogram["_count"]);
+  EXPECT_GT(histogram["_sum"], 0.0);
+
+  // The counters add up to the work the program says it did.
+  const auto at = o.err.find("work: permits=");
+  ASSERT_NE(at, std::string::npos) << o.describe();
+  const double work = std::stod(o.err.substr(at + std::string("work: permits=").size()));
+  EXPECT_GT(work, 0);
+  EXPECT_EQ(counters["fairsem_grants_total"], work) << o.describe();
+  EXPECT_EQ(counters["fairsem_releases_total"], work);
+  EXPECT_EQ(histogram["_count"], work);
+  EXPECT_EQ(counters["fairsem_acquire_attempts_total"],
+            counters["fairsem_grants_total"] + counters["fairsem_rejections_total"] +
+                counters["fairsem_timeouts_total"] + counters["fairsem_evictions_seen_total"] +
+                counters["fairsem_errors_total"]);
+  EXPECT_EQ(counters["fairsem_errors_total"], 0);
+  // Redis agrees: every grant and every timed-out wait took a ticket.
+  fairsem::SemaphoreAdmin admin(fairsem::ConnectionOptions::from_url(harness_url()), name);
+  EXPECT_GE(admin.status().last_ticket, static_cast<long long>(work));
+  EXPECT_TRUE(admin.status().holders.empty());
+}
+
+TEST(MetricsExporterExample, RejectsBadDurationsAndUnknownOptionsWithExitCode64) {
+  for (const std::vector<std::string>& args : {std::vector<std::string>{"--seconds", "0"},
+                                               {"--seconds", "1s"},
+                                               {"--threads", "0"},
+                                               {"--limit"},
+                                               {"--metrics"}}) {
+    const Outcome o = run(FAIRSEM_EXAMPLE_METRICS_EXPORTER, args);
+    EXPECT_EQ(o.exit_code, kExitUsage) << args[0] << "\n" << o.describe();
+    EXPECT_EQ(o.out, "");
+    EXPECT_NE(o.err.find("usage: fairsem-metrics-exporter"), std::string::npos) << o.describe();
+  }
 }
 
 }  // namespace

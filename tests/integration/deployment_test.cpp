@@ -19,6 +19,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "redis_cluster.hpp"
@@ -422,6 +423,11 @@ TEST(ReplicationTest, ARenewalNoReplicaAcknowledgesKeepsTheOldDeadline) {
     std::lock_guard<std::mutex> lock(mu);
     warnings.emplace_back(message);
   };
+  std::vector<std::pair<fairsem::PermitInfo, std::string>> renew_failures;
+  o.on_renew_failure = [&](const fairsem::PermitInfo& permit, const std::string& error) {
+    std::lock_guard<std::mutex> lock(mu);
+    renew_failures.emplace_back(permit, error);
+  };
   ConnectionOptions c;
   c.port = master.port();
   FairSemaphore sem(c, "replicated", o);
@@ -443,7 +449,15 @@ TEST(ReplicationTest, ARenewalNoReplicaAcknowledgesKeepsTheOldDeadline) {
     EXPECT_THAT(warnings[0],
                 HasSubstr("only 0 of 1 replicas acknowledged the renewal of 1 "
                           "permits within 2000 ms; their deadlines stay as they were"));
+    // A failed renewal for on_renew_failure too, with the lease the holder still has.
+    ASSERT_EQ(renew_failures.size(), 1U);
+    EXPECT_EQ(renew_failures[0].first.id, p.id());
+    EXPECT_EQ(renew_failures[0].first.ticket, p.fencing_token());
+    EXPECT_GT(renew_failures[0].first.lease_left, milliseconds(0));
+    EXPECT_EQ(renew_failures[0].second, warnings[0]);
   }
+  EXPECT_EQ(sem.metrics().renewal_failures, 1U);
+  EXPECT_EQ(sem.metrics().renewals, 0U);
   // A grant no replica acknowledges is given back (the second permit stays free).
   EXPECT_THROW((void)sem.try_acquire(), fairsem::ReplicationError);
   EXPECT_EQ(sem.status().holders.size(), 1U);

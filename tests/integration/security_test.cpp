@@ -37,6 +37,7 @@ using detail::Reply;
 using test::FakePeer;
 using test::RedisServer;
 using test::wait_until;
+using ::testing::Contains;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::StartsWith;
@@ -542,6 +543,51 @@ TEST_F(SecurityAclTest, LogsNeverShowThePasswordWhenTheCredentialsAreRevoked) {
   EXPECT_TRUE(reports_.logged("releasing permit")) << ::testing::PrintToString(reports_.logs());
 
   EXPECT_FALSE(shows_password(refused)) << refused;
+  for (const std::string& m : reports_.logs()) EXPECT_FALSE(shows_password(m)) << m;
+  for (const std::string& m : reports_.lost()) EXPECT_FALSE(shows_password(m)) << m;
+}
+
+// A connection dropped under the watchdog, then a reconnect that reaches a wrong host on the
+// server's port, one that quotes the AUTH it refuses, password and all: the logger,
+// on_renew_failure, on_lost and the exceptions hear of each, and never see the password.
+TEST_F(SecurityAclTest, LogsNeverShowThePasswordWhenAReconnectReachesAWrongHost) {
+  ConnectionOptions c = user_options(kEncodedPassword);
+  c.connect_timeout = 300ms;
+  c.command_timeout = 300ms;
+  c.reconnect_attempts = 2;
+  c.reconnect_backoff_min = 1ms;
+  c.reconnect_backoff_max = 5ms;
+  SemaphoreOptions o = options(1, 600ms);
+  std::mutex mu;
+  std::vector<std::string> renew_errors;
+  o.on_renew_failure = [&](const PermitInfo&, const std::string& error) {
+    std::lock_guard<std::mutex> lock(mu);
+    renew_errors.push_back(error);
+  };
+  FairSemaphore sem(c, name_, o);
+  std::optional<Permit> p = sem.acquire();
+  ASSERT_TRUE(wait_until([&] { return sem.metrics().renewals >= 1; }));  // the watchdog is on
+
+  admin_.command({"CLIENT", "KILL", "USER", kUser});
+  ASSERT_TRUE(wait_until([&] { return sem.metrics().reconnects >= 1; }));
+  EXPECT_TRUE(reports_.logged("running it again")) << ::testing::PrintToString(reports_.logs());
+
+  server_.kill();
+  const std::string echo = fmt::format(
+      "-ERR unknown command 'AUTH', with args beginning with: '{}' '{}' \r\n", kUser, kPassword);
+  FakePeer wrong_host(FakePeer::Mode::reply, echo, server_.port());
+  ASSERT_TRUE(wait_until([&] { return reports_.lost().size() == 1; }));
+  const std::string refused = error_of([&] { (void)sem.try_acquire(); });
+  EXPECT_THAT(refused, HasSubstr("with args beginning with: 'fairsem-app' '***'"));
+  p.reset();  // the destructor's release fails: logged
+  EXPECT_TRUE(reports_.logged("releasing permit")) << ::testing::PrintToString(reports_.logs());
+  EXPECT_TRUE(reports_.logged("'***'")) << ::testing::PrintToString(reports_.logs());
+
+  std::lock_guard<std::mutex> lock(mu);
+  ASSERT_FALSE(renew_errors.empty());
+  EXPECT_THAT(renew_errors, Contains(HasSubstr("'***'")));
+  EXPECT_FALSE(shows_password(refused)) << refused;
+  for (const std::string& m : renew_errors) EXPECT_FALSE(shows_password(m)) << m;
   for (const std::string& m : reports_.logs()) EXPECT_FALSE(shows_password(m)) << m;
   for (const std::string& m : reports_.lost()) EXPECT_FALSE(shows_password(m)) << m;
 }

@@ -3,11 +3,14 @@
 // A single blocking connection to Redis over hiredis. Internal: the public API never exposes
 // it, and this header does not include hiredis.h (the context is only forward-declared).
 
+#include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <initializer_list>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "fairsem/connection_options.hpp"
@@ -86,6 +89,14 @@ class Connection {
   /// exponential backoff between them. AuthError and InvalidArgument are not retried.
   void reconnect();
 
+  /// From now on, each reconnect() that succeeds (whether called directly, or at the start of a
+  /// command after the connection broke or a redirection moved it) adds 1 to `counter`, which
+  /// several connections may share (a semaphore's Metrics::reconnects). Set after construction,
+  /// so the first connect is never counted. Null: not counted.
+  void count_reconnects(std::shared_ptr<std::atomic<std::uint64_t>> counter) noexcept {
+    reconnects_ = std::move(counter);
+  }
+
   const ConnectionOptions& options() const noexcept { return options_; }
   /// "host:port" or "unix:/path" of the node connected to, as quoted in error messages.
   const std::string& endpoint() const noexcept { return endpoint_; }
@@ -123,6 +134,7 @@ class Connection {
   bool last_reply_elsewhere_ = false;
   ContextPtr ctx_;
   bool broken_ = false;
+  std::shared_ptr<std::atomic<std::uint64_t>> reconnects_;  // null: not counted
 };
 
 }  // namespace fairsem::detail

@@ -1,0 +1,61 @@
+#pragma once
+
+// Metrics: what one FairSemaphore handle has done so far, as a plain snapshot
+// (FairSemaphore::metrics()) to export to a monitoring system. Counting costs a relaxed atomic
+// increment per event and no lock; the snapshot copies the counters one by one, so counters that
+// move meanwhile may be a few events apart from each other.
+
+#include <cstdint>
+#include <vector>
+
+namespace fairsem {
+
+/// Wait times of granted acquires, in the shape a Prometheus histogram takes.
+struct Histogram {
+  /// Upper bounds of the buckets in seconds, increasing: 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1,
+  /// 5, 10, 30, 60 and +infinity.
+  std::vector<double> bounds_seconds;
+  /// Cumulative, like Prometheus's `le` buckets: counts[i] is how many waits took at most
+  /// bounds_seconds[i]. Never decreasing; counts.back() (the +infinity bucket) == count.
+  std::vector<std::uint64_t> counts;
+  std::uint64_t count = 0;   // waits measured
+  double sum_seconds = 0.0;  // their total, in seconds
+};
+
+/// Counters of one FairSemaphore handle (the process's view, not the semaphore's in Redis),
+/// counted from its construction; they only grow. Once no call is under way,
+/// acquire_attempts == grants + rejections + timeouts + evictions_seen + errors.
+struct Metrics {
+  /// Calls of try_acquire, acquire, try_acquire_for and try_acquire_until (and of
+  /// SemaphoreLock's lock/try_lock*, which make them).
+  std::uint64_t acquire_attempts = 0;
+  /// Attempts that returned a permit.
+  std::uint64_t grants = 0;
+  /// try_acquire (or a timed acquire whose deadline had already passed) that found no free
+  /// permit.
+  std::uint64_t rejections = 0;
+  /// Timed acquires that gave up waiting.
+  std::uint64_t timeouts = 0;
+  /// Acquires ended by EvictedError (the waiter was evicted).
+  std::uint64_t evictions_seen = 0;
+  /// Acquires that threw anything else (ConnectionError, ReplicationError...).
+  std::uint64_t errors = 0;
+  /// Permits renewed, one per permit per renewal (by the watchdog, renew_all or
+  /// Permit::renew) that extended its deadline.
+  std::uint64_t renewals = 0;
+  /// Failed renewals, one per permit per attempt: the renew call threw, or with min_replicas
+  /// too few replicas acknowledged it (SemaphoreOptions::on_renew_failure is called for each).
+  std::uint64_t renewal_failures = 0;
+  /// Held permits found lost, once each: by a renewal (on_lost is called), or by a release
+  /// that found the permit already gone (it returned ReleaseResult::expired).
+  std::uint64_t permits_lost = 0;
+  /// Releases that freed a held permit (ReleaseResult::released), by release() or ~Permit.
+  std::uint64_t releases = 0;
+  /// Successful reconnects of this handle's connections, the watchdog's included, after a
+  /// connection broke or was redirected to another node. The first connect is not counted.
+  std::uint64_t reconnects = 0;
+  /// For each grant: the time from the acquire call to its return with the permit.
+  Histogram acquire_wait;
+};
+
+}  // namespace fairsem
