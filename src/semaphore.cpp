@@ -824,6 +824,7 @@ void SemaphoreCore::renewal_failed(const std::vector<PermitState*>& permits,
       info.ticket = state->ticket;
       info.lease_left = std::chrono::ceil<milliseconds>(left);
       info.owner = owner_info_;
+      info.slot = state->slot;
       options_.on_renew_failure(info, error);
     } catch (const std::exception& e) {
       log(LogLevel::error,
