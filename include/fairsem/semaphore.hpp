@@ -39,12 +39,12 @@ struct PermitInfo;
 /// Called when renewing a held permit failed while its lease still runs: the renew call threw
 /// (Redis unreachable, an error reply), or with min_replicas too few replicas acknowledged it.
 /// A warning before the loss: unless a renewal succeeds within permit.lease_left, on_lost
-/// follows. `permit` has the permit's id, its fencing token (ticket), the time its lease has
-/// left on this process's clock (> 0) and its owner_info; `error` says what failed. Called once
-/// per permit per failed renewal, from the watchdog thread, or from the thread that called
-/// Permit::renew or renew_all (which then also throw, except when only replicas were missing);
-/// never for a permit already lost or released. Must be thread-safe, like on_lost; what it
-/// throws is logged.
+/// follows. `permit` has the permit's id, its fencing token (ticket), its slot, the time its
+/// lease has left on this process's clock (> 0) and its owner_info; `error` says what failed.
+/// Called once per permit per failed renewal, from the watchdog thread, or from the thread that
+/// called Permit::renew or renew_all (which then also throw, except when only replicas were
+/// missing); never for a permit already lost or released. Must be thread-safe, like on_lost; what
+/// it throws is logged.
 using RenewFailureCallback =
     std::function<void(const PermitInfo& permit, const std::string& error)>;
 
