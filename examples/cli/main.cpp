@@ -93,7 +93,8 @@ int main(int argc, char** argv) {
       "run",
       "Run CMD while holding a permit: waits in FIFO order, keeps the lease renewed, forwards "
       "SIGINT/SIGTERM/SIGHUP, releases when CMD ends and exits with its status. CMD gets "
-      "FAIRSEM_PERMIT_ID and FAIRSEM_FENCING_TOKEN in its environment.");
+      "FAIRSEM_PERMIT_ID, FAIRSEM_FENCING_TOKEN and FAIRSEM_SLOT (0..limit-1, unique among the "
+      "holders) in its environment.");
   add_target(*run_cmd, run.target, run_url);
   run_cmd->add_option("--limit", run.limit, "Permits across every client (1..1000000000)")
       ->required()

@@ -5,12 +5,14 @@
 #include <gtest/gtest.h>
 #include <sys/syscall.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -156,6 +158,65 @@ TEST_F(CliTest, RunGivesTheCommandItsPermitAndExitsWithItsStatus) {
   EXPECT_EQ(2, s.limit);
   EXPECT_TRUE(s.holders.empty());  // released when the command ended
   EXPECT_EQ(1, s.last_ticket);
+}
+
+/// The FAIRSEM_* variables `env` printed (a name listed twice is kept twice).
+std::multimap<std::string, std::string> permit_variables(const std::string& env_output) {
+  std::multimap<std::string, std::string> vars;
+  std::istringstream in(env_output);
+  for (std::string line; std::getline(in, line);) {
+    const std::size_t eq = line.find('=');
+    const std::string key = line.substr(0, eq);
+    if (key == "FAIRSEM_PERMIT_ID" || key == "FAIRSEM_FENCING_TOKEN" || key == "FAIRSEM_SLOT") {
+      vars.emplace(key, line.substr(eq + 1));
+    }
+  }
+  return vars;
+}
+
+// `env` without a shell: a shell would fold duplicate entries into one variable, hiding a stale
+// inherited value left beside the new one (getenv() finds the first).
+TEST_F(CliTest, RunReplacesInheritedPermitVariables) {
+  const Outcome o =
+      run(cmd({"run"}, {"--limit", "2", "--", "env"}),
+          {{"FAIRSEM_PERMIT_ID", "stale"}, {"FAIRSEM_FENCING_TOKEN", "99"}, {"FAIRSEM_SLOT", "7"}});
+  ASSERT_EQ(0, o.code) << o;
+  const auto vars = permit_variables(o.out);
+  ASSERT_EQ(3u, vars.size()) << o;
+  EXPECT_EQ(0u, vars.find("FAIRSEM_PERMIT_ID")->second.rfind("run-", 0)) << o;
+  EXPECT_EQ("1", vars.find("FAIRSEM_FENCING_TOKEN")->second) << o;
+  EXPECT_EQ("0", vars.find("FAIRSEM_SLOT")->second) << o;
+}
+
+TEST_F(CliTest, ConcurrentRunsGetDifferentSlotsAsStatusShows) {
+  std::vector<std::unique_ptr<ChildProcess>> runs;
+  std::map<std::string, std::string> slot_of;  // permit id -> $FAIRSEM_SLOT
+  for (int i = 0; i < 2; ++i) {
+    runs.push_back(
+        start(cmd({"run"}, {"--limit", "2", "--", "sh", "-c",
+                            "echo \"ready $FAIRSEM_PERMIT_ID $FAIRSEM_SLOT\"; read line; true"})));
+    const auto line = runs.back()->expect("ready");
+    ASSERT_TRUE(line) << runs.back()->transcript();
+    std::istringstream words(*line);
+    std::string ready, id, slot;
+    words >> ready >> id >> slot;
+    slot_of[id] = slot;
+  }
+  // Granted one after the other, each the lowest free slot.
+  std::vector<std::string> slots;
+  for (const auto& [id, slot] : slot_of) slots.push_back(slot);
+  std::sort(slots.begin(), slots.end());
+  EXPECT_EQ((std::vector<std::string>{"0", "1"}), slots);
+  const Status s = status();
+  ASSERT_EQ(2u, s.holders.size());
+  for (const PermitInfo& h : s.holders) {
+    ASSERT_EQ(1u, slot_of.count(h.id)) << h.id;
+    EXPECT_EQ(slot_of[h.id], std::to_string(h.slot)) << h.id;
+  }
+  for (auto& p : runs) {
+    p->close_stdin();
+    EXPECT_EQ(0, exit_code(p->wait_exit())) << p->transcript();
+  }
 }
 
 TEST_F(CliTest, ArgvGoesToTheCommandAsGivenWithoutAShell) {
