@@ -411,12 +411,14 @@ TEST_F(CliTest, StatusJsonAndTableShowHoldersAndWaitersInOrder) {
   ASSERT_EQ(1u, j.at("holders").size());
   const auto& h = j.at("holders").at(0);
   EXPECT_EQ(1, h.at("token"));
+  EXPECT_EQ(0, h.at("slot"));
   EXPECT_GT(h.at("lease_left_ms").get<long long>(), 0);
   EXPECT_NE(std::string::npos, h.at("owner").get<std::string>().find("sh -c")) << json;
   ASSERT_EQ(2u, j.at("waiters").size());
   EXPECT_EQ(2, j.at("waiters").at(0).at("token"));
   EXPECT_EQ(3, j.at("waiters").at(1).at("token"));
-  const std::vector<std::string> keys = {"id", "token", "lease_left_ms", "owner"};
+  EXPECT_TRUE(j.at("waiters").at(0).at("slot").is_null()) << json;  // waiters have no slot
+  const std::vector<std::string> keys = {"id", "token", "slot", "lease_left_ms", "owner"};
   for (const auto& entry : {h, j.at("waiters").at(0)}) {
     std::vector<std::string> seen;
     for (auto it = entry.begin(); it != entry.end(); ++it) seen.push_back(it.key());
@@ -429,6 +431,11 @@ TEST_F(CliTest, StatusJsonAndTableShowHoldersAndWaitersInOrder) {
   const Outcome table = run(cmd({"status"}, {}, "shown"));
   ASSERT_EQ(0, table.code) << table;
   EXPECT_NE(std::string::npos, table.out.find("limit 1, 1 holding, 2 waiting")) << table;
+  // The holder's row starts with its slot, under SLOT; the waiters' with their place in line.
+  const std::string holder_id = h.at("id");
+  EXPECT_NE(std::string::npos, table.out.find("holders:\n  SLOT  ID")) << table;
+  EXPECT_NE(std::string::npos, table.out.find("\n     0  " + holder_id + " ")) << table;
+  EXPECT_NE(std::string::npos, table.out.find("waiters, in queue order:\n     #  ID")) << table;
   const std::string first_waiter = j.at("waiters").at(0).at("id");
   const std::string second_waiter = j.at("waiters").at(1).at("id");
   EXPECT_LT(table.out.find(first_waiter), table.out.find(second_waiter)) << table;
