@@ -34,6 +34,11 @@ struct EvictArgs {
   std::string id;
 };
 
+struct ResizeArgs {
+  Target target;
+  std::string new_limit;  // as typed; checked by resize_main before anything is sent
+};
+
 struct DemoArgs {
   std::string url;  // empty: start a private redis-server
   int workers = 6;
@@ -45,6 +50,7 @@ struct DemoArgs {
 int run_main(const RunArgs& args);
 int status_main(const StatusArgs& args);
 int evict_main(const EvictArgs& args);
+int resize_main(const ResizeArgs& args);
 int demo_main(const DemoArgs& args);
 
 }  // namespace fairsem::cli

@@ -1,6 +1,6 @@
 // fairsem: the command-line face of the library. Caps how many copies of a command run at once
-// across machines (`run`), shows and edits a semaphore (`status`, `evict`), and demonstrates
-// the guarantees on a private Redis (`demo`).
+// across machines (`run`), shows and edits a semaphore (`status`, `evict`, `resize`), and
+// demonstrates the guarantees on a private Redis (`demo`).
 
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
@@ -125,6 +125,20 @@ int main(int argc, char** argv) {
   add_target(*evict_cmd, evict.target, evict_url);
   evict_cmd->add_option("--id", evict.id, "Permit id (see status)")->required();
 
+  fairsem::cli::ResizeArgs resize;
+  std::string resize_url;
+  CLI::App* resize_cmd = app.add_subcommand(
+      "resize",
+      "Change the limit of a semaphore for every client. Growing grants waiters at once; "
+      "shrinking takes no permit away: nothing is granted until fewer than NEW_LIMIT hold");
+  resize_cmd->add_option("NAME,--name", resize.target.name, "Semaphore name")->required();
+  resize_cmd->add_option("NEW_LIMIT", resize.new_limit, "The new limit (1..1000000000)")
+      ->required();
+  resize_cmd->add_option("--url", resize_url, "Redis URL (see below)");
+  resize_cmd->add_option("--prefix", resize.target.key_prefix, "Key prefix in Redis")
+      ->capture_default_str();
+  resize_cmd->footer("Usage: fairsem resize [--name] NAME NEW_LIMIT [--url URL] [--prefix P]");
+
   fairsem::cli::DemoArgs demo;
   std::string demo_lease = "2s";
   CLI::App* demo_cmd = app.add_subcommand(
@@ -146,14 +160,14 @@ int main(int argc, char** argv) {
       ->capture_default_str();
 
   const std::string first = parsed_argc > 1 ? argv[1] : "";
-  const std::vector<std::string> known = {"run", "status", "evict", "demo"};
+  const std::vector<std::string> known = {"run", "status", "evict", "resize", "demo"};
   if (!first.empty() && first[0] != '-' &&
       std::find(known.begin(), known.end(), first) == known.end()) {
     return fairsem::cli::usage_error(
         "fairsem",
         hide_credentials(
-            fmt::format("unknown command '{}' (use run, status, evict or demo)", argv[1]), argc,
-            argv));
+            fmt::format("unknown command '{}' (use run, status, evict, resize or demo)", argv[1]),
+            argc, argv));
   }
   try {
     std::vector<std::string> args(argv + 1, argv + parsed_argc);
@@ -199,6 +213,18 @@ int main(int argc, char** argv) {
   if (evict_cmd->parsed()) {
     evict.target.url = fairsem::cli::resolve_url(evict_url);
     return fairsem::cli::evict_main(evict);
+  }
+  if (resize_cmd->parsed()) {
+    // A positional NAME invites `fairsem resize URL N`: refuse it rather than resize a
+    // semaphore named after the URL and print its password.
+    if (resize.target.name.find("://") != std::string::npos) {
+      return fairsem::cli::usage_error(
+          "fairsem resize",
+          fmt::format("NAME \"{}\" looks like a Redis URL; give the URL with --url",
+                      fairsem::detail::redact_url(resize.target.name)));
+    }
+    resize.target.url = fairsem::cli::resolve_url(resize_url);
+    return fairsem::cli::resize_main(resize);
   }
   try {
     demo.lease = fairsem::cli::parse_duration(demo_lease, "--lease");

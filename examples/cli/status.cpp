@@ -1,5 +1,5 @@
-// `fairsem status` and `fairsem evict`: read and edit a semaphore known only by name (Redis
-// stores its limit), through fairsem::SemaphoreAdmin.
+// `fairsem status`, `fairsem evict` and `fairsem resize`: read and edit a semaphore known only
+// by name (Redis stores its limit), through fairsem::SemaphoreAdmin.
 
 #include <fmt/format.h>
 
@@ -137,6 +137,56 @@ int evict_main(const EvictArgs& args) {
     return 1;
   } catch (...) {
     return report_exception("fairsem evict");
+  }
+}
+
+namespace {
+
+constexpr long long kMaxLimit = 1'000'000'000;
+
+/// NEW_LIMIT: digits only (no sign, space or exponent), 1 to 10^9. A URL typed there is quoted
+/// without its credentials.
+long long parse_limit(const std::string& text) {
+  const auto bad = [&] {
+    const std::string shown =
+        text.find("://") == std::string::npos ? text : detail::redact_url(text);
+    return InvalidArgument(
+        fmt::format("NEW_LIMIT \"{}\" is not a whole number from 1 to {}", shown, kMaxLimit));
+  };
+  if (text.empty() || text.size() > 10) throw bad();
+  long long value = 0;
+  for (const char c : text) {
+    if (c < '0' || c > '9') throw bad();
+    value = value * 10 + (c - '0');
+  }
+  if (value < 1 || value > kMaxLimit) throw bad();
+  return value;
+}
+
+std::string describe(const ResizeResult& r) {
+  if (r.old_limit == 0) {
+    return fmt::format("limit (none stored) -> {} (the semaphore was not in use)", r.new_limit);
+  }
+  const std::string change = fmt::format("limit {} -> {}", r.old_limit, r.new_limit);
+  if (r.new_limit == r.old_limit) return change + " (unchanged)";
+  if (r.new_limit > r.old_limit) {
+    return fmt::format("{} ({} waiter{} granted)", change, r.promoted, r.promoted == 1 ? "" : "s");
+  }
+  return fmt::format("{} (holders keep their permits; none is granted until fewer than {} hold)",
+                     change, r.new_limit);
+}
+
+}  // namespace
+
+int resize_main(const ResizeArgs& args) {
+  try {
+    const long long new_limit = parse_limit(args.new_limit);
+    SemaphoreAdmin admin(ConnectionOptions::from_url(args.target.url), args.target.name,
+                         args.target.key_prefix);
+    fmt::print("resized {}: {}\n", args.target.name, describe(admin.resize(new_limit)));
+    return 0;
+  } catch (...) {
+    return report_exception("fairsem resize");
   }
 }
 

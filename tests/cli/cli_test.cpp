@@ -141,8 +141,8 @@ TEST_F(CliTest, PrintsVersionAndHelpWithTheExitCodes) {
   EXPECT_EQ(std::string("fairsem ") + fairsem::version() + "\n", version.out);
   const Outcome help = run({"--help"});
   EXPECT_EQ(0, help.code) << help;
-  for (const char* text :
-       {"run", "status", "evict", "demo", "64", "69", "70", "75", "FAIRSEM_URL"}) {
+  for (const char* text : {"run", "status", "evict", "resize", "demo", "64", "69", "70", "75",
+                           "FAIRSEM_URL", "FAIRSEM_SLOT"}) {
     EXPECT_NE(std::string::npos, help.out.find(text)) << text << "\n" << help;
   }
 }
@@ -450,6 +450,45 @@ TEST_F(CliTest, StatusJsonAndTableShowHoldersAndWaitersInOrder) {
   EXPECT_EQ(0, nlohmann::json::parse(unused.out).at("limit"));
 }
 
+TEST_F(CliTest, ResizeGrowsGrantingAWaitingRunAndShrinksWithoutTakingPermits) {
+  auto first = holder();
+  auto waiter =
+      start(cmd({"run"}, {"--limit", "1", "--", "sh", "-c", "echo \"granted $FAIRSEM_SLOT\""}));
+  ASSERT_TRUE(wait_until([&] { return status().waiters.size() == 1; }));
+
+  const Outcome grown = run(cmd({"resize"}, {"2"}));  // --name NAME NEW_LIMIT
+  EXPECT_EQ(0, grown.code) << grown;
+  EXPECT_EQ("resized cli: limit 1 -> 2 (1 waiter granted)\n", grown.out) << grown;
+  EXPECT_TRUE(waiter->expect("granted 1")) << waiter->transcript();  // the free slot
+  EXPECT_EQ(0, exit_code(waiter->wait_exit())) << waiter->transcript();
+  EXPECT_EQ(2, status().limit);
+
+  // Positional NAME; the holder keeps its permit, and a bad NEW_LIMIT changes nothing.
+  const Outcome shrunk = run({"resize", "cli", "1", "--prefix", prefix_});
+  EXPECT_EQ(0, shrunk.code) << shrunk;
+  EXPECT_EQ(
+      "resized cli: limit 2 -> 1 (holders keep their permits; none is granted until fewer than 1 "
+      "hold)\n",
+      shrunk.out)
+      << shrunk;
+  const Outcome refused = run(cmd({"resize"}, {"0"}));
+  EXPECT_EQ(64, refused.code) << refused;
+  const Status s = status();
+  EXPECT_EQ(1, s.limit);
+  ASSERT_EQ(1u, s.holders.size());
+  const Outcome busy = run(cmd({"run"}, {"--limit", "1", "--wait", "0", "--", "true"}));
+  EXPECT_EQ(75, busy.code) << busy;  // opens with the new limit; the one permit is held
+  first->close_stdin();
+  EXPECT_EQ(0, exit_code(first->wait_exit())) << first->transcript();
+
+  const Outcome same = run(cmd({"resize"}, {"1"}));
+  EXPECT_EQ("resized cli: limit 1 -> 1 (unchanged)\n", same.out) << same;
+  const Outcome fresh = run(cmd({"resize"}, {"3"}, "fresh"));
+  EXPECT_EQ("resized fresh: limit (none stored) -> 3 (the semaphore was not in use)\n", fresh.out)
+      << fresh;
+  EXPECT_EQ(3, status("fresh").limit);
+}
+
 struct BadArguments {
   std::vector<std::string> args;
   std::string message;  // a part of the one-line error
@@ -484,6 +523,16 @@ TEST_F(CliTest, BadArgumentsExit64WithAClearMessageAndChangeNothing) {
       {with({"status"}, {"--json", "extra"}), "extra"},
       {with({"evict"}, {}), "--id is required"},
       {with({"evict"}, {"--id", "a b"}), "permit id"},
+      {with({"resize"}, {}), "NEW_LIMIT is required"},
+      {with({"resize"}, {"0"}), "NEW_LIMIT \"0\" is not a whole number from 1 to 1000000000"},
+      {with({"resize"}, {"-3"}), "NEW_LIMIT \"-3\""},
+      {with({"resize"}, {"+3"}), "NEW_LIMIT \"+3\""},
+      {with({"resize"}, {"2.5"}), "NEW_LIMIT \"2.5\""},
+      {with({"resize"}, {"1000000001"}), "NEW_LIMIT \"1000000001\""},
+      {with({"resize"}, {"99999999999999999999"}), "NEW_LIMIT \"99999999999999999999\""},
+      {with({"resize"}, {"five"}), "NEW_LIMIT \"five\""},
+      {with({"resize"}, {"2", "3"}), "3"},
+      {{"resize", "--prefix", "x", "redis://u:pw@127.0.0.1:1", "5"}, "looks like a Redis URL"},
       {{"status", "--name", "bad name"}, "semaphore name"},
       {{"launch"}, "launch"},
       {{}, "subcommand"},
@@ -642,6 +691,8 @@ TEST_F(CliTest, UsageErrorsAndFailuresNeverEchoThePassword) {
       {"run", "--name", "x", "--limit", "1", "--url", "redis://u:s3cr3t-pw-9d1f@", "--", "true"},
       {"run", "--name", "x", "--limit", "1", "--url", "redis://u:s3cr3t%zz9d1f@h", "--", "true"},
       {"demo", "--url", "redis://u:s3cr3t:pw-9d1f"},
+      {"resize", url, "5"},  // the URL where NAME goes
+      {"resize", "x", url},
   };
   for (const auto& args : usage_errors) {
     const Outcome o = run(args);
