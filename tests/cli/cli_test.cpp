@@ -693,6 +693,8 @@ TEST_F(CliTest, UsageErrorsAndFailuresNeverEchoThePassword) {
       {"demo", "--url", "redis://u:s3cr3t:pw-9d1f"},
       {"resize", url, "5"},  // the URL where NAME goes
       {"resize", "x", url},
+      {"run", "--name", "x", "--limit", "1", "--lease", url, "--", "true"},  // or a duration
+      {"demo", "--lease", url},
   };
   for (const auto& args : usage_errors) {
     const Outcome o = run(args);
