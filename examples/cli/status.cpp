@@ -26,6 +26,21 @@ nlohmann::ordered_json to_json(const PermitInfo& p, bool holder) {
   return j;
 }
 
+/// Owner info is whatever a client stored: control bytes (a newline in a command line, or an
+/// escape sequence) are shown as \xNN rather than sent to the terminal.
+std::string printable(std::string_view text) {
+  std::string out;
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte < 0x20 || byte == 0x7f) {
+      out += fmt::format("\\x{:02x}", byte);
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
 /// The first column's width and the id column's, shared by both tables so that they line up.
 struct Widths {
   std::size_t first = 4;  // "SLOT"
@@ -59,7 +74,7 @@ void append_table(std::string& out, const std::string& title, const std::vector<
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const PermitInfo& p = rows[i];
     out += fmt::format("  {:>{}}  {:<{}}  {:>8}  {:>10}  {}\n", first[i], first_width, p.id,
-                       id_width, p.ticket, format_duration(p.lease_left), p.owner);
+                       id_width, p.ticket, format_duration(p.lease_left), printable(p.owner));
   }
 }
 

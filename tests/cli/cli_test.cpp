@@ -489,6 +489,24 @@ TEST_F(CliTest, ResizeGrowsGrantingAWaitingRunAndShrinksWithoutTakingPermits) {
   EXPECT_EQ(3, status("fresh").limit);
 }
 
+// Owner info is whatever a client stored (here a command line with a newline and an escape
+// byte in it): the table shows control bytes as \xNN, so one entry is one line and nothing
+// reaches the terminal as a control sequence. JSON escapes them anyway.
+TEST_F(CliTest, StatusTableShowsControlBytesInOwnerInfoEscaped) {
+  auto p = start(cmd({"run"}, {"--limit", "1", "--", "sh", "-c", "echo ready; read line; true",
+                               "line\n\033[2Jtwo"}));
+  ASSERT_TRUE(p->expect("ready")) << p->transcript();
+  const Outcome table = run(cmd({"status"}));
+  ASSERT_EQ(0, table.code) << table;
+  EXPECT_NE(std::string::npos, table.out.find(" line\\x0a\\x1b[2Jtwo\n")) << table;
+  EXPECT_EQ(std::string::npos, table.out.find('\033')) << table;
+  const Outcome json = run(cmd({"status"}, {"--json"}));
+  const std::string owner = nlohmann::json::parse(json.out).at("holders").at(0).at("owner");
+  EXPECT_NE(std::string::npos, owner.find("line\n\033[2Jtwo")) << json;
+  p->close_stdin();
+  EXPECT_EQ(0, exit_code(p->wait_exit())) << p->transcript();
+}
+
 struct BadArguments {
   std::vector<std::string> args;
   std::string message;  // a part of the one-line error
