@@ -27,6 +27,7 @@ struct RunArgs {
 struct StatusArgs {
   Target target;
   bool json = false;
+  std::optional<std::chrono::milliseconds> watch;  // --watch: redraw at this interval (> 0)
 };
 
 struct EvictArgs {
@@ -48,7 +49,8 @@ struct DemoArgs {
 };
 
 int run_main(const RunArgs& args);
-int status_main(const StatusArgs& args);
+int status_main(const StatusArgs& args);  // calls watch_main for --watch
+int watch_main(const StatusArgs& args);
 int evict_main(const EvictArgs& args);
 int resize_main(const ResizeArgs& args);
 int demo_main(const DemoArgs& args);

@@ -80,16 +80,11 @@ int usage_error(std::string_view command, std::string_view message) {
   return kExitUsage;
 }
 
-namespace {
-
-/// Library messages start with "fairsem: "; the command's own prefix replaces it.
 std::string_view without_prefix(std::string_view message) {
   constexpr std::string_view kPrefix = "fairsem: ";
   if (message.substr(0, kPrefix.size()) == kPrefix) message.remove_prefix(kPrefix.size());
   return message;
 }
-
-}  // namespace
 
 int report_exception(std::string_view command) {
   try {

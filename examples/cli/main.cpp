@@ -7,6 +7,7 @@
 #include <fairsem/fairsem.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -19,7 +20,8 @@ namespace {
 using fairsem::cli::kExitUsage;
 
 constexpr const char* kExitCodes = R"(Exit codes:
-  0      success (run: the command's own status, 128+N if it died by signal N)
+  0      success (run: the command's own status, 128+N if it died by signal N;
+         status --watch: ended by SIGINT or SIGTERM)
   1      evict: no such permit; demo: a guarantee check failed
   64     usage error: bad arguments, or --limit differs from the limit Redis stores
   69     Redis unreachable, or authentication refused
@@ -116,7 +118,18 @@ int main(int argc, char** argv) {
   CLI::App* status_cmd =
       app.add_subcommand("status", "Show holders and waiters (in queue order) of a semaphore");
   add_target(*status_cmd, status.target, status_url);
-  status_cmd->add_flag("--json", status.json, "One JSON object instead of a table");
+  status_cmd->add_flag("--json", status.json,
+                       "One JSON object instead of a table (with --watch: one per line)");
+  std::string watch_text;
+  CLI::Option* watch_opt =
+      status_cmd
+          ->add_option("--watch", watch_text,
+                       "Redraw every SECONDS (default 1; e.g. 0.5 or 250ms) until SIGINT or "
+                       "SIGTERM (exit 0): in place on a terminal, else each frame after a "
+                       "'--- TIME ---' line (with --json: one object per line). Once the first "
+                       "read worked, Redis errors are shown and watching goes on")
+          ->expected(0, 1)
+          ->type_name("[SECONDS]");
 
   fairsem::cli::EvictArgs evict;
   std::string evict_url;
@@ -207,6 +220,21 @@ int main(int argc, char** argv) {
     return fairsem::cli::usage_error("fairsem", "'--' is only for `fairsem run`");
   }
   if (status_cmd->parsed()) {
+    if (watch_opt->count() > 0) {
+      try {
+        if (watch_text.empty()) {
+          status.watch = std::chrono::seconds(1);
+        } else {
+          status.watch = fairsem::cli::parse_duration(watch_text, "--watch");
+          if (status.watch->count() == 0) {
+            throw fairsem::InvalidArgument(
+                fmt::format("--watch \"{}\": the interval must be positive", watch_text));
+          }
+        }
+      } catch (...) {
+        return fairsem::cli::report_exception("fairsem status");
+      }
+    }
     status.target.url = fairsem::cli::resolve_url(status_url);
     return fairsem::cli::status_main(status);
   }

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "commands.hpp"
@@ -112,6 +113,7 @@ std::string json_line(const nlohmann::ordered_json& j) {
 }
 
 int status_main(const StatusArgs& args) {
+  if (args.watch) return watch_main(args);
   try {
     SemaphoreAdmin admin(ConnectionOptions::from_url(args.target.url), args.target.name,
                          args.target.key_prefix);

@@ -507,6 +507,88 @@ TEST_F(CliTest, StatusTableShowsControlBytesInOwnerInfoEscaped) {
   EXPECT_EQ(0, exit_code(p->wait_exit())) << p->transcript();
 }
 
+/// Reads `watch`'s output up to a line that starts with `prefix`; the frame in between, for
+/// failure messages, is in the transcript.
+bool frame_line(ChildProcess& watch, const std::string& prefix) {
+  return watch.expect(prefix, 30s).has_value();
+}
+
+TEST_F(CliTest, StatusWatchRedrawsUntilSigintShowingHoldersWithTheirSlots) {
+  auto watch = start(cmd({"status"}, {"--watch", "0.1"}, "watched"));
+  const std::string summary = "semaphore 'watched' (prefix '" + prefix_ + "'): ";
+  ASSERT_TRUE(frame_line(*watch, summary + "not in use")) << watch->transcript();
+
+  SemaphoreOptions options;
+  options.limit = 2;
+  options.key_prefix = prefix_;
+  FairSemaphore sem(test::redis_options(), "watched", options);
+  Permit first = sem.acquire();
+  Permit second = sem.acquire();
+  ASSERT_EQ(1, second.slot());
+  ASSERT_EQ(ReleaseResult::released, first.release());
+  // A later frame: the one holder left, under its slot 1.
+  ASSERT_TRUE(frame_line(*watch, summary + "limit 2, 1 holding")) << watch->transcript();
+  ASSERT_TRUE(frame_line(*watch, "  SLOT  ID")) << watch->transcript();
+  ASSERT_TRUE(frame_line(*watch, "     1  " + second.id() + " ")) << watch->transcript();
+
+  watch->signal(SIGINT);
+  EXPECT_EQ(0, exit_code(watch->wait_exit(10s))) << watch->transcript();
+  (void)watch->read_to_eof(10s);  // into the transcript
+  const std::string all = watch->transcript();
+  // Not a terminal: whole frames, one after the other, each after a "--- TIME ---" line, and
+  // no cursor movement.
+  EXPECT_NE(std::string::npos, all.find("\n--- 20")) << all;
+  EXPECT_EQ(std::string::npos, all.find('\033')) << all;
+}
+
+TEST_F(CliTest, StatusWatchEndsAtOnceOnSigtermDuringTheInterval) {
+  auto watch = start(cmd({"status"}, {"--watch", "1h"}, "watched"));
+  ASSERT_TRUE(frame_line(*watch, "semaphore 'watched'")) << watch->transcript();
+  watch->signal(SIGTERM);
+  // Not an hour: the signal ends the wait.
+  EXPECT_EQ(0, exit_code(watch->wait_exit(10s))) << watch->transcript();
+}
+
+// After a good first read, a Redis that goes away is shown in the frame (text) or as an
+// {"error"} line (--json), and the watch goes on until Redis is back.
+TEST_F(CliTest, StatusWatchShowsRedisTroubleAndKeepsWatching) {
+  test::RedisServer server;
+  auto text = start(cmd({"status"}, {"--watch", "0.1", "--url", server.url()}, "watched"));
+  auto json =
+      start(cmd({"status"}, {"--watch", "0.1", "--json", "--url", server.url()}, "watched"));
+  const std::string summary = "semaphore 'watched' (prefix '" + prefix_ + "'): ";
+  ASSERT_TRUE(frame_line(*text, summary + "not in use")) << text->transcript();
+  // Every line a JSON object with the time; the first read ones are status objects.
+  const auto next_json = [&](bool want_error) -> std::optional<nlohmann::json> {
+    while (auto line = json->read_line(30s)) {
+      const auto j = nlohmann::json::parse(*line);
+      EXPECT_TRUE(j.at("time").is_string()) << *line;
+      EXPECT_EQ("watched", j.at("name")) << *line;
+      if (j.contains("error") == want_error) return j;
+    }
+    return std::nullopt;
+  };
+  const auto good = next_json(false);
+  ASSERT_TRUE(good) << json->transcript();
+  EXPECT_EQ(0, good->at("limit")) << *good;
+  EXPECT_TRUE(good->at("holders").empty()) << *good;
+
+  server.kill();
+  ASSERT_TRUE(frame_line(*text, summary + "cannot read it: ")) << text->transcript();
+  ASSERT_TRUE(frame_line(*text, "last read at 20")) << text->transcript();
+  const auto bad = next_json(true);
+  ASSERT_TRUE(bad) << json->transcript();
+  EXPECT_NE(std::string::npos, bad->at("error").get<std::string>().find("127.0.0.1")) << *bad;
+
+  server.start();
+  ASSERT_TRUE(frame_line(*text, summary + "not in use")) << text->transcript();
+  ASSERT_TRUE(next_json(false)) << json->transcript();
+  for (auto* p : {text.get(), json.get()}) {
+    p->signal(SIGINT);
+    EXPECT_EQ(0, exit_code(p->wait_exit(10s))) << p->transcript();
+  }
+}
+
 struct BadArguments {
   std::vector<std::string> args;
   std::string message;  // a part of the one-line error
@@ -541,6 +623,11 @@ TEST_F(CliTest, BadArgumentsExit64WithAClearMessageAndChangeNothing) {
       {with({"status"}, {"--json", "extra"}), "extra"},
       {with({"evict"}, {}), "--id is required"},
       {with({"evict"}, {"--id", "a b"}), "permit id"},
+      {with({"status"}, {"--watch", "0"}), "--watch \"0\": the interval must be positive"},
+      {with({"status"}, {"--watch", "-1"}), "--watch \"-1\" is not a duration"},
+      {with({"status"}, {"--watch", "soon"}), "--watch \"soon\" is not a duration"},
+      {with({"status"}, {"--watch", "0.0001"}), "--watch \"0.0001\" is not a duration"},
+      {with({"status"}, {"--watch=0s", "--json"}), "--watch \"0s\": the interval must be positive"},
       {with({"resize"}, {}), "NEW_LIMIT is required"},
       {with({"resize"}, {"0"}), "NEW_LIMIT \"0\" is not a whole number from 1 to 1000000000"},
       {with({"resize"}, {"-3"}), "NEW_LIMIT \"-3\""},
@@ -580,7 +667,9 @@ TEST_F(CliTest, UnreachableRedisExits69WithoutShowingThePassword) {
   const std::string url = "redis://operator:sekret-pw@127.0.0.1:1";
   for (const auto& args : std::vector<std::vector<std::string>>{
            cmd({"run"}, {"--limit", "1", "--url", url, "--", "true"}),
-           cmd({"status"}, {"--url", url}), cmd({"evict"}, {"--id", "x", "--url", url})}) {
+           cmd({"status"}, {"--url", url}), cmd({"evict"}, {"--id", "x", "--url", url}),
+           cmd({"status"}, {"--watch", "0.1", "--url", url}),  // the first read must succeed
+           cmd({"resize"}, {"2", "--url", url})}) {
     const Outcome o = run(args);
     EXPECT_EQ(69, o.code) << o;
     EXPECT_NE(std::string::npos, o.err.find("127.0.0.1:1")) << o;
@@ -713,6 +802,7 @@ TEST_F(CliTest, UsageErrorsAndFailuresNeverEchoThePassword) {
       {"resize", "x", url},
       {"run", "--name", "x", "--limit", "1", "--lease", url, "--", "true"},  // or a duration
       {"demo", "--lease", url},
+      {"status", "--name", "x", "--watch", url},
   };
   for (const auto& args : usage_errors) {
     const Outcome o = run(args);
