@@ -203,12 +203,52 @@ class Screen {
   bool cursor_hidden_ = false;
 };
 
-/// One read of the status, on its own thread.
+/// What one read of the status found.
 struct Read {
   std::optional<Status> status;
   std::exception_ptr error;
   std::atomic<bool> done{false};
 };
+
+/// Reads the status on a thread of its own while this thread takes signals. Returns false if
+/// a stop signal came first: the read is then left behind, as it may hang on an unresponsive
+/// Redis for its timeouts.
+bool read_status(std::optional<SemaphoreAdmin>& admin, const ConnectionOptions& connection,
+                 const Target& target, const sigset_t& stop_or_done, Read& read) {
+  std::thread reader([&] {
+    try {
+      if (!admin) admin.emplace(connection, target.name, target.key_prefix);
+      read.status = admin->status();
+    } catch (...) {
+      read.error = std::current_exception();
+    }
+    read.done.store(true);
+    kill(getpid(), SIGUSR1);
+  });
+  while (!read.done.load()) {
+    siginfo_t info;
+    const int sig = sigwaitinfo(&stop_or_done, &info);
+    if (sig > 0 && sig != SIGUSR1) {
+      reader.detach();
+      return false;
+    }
+  }
+  reader.join();
+  return true;
+}
+
+/// Waits until `until`; false if a stop signal came first.
+bool wait_until_or_signal(std::chrono::steady_clock::time_point until, const sigset_t& stop) {
+  for (;;) {
+    const auto left = until - std::chrono::steady_clock::now();
+    if (left <= std::chrono::steady_clock::duration::zero()) return true;
+    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(left).count();
+    const timespec timeout{static_cast<std::time_t>(ns / 1'000'000'000),
+                           static_cast<long>(ns % 1'000'000'000)};
+    if (sigtimedwait(&stop, nullptr, &timeout) > 0) return false;
+    if (errno == EAGAIN) return true;  // EINTR (e.g. after SIGSTOP and SIGCONT): wait on
+  }
+}
 
 }  // namespace
 
@@ -218,8 +258,7 @@ int watch_main(const StatusArgs& args) {
   sigaddset(&stop_or_done, SIGUSR1);
   pthread_sigmask(SIG_BLOCK, &stop_or_done, nullptr);  // before any thread starts
 
-  const std::chrono::milliseconds interval = *args.watch;
-  Screen screen(args, stdout_is_tty(), interval);
+  Screen screen(args, stdout_is_tty(), *args.watch);
   try {
     ConnectionOptions connection = ConnectionOptions::from_url(args.target.url);
     // One connection attempt per refresh: the next refresh is the retry, and an error shows
@@ -230,55 +269,29 @@ int watch_main(const StatusArgs& args) {
     for (bool first = true;; first = false) {
       const auto started = std::chrono::steady_clock::now();
       Read read;
-      std::thread reader([&] {
-        try {
-          if (!admin) admin.emplace(connection, args.target.name, args.target.key_prefix);
-          read.status = admin->status();
-        } catch (...) {
-          read.error = std::current_exception();
-        }
-        read.done.store(true);
-        kill(getpid(), SIGUSR1);
-      });
-      while (!read.done.load()) {
-        siginfo_t info;
-        const int sig = sigwaitinfo(&stop_or_done, &info);
-        if (sig > 0 && sig != SIGUSR1) {
-          // The read may hang on an unresponsive Redis for its timeouts: do not wait for it.
-          screen.finish();
-          std::_Exit(0);
-        }
+      if (!read_status(admin, connection, args.target, stop_or_done, read)) {
+        screen.finish();
+        std::_Exit(0);  // not waiting for the read left behind
       }
-      reader.join();
       const auto now = std::chrono::system_clock::now();
-      if (read.error) {
+      if (!read.error) {
+        last_read = now;
+        screen.show(*read.status, now);
+      } else if (first) {
         // A mistake in the URL, the credentials or the name shows at once, as without
-        // --watch; after a good read, trouble is shown and the watch goes on.
-        if (first) std::rethrow_exception(read.error);
+        // --watch; after a good read, Redis trouble is shown and the watch goes on.
+        std::rethrow_exception(read.error);
+      } else {
         try {
           std::rethrow_exception(read.error);
         } catch (const Error& e) {
           admin.reset();  // the next refresh connects afresh (a failover may have moved it)
           screen.show_error(std::string(without_prefix(e.what())), now, last_read);
         }
-      } else {
-        last_read = now;
-        screen.show(*read.status, now);
       }
-
-      const auto next = started + interval;
-      for (;;) {
-        const auto left = next - std::chrono::steady_clock::now();
-        if (left <= std::chrono::steady_clock::duration::zero()) break;
-        const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(left).count();
-        const timespec timeout{static_cast<std::time_t>(ns / 1'000'000'000),
-                               static_cast<long>(ns % 1'000'000'000)};
-        const int sig = sigtimedwait(&stop, nullptr, &timeout);
-        if (sig > 0) {
-          screen.finish();
-          return 0;
-        }
-        if (errno == EAGAIN) break;  // the interval is over; EINTR (e.g. after SIGCONT): wait on
+      if (!wait_until_or_signal(started + *args.watch, stop)) {
+        screen.finish();
+        return 0;
       }
     }
   } catch (...) {
