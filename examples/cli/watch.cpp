@@ -91,7 +91,7 @@ Size terminal_size() {
 }
 
 /// `line` cut to `columns` characters (UTF-8 aware: continuation bytes take no column), so
-/// that no line wraps and the next frame knows how many lines to go back up.
+/// that no line wraps: one line of the frame is one line of the screen.
 std::string fit(const std::string& line, std::size_t columns) {
   if (columns == 0) return line;
   std::size_t used = 0;
@@ -174,8 +174,8 @@ class Screen {
         fmt::format("every {}, {}  (Ctrl-C to stop)", interval_, timestamp(at)), ""};
     for (std::string& line : split_lines(body)) lines.push_back(std::move(line));
     const Size size = terminal_size();
-    // The frame must fit: a line that wraps, or a frame taller than the screen, would leave
-    // the cursor somewhere else than where the next frame starts.
+    // The frame must fit the screen: a frame taller than it would scroll, and the top of the
+    // screen would no longer be where it starts.
     if (size.rows > 1 && lines.size() > size.rows - 1) {
       const std::size_t shown = size.rows - 2;
       const std::size_t hidden = lines.size() - shown;
@@ -184,22 +184,25 @@ class Screen {
     }
     std::string out;
     if (!cursor_hidden_) {
-      out += "\033[?25l";
+      out += "\033[?25l\033[H\033[2J";  // hide the cursor, clear the screen once
       cursor_hidden_ = true;
     }
-    // Back to the first line of the previous frame, then each line over the old one, then
-    // whatever the previous frame had below.
-    if (drawn_ > 0) out += fmt::format("\033[{}F", drawn_);
-    for (const std::string& line : lines) out += "\033[2K" + fit(line, size.columns) + "\n";
+    // From the top left, each line over the old one (cut so that none wraps), then whatever
+    // is below cleared. Drawn from a fixed place rather than moved up by the previous frame's
+    // height, so that a line someone else wrote meanwhile (a warning on stderr) is simply
+    // drawn over.
+    // The last column stays empty: a line that fills it leaves the cursor there, waiting to
+    // wrap, and "erase to the end of the line" would then erase its last character.
+    const std::size_t width = size.columns > 1 ? size.columns - 1 : size.columns;
+    out += "\033[H";
+    for (const std::string& line : lines) out += fit(line, width) + "\033[K\n";
     out += "\033[J";
-    drawn_ = lines.size();
     write_out(out);
   }
 
   const StatusArgs& args_;
   const bool tty_;
   const std::string interval_;
-  std::size_t drawn_ = 0;
   bool cursor_hidden_ = false;
 };
 
