@@ -1,6 +1,6 @@
-// The installed `fairsem` command, driven as a user drives it: exit codes, the permit handed
-// to the command, signal forwarding, --on-lost after an eviction, status --json, bad
-// arguments, an unreachable or refusing Redis, and the demo.
+// The installed `fairsem` command, driven as a user drives it: exit codes, the permit (and
+// slot) handed to the command, signal forwarding, --on-lost after an eviction, status --json
+// and --watch, resize, bad arguments, an unreachable or refusing Redis, and the demo.
 
 #include <gtest/gtest.h>
 #include <sys/syscall.h>
