@@ -27,11 +27,17 @@ struct RunArgs {
 struct StatusArgs {
   Target target;
   bool json = false;
+  std::optional<std::chrono::milliseconds> watch;  // --watch: redraw at this interval (> 0)
 };
 
 struct EvictArgs {
   Target target;
   std::string id;
+};
+
+struct ResizeArgs {
+  Target target;
+  std::string new_limit;  // as typed; checked by resize_main before anything is sent
 };
 
 struct DemoArgs {
@@ -43,8 +49,10 @@ struct DemoArgs {
 };
 
 int run_main(const RunArgs& args);
-int status_main(const StatusArgs& args);
+int status_main(const StatusArgs& args);  // calls watch_main for --watch
+int watch_main(const StatusArgs& args);
 int evict_main(const EvictArgs& args);
+int resize_main(const ResizeArgs& args);
 int demo_main(const DemoArgs& args);
 
 }  // namespace fairsem::cli

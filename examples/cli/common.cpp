@@ -23,9 +23,12 @@ std::string resolve_url(const std::string& flag) {
 
 std::chrono::milliseconds parse_duration(std::string_view text, std::string_view what) {
   const auto bad = [&](std::string_view why) {
+    // A URL typed where a duration goes is quoted without its credentials.
+    const std::string shown =
+        text.find("://") == std::string_view::npos ? std::string(text) : detail::redact_url(text);
     return InvalidArgument(
         fmt::format("{} \"{}\" is not a duration ({}); use e.g. 250ms, 10s, 2m, 1h or bare seconds",
-                    what, text, why));
+                    what, shown, why));
   };
   std::size_t digits_end = 0;
   bool seen_digit = false;
@@ -77,16 +80,11 @@ int usage_error(std::string_view command, std::string_view message) {
   return kExitUsage;
 }
 
-namespace {
-
-/// Library messages start with "fairsem: "; the command's own prefix replaces it.
 std::string_view without_prefix(std::string_view message) {
   constexpr std::string_view kPrefix = "fairsem: ";
   if (message.substr(0, kPrefix.size()) == kPrefix) message.remove_prefix(kPrefix.size());
   return message;
 }
-
-}  // namespace
 
 int report_exception(std::string_view command) {
   try {

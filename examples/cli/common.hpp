@@ -31,6 +31,9 @@ std::chrono::milliseconds parse_duration(std::string_view text, std::string_view
 /// "1.250s", "250ms", "2m03s": short and readable.
 std::string format_duration(std::chrono::milliseconds d);
 
+/// A library message without its leading "fairsem: " (the command's own prefix replaces it).
+std::string_view without_prefix(std::string_view message);
+
 /// A usage error: message on stderr, then a pointer to --help.
 int usage_error(std::string_view command, std::string_view message);
 

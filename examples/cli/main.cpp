@@ -1,12 +1,13 @@
 // fairsem: the command-line face of the library. Caps how many copies of a command run at once
-// across machines (`run`), shows and edits a semaphore (`status`, `evict`), and demonstrates
-// the guarantees on a private Redis (`demo`).
+// across machines (`run`), shows and edits a semaphore (`status`, `evict`, `resize`), and
+// demonstrates the guarantees on a private Redis (`demo`).
 
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 #include <fairsem/fairsem.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -19,7 +20,8 @@ namespace {
 using fairsem::cli::kExitUsage;
 
 constexpr const char* kExitCodes = R"(Exit codes:
-  0      success (run: the command's own status, 128+N if it died by signal N)
+  0      success (run: the command's own status, 128+N if it died by signal N;
+         status --watch: ended by SIGINT or SIGTERM)
   1      evict: no such permit; demo: a guarantee check failed
   64     usage error: bad arguments, or --limit differs from the limit Redis stores
   69     Redis unreachable, or authentication refused
@@ -93,7 +95,8 @@ int main(int argc, char** argv) {
       "run",
       "Run CMD while holding a permit: waits in FIFO order, keeps the lease renewed, forwards "
       "SIGINT/SIGTERM/SIGHUP, releases when CMD ends and exits with its status. CMD gets "
-      "FAIRSEM_PERMIT_ID and FAIRSEM_FENCING_TOKEN in its environment.");
+      "FAIRSEM_PERMIT_ID, FAIRSEM_FENCING_TOKEN and FAIRSEM_SLOT (0..limit-1, unique among the "
+      "holders) in its environment.");
   add_target(*run_cmd, run.target, run_url);
   run_cmd->add_option("--limit", run.limit, "Permits across every client (1..1000000000)")
       ->required()
@@ -115,7 +118,18 @@ int main(int argc, char** argv) {
   CLI::App* status_cmd =
       app.add_subcommand("status", "Show holders and waiters (in queue order) of a semaphore");
   add_target(*status_cmd, status.target, status_url);
-  status_cmd->add_flag("--json", status.json, "One JSON object instead of a table");
+  status_cmd->add_flag("--json", status.json,
+                       "One JSON object instead of a table (with --watch: one per line)");
+  std::string watch_text;
+  CLI::Option* watch_opt =
+      status_cmd
+          ->add_option("--watch", watch_text,
+                       "Redraw every SECONDS (default 1; e.g. 0.5 or 250ms) until SIGINT or "
+                       "SIGTERM (exit 0): in place on a terminal, else each frame after a "
+                       "'--- TIME ---' line (with --json: one object per line). Once the first "
+                       "read worked, Redis errors are shown and watching goes on")
+          ->expected(0, 1)
+          ->type_name("[SECONDS]");
 
   fairsem::cli::EvictArgs evict;
   std::string evict_url;
@@ -123,6 +137,20 @@ int main(int argc, char** argv) {
       "evict", "Remove one permit, holder or waiter; its owner is told (run applies --on-lost)");
   add_target(*evict_cmd, evict.target, evict_url);
   evict_cmd->add_option("--id", evict.id, "Permit id (see status)")->required();
+
+  fairsem::cli::ResizeArgs resize;
+  std::string resize_url;
+  CLI::App* resize_cmd = app.add_subcommand(
+      "resize",
+      "Change the limit of a semaphore for every client. Growing grants waiters at once; "
+      "shrinking takes no permit away: nothing is granted until fewer than NEW_LIMIT hold");
+  resize_cmd->add_option("NAME,--name", resize.target.name, "Semaphore name")->required();
+  resize_cmd->add_option("NEW_LIMIT", resize.new_limit, "The new limit (1..1000000000)")
+      ->required();
+  resize_cmd->add_option("--url", resize_url, "Redis URL (see below)");
+  resize_cmd->add_option("--prefix", resize.target.key_prefix, "Key prefix in Redis")
+      ->capture_default_str();
+  resize_cmd->footer("Usage: fairsem resize [--name] NAME NEW_LIMIT [--url URL] [--prefix P]");
 
   fairsem::cli::DemoArgs demo;
   std::string demo_lease = "2s";
@@ -145,14 +173,14 @@ int main(int argc, char** argv) {
       ->capture_default_str();
 
   const std::string first = parsed_argc > 1 ? argv[1] : "";
-  const std::vector<std::string> known = {"run", "status", "evict", "demo"};
+  const std::vector<std::string> known = {"run", "status", "evict", "resize", "demo"};
   if (!first.empty() && first[0] != '-' &&
       std::find(known.begin(), known.end(), first) == known.end()) {
     return fairsem::cli::usage_error(
         "fairsem",
         hide_credentials(
-            fmt::format("unknown command '{}' (use run, status, evict or demo)", argv[1]), argc,
-            argv));
+            fmt::format("unknown command '{}' (use run, status, evict, resize or demo)", argv[1]),
+            argc, argv));
   }
   try {
     std::vector<std::string> args(argv + 1, argv + parsed_argc);
@@ -192,12 +220,39 @@ int main(int argc, char** argv) {
     return fairsem::cli::usage_error("fairsem", "'--' is only for `fairsem run`");
   }
   if (status_cmd->parsed()) {
+    if (watch_opt->count() > 0) {
+      try {
+        if (watch_text.empty()) {
+          status.watch = std::chrono::seconds(1);
+        } else {
+          status.watch = fairsem::cli::parse_duration(watch_text, "--watch");
+          if (status.watch->count() == 0) {
+            throw fairsem::InvalidArgument(
+                fmt::format("--watch \"{}\": the interval must be positive", watch_text));
+          }
+        }
+      } catch (...) {
+        return fairsem::cli::report_exception("fairsem status");
+      }
+    }
     status.target.url = fairsem::cli::resolve_url(status_url);
     return fairsem::cli::status_main(status);
   }
   if (evict_cmd->parsed()) {
     evict.target.url = fairsem::cli::resolve_url(evict_url);
     return fairsem::cli::evict_main(evict);
+  }
+  if (resize_cmd->parsed()) {
+    // A positional NAME invites `fairsem resize URL N`: refuse it rather than resize a
+    // semaphore named after the URL and print its password.
+    if (resize.target.name.find("://") != std::string::npos) {
+      return fairsem::cli::usage_error(
+          "fairsem resize",
+          fmt::format("NAME \"{}\" looks like a Redis URL; give the URL with --url",
+                      fairsem::detail::redact_url(resize.target.name)));
+    }
+    resize.target.url = fairsem::cli::resolve_url(resize_url);
+    return fairsem::cli::resize_main(resize);
   }
   try {
     demo.lease = fairsem::cli::parse_duration(demo_lease, "--lease");

@@ -188,17 +188,21 @@ std::variant<Permit, int> acquire_interruptibly(FairSemaphore& sem, const RunArg
   return std::move(*out.permit);
 }
 
-/// environ, with FAIRSEM_PERMIT_ID and FAIRSEM_FENCING_TOKEN set for the command.
+/// environ, with FAIRSEM_PERMIT_ID, FAIRSEM_FENCING_TOKEN and FAIRSEM_SLOT set for the command
+/// (values inherited from an enclosing `fairsem run` are replaced, not duplicated: with two
+/// entries of one name, getenv() would find the stale one first).
 std::vector<std::string> child_environment(const Permit& permit) {
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) {
     const std::string_view entry = *e;
     if (entry.rfind("FAIRSEM_PERMIT_ID=", 0) == 0) continue;
     if (entry.rfind("FAIRSEM_FENCING_TOKEN=", 0) == 0) continue;
+    if (entry.rfind("FAIRSEM_SLOT=", 0) == 0) continue;
     env.emplace_back(entry);
   }
   env.push_back("FAIRSEM_PERMIT_ID=" + permit.id());
   env.push_back(fmt::format("FAIRSEM_FENCING_TOKEN={}", permit.fencing_token()));
+  env.push_back(fmt::format("FAIRSEM_SLOT={}", permit.slot()));
   return env;
 }
 

@@ -1,74 +1,128 @@
-// `fairsem status` and `fairsem evict`: read and edit a semaphore known only by name (Redis
-// stores its limit), through fairsem::SemaphoreAdmin.
+// `fairsem status`, `fairsem evict` and `fairsem resize`: read and edit a semaphore known only
+// by name (Redis stores its limit), through fairsem::SemaphoreAdmin.
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "commands.hpp"
 #include "common.hpp"
+#include "status_view.hpp"
 
 namespace fairsem::cli {
 
 namespace {
 
-nlohmann::ordered_json to_json(const PermitInfo& p) {
+nlohmann::ordered_json to_json(const PermitInfo& p, bool holder) {
   nlohmann::ordered_json j;
   j["id"] = p.id;
   j["token"] = p.ticket;
+  j["slot"] = holder ? nlohmann::ordered_json(p.slot) : nlohmann::ordered_json(nullptr);
   j["lease_left_ms"] = p.lease_left.count();
   j["owner"] = p.owner;
   return j;
 }
 
-void print_table(const std::string& title, const std::vector<PermitInfo>& rows, bool numbered) {
+/// Owner info is whatever a client stored: control bytes (a newline in a command line, or an
+/// escape sequence) are shown as \xNN rather than sent to the terminal.
+std::string printable(std::string_view text) {
+  std::string out;
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte < 0x20 || byte == 0x7f) {
+      out += fmt::format("\\x{:02x}", byte);
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+/// The first column's width and the id column's, shared by both tables so that they line up.
+struct Widths {
+  std::size_t first = 4;  // "SLOT"
+  std::size_t id = 2;     // "ID"
+};
+
+Widths widths_of(const Status& s) {
+  Widths w;
+  for (const auto* rows : {&s.holders, &s.waiters}) {
+    for (const PermitInfo& p : *rows) w.id = std::max(w.id, p.id.size());
+  }
+  for (const PermitInfo& p : s.holders) w.first = std::max(w.first, std::to_string(p.slot).size());
+  w.first = std::max(w.first, std::to_string(s.waiters.size()).size());
+  return w;
+}
+
+/// One table: the first column is the slot (holders) or the place in the queue (waiters).
+void append_table(std::string& out, const std::string& title, const std::vector<PermitInfo>& rows,
+                  bool holders, const Widths& widths) {
   if (rows.empty()) return;
-  std::size_t id_width = 2;
-  for (const PermitInfo& p : rows) id_width = std::max(id_width, p.id.size());
-  fmt::print("{}\n", title);
-  fmt::print("  {}{:<{}}  {:>8}  {:>10}  {}\n", numbered ? "  # " : "", "ID", id_width, "TOKEN",
-             "LEASE LEFT", "OWNER");
+  const std::string first_label = holders ? "SLOT" : "#";
+  const std::size_t first_width = widths.first;
+  const std::size_t id_width = widths.id;
+  std::vector<std::string> first;
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    first.push_back(std::to_string(holders ? rows[i].slot : static_cast<long long>(i + 1)));
+  }
+  out += fmt::format("{}\n", title);
+  out += fmt::format("  {:>{}}  {:<{}}  {:>8}  {:>10}  {}\n", first_label, first_width, "ID",
+                     id_width, "TOKEN", "LEASE LEFT", "OWNER");
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const PermitInfo& p = rows[i];
-    fmt::print("  {}{:<{}}  {:>8}  {:>10}  {}\n", numbered ? fmt::format("{:>3} ", i + 1) : "",
-               p.id, id_width, p.ticket, format_duration(p.lease_left), p.owner);
+    out += fmt::format("  {:>{}}  {:<{}}  {:>8}  {:>10}  {}\n", first[i], first_width, p.id,
+                       id_width, p.ticket, format_duration(p.lease_left), printable(p.owner));
   }
 }
 
 }  // namespace
 
+std::string status_table(const Target& target, const Status& s) {
+  if (s.limit == 0 && s.holders.empty() && s.waiters.empty()) {
+    return fmt::format(
+        "semaphore '{}' (prefix '{}'): not in use (no limit stored, nobody queued)\n", target.name,
+        target.key_prefix);
+  }
+  std::string out = fmt::format(
+      "semaphore '{}' (prefix '{}'): limit {}, {} holding, {} waiting, {} tickets issued\n",
+      target.name, target.key_prefix, s.limit, s.holders.size(), s.waiters.size(), s.last_ticket);
+  const Widths widths = widths_of(s);
+  append_table(out, "holders:", s.holders, true, widths);
+  append_table(out, "waiters, in queue order:", s.waiters, false, widths);
+  return out;
+}
+
+nlohmann::ordered_json status_json(const Target& target, const Status& s) {
+  nlohmann::ordered_json j;
+  j["name"] = target.name;
+  j["limit"] = s.limit;
+  j["counter"] = s.last_ticket;
+  j["holders"] = nlohmann::ordered_json::array();
+  for (const PermitInfo& p : s.holders) j["holders"].push_back(to_json(p, true));
+  j["waiters"] = nlohmann::ordered_json::array();
+  for (const PermitInfo& p : s.waiters) j["waiters"].push_back(to_json(p, false));
+  return j;
+}
+
+std::string json_line(const nlohmann::ordered_json& j) {
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 int status_main(const StatusArgs& args) {
+  if (args.watch) return watch_main(args);
   try {
     SemaphoreAdmin admin(ConnectionOptions::from_url(args.target.url), args.target.name,
                          args.target.key_prefix);
     const Status s = admin.status();
     if (args.json) {
-      nlohmann::ordered_json j;
-      j["name"] = args.target.name;
-      j["limit"] = s.limit;
-      j["counter"] = s.last_ticket;
-      j["holders"] = nlohmann::ordered_json::array();
-      for (const PermitInfo& p : s.holders) j["holders"].push_back(to_json(p));
-      j["waiters"] = nlohmann::ordered_json::array();
-      for (const PermitInfo& p : s.waiters) j["waiters"].push_back(to_json(p));
-      // Ids and owner info are bytes; replace what is not UTF-8 rather than fail.
-      fmt::print("{}\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
-      return 0;
+      fmt::print("{}\n", json_line(status_json(args.target, s)));
+    } else {
+      fmt::print("{}", status_table(args.target, s));
     }
-    if (s.limit == 0 && s.holders.empty() && s.waiters.empty()) {
-      fmt::print("semaphore '{}' (prefix '{}'): not in use (no limit stored, nobody queued)\n",
-                 args.target.name, args.target.key_prefix);
-      return 0;
-    }
-    fmt::print(
-        "semaphore '{}' (prefix '{}'): limit {}, {} holding, {} waiting, {} tickets issued\n",
-        args.target.name, args.target.key_prefix, s.limit, s.holders.size(), s.waiters.size(),
-        s.last_ticket);
-    print_table("holders:", s.holders, false);
-    print_table("waiters, in queue order:", s.waiters, true);
     return 0;
   } catch (...) {
     return report_exception("fairsem status");
@@ -100,6 +154,56 @@ int evict_main(const EvictArgs& args) {
     return 1;
   } catch (...) {
     return report_exception("fairsem evict");
+  }
+}
+
+namespace {
+
+constexpr long long kMaxLimit = 1'000'000'000;
+
+/// NEW_LIMIT: digits only (no sign, space or exponent), 1 to 10^9. A URL typed there is quoted
+/// without its credentials.
+long long parse_limit(const std::string& text) {
+  const auto bad = [&] {
+    const std::string shown =
+        text.find("://") == std::string::npos ? text : detail::redact_url(text);
+    return InvalidArgument(
+        fmt::format("NEW_LIMIT \"{}\" is not a whole number from 1 to {}", shown, kMaxLimit));
+  };
+  if (text.empty() || text.size() > 10) throw bad();
+  long long value = 0;
+  for (const char c : text) {
+    if (c < '0' || c > '9') throw bad();
+    value = value * 10 + (c - '0');
+  }
+  if (value < 1 || value > kMaxLimit) throw bad();
+  return value;
+}
+
+std::string describe(const ResizeResult& r) {
+  if (r.old_limit == 0) {
+    return fmt::format("limit (none stored) -> {} (the semaphore was not in use)", r.new_limit);
+  }
+  const std::string change = fmt::format("limit {} -> {}", r.old_limit, r.new_limit);
+  if (r.new_limit == r.old_limit) return change + " (unchanged)";
+  if (r.new_limit > r.old_limit) {
+    return fmt::format("{} ({} waiter{} granted)", change, r.promoted, r.promoted == 1 ? "" : "s");
+  }
+  return fmt::format("{} (holders keep their permits; none is granted until fewer than {} hold)",
+                     change, r.new_limit);
+}
+
+}  // namespace
+
+int resize_main(const ResizeArgs& args) {
+  try {
+    const long long new_limit = parse_limit(args.new_limit);
+    SemaphoreAdmin admin(ConnectionOptions::from_url(args.target.url), args.target.name,
+                         args.target.key_prefix);
+    fmt::print("resized {}: {}\n", args.target.name, describe(admin.resize(new_limit)));
+    return 0;
+  } catch (...) {
+    return report_exception("fairsem resize");
   }
 }
 

@@ -1,16 +1,18 @@
-// The installed `fairsem` command, driven as a user drives it: exit codes, the permit handed
-// to the command, signal forwarding, --on-lost after an eviction, status --json, bad
-// arguments, an unreachable or refusing Redis, and the demo.
+// The installed `fairsem` command, driven as a user drives it: exit codes, the permit (and
+// slot) handed to the command, signal forwarding, --on-lost after an eviction, status --json
+// and --watch, resize, bad arguments, an unreachable or refusing Redis, and the demo.
 
 #include <gtest/gtest.h>
 #include <sys/syscall.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -139,8 +141,8 @@ TEST_F(CliTest, PrintsVersionAndHelpWithTheExitCodes) {
   EXPECT_EQ(std::string("fairsem ") + fairsem::version() + "\n", version.out);
   const Outcome help = run({"--help"});
   EXPECT_EQ(0, help.code) << help;
-  for (const char* text :
-       {"run", "status", "evict", "demo", "64", "69", "70", "75", "FAIRSEM_URL"}) {
+  for (const char* text : {"run", "status", "evict", "resize", "demo", "64", "69", "70", "75",
+                           "FAIRSEM_URL", "FAIRSEM_SLOT"}) {
     EXPECT_NE(std::string::npos, help.out.find(text)) << text << "\n" << help;
   }
 }
@@ -156,6 +158,65 @@ TEST_F(CliTest, RunGivesTheCommandItsPermitAndExitsWithItsStatus) {
   EXPECT_EQ(2, s.limit);
   EXPECT_TRUE(s.holders.empty());  // released when the command ended
   EXPECT_EQ(1, s.last_ticket);
+}
+
+/// The FAIRSEM_* variables `env` printed (a name listed twice is kept twice).
+std::multimap<std::string, std::string> permit_variables(const std::string& env_output) {
+  std::multimap<std::string, std::string> vars;
+  std::istringstream in(env_output);
+  for (std::string line; std::getline(in, line);) {
+    const std::size_t eq = line.find('=');
+    const std::string key = line.substr(0, eq);
+    if (key == "FAIRSEM_PERMIT_ID" || key == "FAIRSEM_FENCING_TOKEN" || key == "FAIRSEM_SLOT") {
+      vars.emplace(key, line.substr(eq + 1));
+    }
+  }
+  return vars;
+}
+
+// `env` without a shell: a shell would fold duplicate entries into one variable, hiding a stale
+// inherited value left beside the new one (getenv() finds the first).
+TEST_F(CliTest, RunReplacesInheritedPermitVariables) {
+  const Outcome o =
+      run(cmd({"run"}, {"--limit", "2", "--", "env"}),
+          {{"FAIRSEM_PERMIT_ID", "stale"}, {"FAIRSEM_FENCING_TOKEN", "99"}, {"FAIRSEM_SLOT", "7"}});
+  ASSERT_EQ(0, o.code) << o;
+  const auto vars = permit_variables(o.out);
+  ASSERT_EQ(3u, vars.size()) << o;
+  EXPECT_EQ(0u, vars.find("FAIRSEM_PERMIT_ID")->second.rfind("run-", 0)) << o;
+  EXPECT_EQ("1", vars.find("FAIRSEM_FENCING_TOKEN")->second) << o;
+  EXPECT_EQ("0", vars.find("FAIRSEM_SLOT")->second) << o;
+}
+
+TEST_F(CliTest, ConcurrentRunsGetDifferentSlotsAsStatusShows) {
+  std::vector<std::unique_ptr<ChildProcess>> runs;
+  std::map<std::string, std::string> slot_of;  // permit id -> $FAIRSEM_SLOT
+  for (int i = 0; i < 2; ++i) {
+    runs.push_back(
+        start(cmd({"run"}, {"--limit", "2", "--", "sh", "-c",
+                            "echo \"ready $FAIRSEM_PERMIT_ID $FAIRSEM_SLOT\"; read line; true"})));
+    const auto line = runs.back()->expect("ready");
+    ASSERT_TRUE(line) << runs.back()->transcript();
+    std::istringstream words(*line);
+    std::string ready, id, slot;
+    words >> ready >> id >> slot;
+    slot_of[id] = slot;
+  }
+  // Granted one after the other, each the lowest free slot.
+  std::vector<std::string> slots;
+  for (const auto& [id, slot] : slot_of) slots.push_back(slot);
+  std::sort(slots.begin(), slots.end());
+  EXPECT_EQ((std::vector<std::string>{"0", "1"}), slots);
+  const Status s = status();
+  ASSERT_EQ(2u, s.holders.size());
+  for (const PermitInfo& h : s.holders) {
+    ASSERT_EQ(1u, slot_of.count(h.id)) << h.id;
+    EXPECT_EQ(slot_of[h.id], std::to_string(h.slot)) << h.id;
+  }
+  for (auto& p : runs) {
+    p->close_stdin();
+    EXPECT_EQ(0, exit_code(p->wait_exit())) << p->transcript();
+  }
 }
 
 TEST_F(CliTest, ArgvGoesToTheCommandAsGivenWithoutAShell) {
@@ -350,12 +411,14 @@ TEST_F(CliTest, StatusJsonAndTableShowHoldersAndWaitersInOrder) {
   ASSERT_EQ(1u, j.at("holders").size());
   const auto& h = j.at("holders").at(0);
   EXPECT_EQ(1, h.at("token"));
+  EXPECT_EQ(0, h.at("slot"));
   EXPECT_GT(h.at("lease_left_ms").get<long long>(), 0);
   EXPECT_NE(std::string::npos, h.at("owner").get<std::string>().find("sh -c")) << json;
   ASSERT_EQ(2u, j.at("waiters").size());
   EXPECT_EQ(2, j.at("waiters").at(0).at("token"));
   EXPECT_EQ(3, j.at("waiters").at(1).at("token"));
-  const std::vector<std::string> keys = {"id", "token", "lease_left_ms", "owner"};
+  EXPECT_TRUE(j.at("waiters").at(0).at("slot").is_null()) << json;  // waiters have no slot
+  const std::vector<std::string> keys = {"id", "token", "slot", "lease_left_ms", "owner"};
   for (const auto& entry : {h, j.at("waiters").at(0)}) {
     std::vector<std::string> seen;
     for (auto it = entry.begin(); it != entry.end(); ++it) seen.push_back(it.key());
@@ -368,6 +431,11 @@ TEST_F(CliTest, StatusJsonAndTableShowHoldersAndWaitersInOrder) {
   const Outcome table = run(cmd({"status"}, {}, "shown"));
   ASSERT_EQ(0, table.code) << table;
   EXPECT_NE(std::string::npos, table.out.find("limit 1, 1 holding, 2 waiting")) << table;
+  // The holder's row starts with its slot, under SLOT; the waiters' with their place in line.
+  const std::string holder_id = h.at("id");
+  EXPECT_NE(std::string::npos, table.out.find("holders:\n  SLOT  ID")) << table;
+  EXPECT_NE(std::string::npos, table.out.find("\n     0  " + holder_id + " ")) << table;
+  EXPECT_NE(std::string::npos, table.out.find("waiters, in queue order:\n     #  ID")) << table;
   const std::string first_waiter = j.at("waiters").at(0).at("id");
   const std::string second_waiter = j.at("waiters").at(1).at("id");
   EXPECT_LT(table.out.find(first_waiter), table.out.find(second_waiter)) << table;
@@ -380,6 +448,145 @@ TEST_F(CliTest, StatusJsonAndTableShowHoldersAndWaitersInOrder) {
   const Outcome unused = run(cmd({"status"}, {"--json"}, "never-used"));
   EXPECT_EQ(0, unused.code) << unused;
   EXPECT_EQ(0, nlohmann::json::parse(unused.out).at("limit"));
+}
+
+TEST_F(CliTest, ResizeGrowsGrantingAWaitingRunAndShrinksWithoutTakingPermits) {
+  auto first = holder();
+  auto waiter =
+      start(cmd({"run"}, {"--limit", "1", "--", "sh", "-c", "echo \"granted $FAIRSEM_SLOT\""}));
+  ASSERT_TRUE(wait_until([&] { return status().waiters.size() == 1; }));
+
+  const Outcome grown = run(cmd({"resize"}, {"2"}));  // --name NAME NEW_LIMIT
+  EXPECT_EQ(0, grown.code) << grown;
+  EXPECT_EQ("resized cli: limit 1 -> 2 (1 waiter granted)\n", grown.out) << grown;
+  EXPECT_TRUE(waiter->expect("granted 1")) << waiter->transcript();  // the free slot
+  EXPECT_EQ(0, exit_code(waiter->wait_exit())) << waiter->transcript();
+  EXPECT_EQ(2, status().limit);
+
+  // Positional NAME; the holder keeps its permit, and a bad NEW_LIMIT changes nothing.
+  const Outcome shrunk = run({"resize", "cli", "1", "--prefix", prefix_});
+  EXPECT_EQ(0, shrunk.code) << shrunk;
+  EXPECT_EQ(
+      "resized cli: limit 2 -> 1 (holders keep their permits; none is granted until fewer than 1 "
+      "hold)\n",
+      shrunk.out)
+      << shrunk;
+  const Outcome refused = run(cmd({"resize"}, {"0"}));
+  EXPECT_EQ(64, refused.code) << refused;
+  const Status s = status();
+  EXPECT_EQ(1, s.limit);
+  ASSERT_EQ(1u, s.holders.size());
+  const Outcome busy = run(cmd({"run"}, {"--limit", "1", "--wait", "0", "--", "true"}));
+  EXPECT_EQ(75, busy.code) << busy;  // opens with the new limit; the one permit is held
+  first->close_stdin();
+  EXPECT_EQ(0, exit_code(first->wait_exit())) << first->transcript();
+
+  const Outcome same = run(cmd({"resize"}, {"1"}));
+  EXPECT_EQ("resized cli: limit 1 -> 1 (unchanged)\n", same.out) << same;
+  const Outcome fresh = run(cmd({"resize"}, {"3"}, "fresh"));
+  EXPECT_EQ("resized fresh: limit (none stored) -> 3 (the semaphore was not in use)\n", fresh.out)
+      << fresh;
+  EXPECT_EQ(3, status("fresh").limit);
+}
+
+// Owner info is whatever a client stored (here a command line with a newline and an escape
+// byte in it): the table shows control bytes as \xNN, so one entry is one line and nothing
+// reaches the terminal as a control sequence. JSON escapes them anyway.
+TEST_F(CliTest, StatusTableShowsControlBytesInOwnerInfoEscaped) {
+  auto p = start(cmd({"run"}, {"--limit", "1", "--", "sh", "-c", "echo ready; read line; true",
+                               "line\n\033[2Jtwo"}));
+  ASSERT_TRUE(p->expect("ready")) << p->transcript();
+  const Outcome table = run(cmd({"status"}));
+  ASSERT_EQ(0, table.code) << table;
+  EXPECT_NE(std::string::npos, table.out.find(" line\\x0a\\x1b[2Jtwo\n")) << table;
+  EXPECT_EQ(std::string::npos, table.out.find('\033')) << table;
+  const Outcome json = run(cmd({"status"}, {"--json"}));
+  const std::string owner = nlohmann::json::parse(json.out).at("holders").at(0).at("owner");
+  EXPECT_NE(std::string::npos, owner.find("line\n\033[2Jtwo")) << json;
+  p->close_stdin();
+  EXPECT_EQ(0, exit_code(p->wait_exit())) << p->transcript();
+}
+
+/// Reads `watch`'s output up to a line that starts with `prefix`; the frame in between, for
+/// failure messages, is in the transcript.
+bool frame_line(ChildProcess& watch, const std::string& prefix) {
+  return watch.expect(prefix, 30s).has_value();
+}
+
+TEST_F(CliTest, StatusWatchRedrawsUntilSigintShowingHoldersWithTheirSlots) {
+  auto watch = start(cmd({"status"}, {"--watch", "0.1"}, "watched"));
+  const std::string summary = "semaphore 'watched' (prefix '" + prefix_ + "'): ";
+  ASSERT_TRUE(frame_line(*watch, summary + "not in use")) << watch->transcript();
+
+  SemaphoreOptions options;
+  options.limit = 2;
+  options.key_prefix = prefix_;
+  FairSemaphore sem(test::redis_options(), "watched", options);
+  Permit first = sem.acquire();
+  Permit second = sem.acquire();
+  ASSERT_EQ(1, second.slot());
+  ASSERT_EQ(ReleaseResult::released, first.release());
+  // A later frame: the one holder left, under its slot 1.
+  ASSERT_TRUE(frame_line(*watch, summary + "limit 2, 1 holding")) << watch->transcript();
+  ASSERT_TRUE(frame_line(*watch, "  SLOT  ID")) << watch->transcript();
+  ASSERT_TRUE(frame_line(*watch, "     1  " + second.id() + " ")) << watch->transcript();
+
+  watch->signal(SIGINT);
+  EXPECT_EQ(0, exit_code(watch->wait_exit(10s))) << watch->transcript();
+  (void)watch->read_to_eof(10s);  // into the transcript
+  const std::string all = watch->transcript();
+  // Not a terminal: whole frames, one after the other, each after a "--- TIME ---" line, and
+  // no cursor movement.
+  EXPECT_NE(std::string::npos, all.find("\n--- 20")) << all;
+  EXPECT_EQ(std::string::npos, all.find('\033')) << all;
+}
+
+TEST_F(CliTest, StatusWatchEndsAtOnceOnSigtermDuringTheInterval) {
+  auto watch = start(cmd({"status"}, {"--watch", "1h"}, "watched"));
+  ASSERT_TRUE(frame_line(*watch, "semaphore 'watched'")) << watch->transcript();
+  watch->signal(SIGTERM);
+  // Not an hour: the signal ends the wait.
+  EXPECT_EQ(0, exit_code(watch->wait_exit(10s))) << watch->transcript();
+}
+
+// After a good first read, a Redis that goes away is shown in the frame (text) or as an
+// {"error"} line (--json), and the watch goes on until Redis is back.
+TEST_F(CliTest, StatusWatchShowsRedisTroubleAndKeepsWatching) {
+  test::RedisServer server;
+  auto text = start(cmd({"status"}, {"--watch", "0.1", "--url", server.url()}, "watched"));
+  auto json =
+      start(cmd({"status"}, {"--watch", "0.1", "--json", "--url", server.url()}, "watched"));
+  const std::string summary = "semaphore 'watched' (prefix '" + prefix_ + "'): ";
+  ASSERT_TRUE(frame_line(*text, summary + "not in use")) << text->transcript();
+  // Every line a JSON object with the time; the first read ones are status objects.
+  const auto next_json = [&](bool want_error) -> std::optional<nlohmann::json> {
+    while (auto line = json->read_line(30s)) {
+      const auto j = nlohmann::json::parse(*line);
+      EXPECT_TRUE(j.at("time").is_string()) << *line;
+      EXPECT_EQ("watched", j.at("name")) << *line;
+      if (j.contains("error") == want_error) return j;
+    }
+    return std::nullopt;
+  };
+  const auto good = next_json(false);
+  ASSERT_TRUE(good) << json->transcript();
+  EXPECT_EQ(0, good->at("limit")) << *good;
+  EXPECT_TRUE(good->at("holders").empty()) << *good;
+
+  server.kill();
+  ASSERT_TRUE(frame_line(*text, summary + "cannot read it: ")) << text->transcript();
+  ASSERT_TRUE(frame_line(*text, "last read at 20")) << text->transcript();
+  const auto bad = next_json(true);
+  ASSERT_TRUE(bad) << json->transcript();
+  EXPECT_NE(std::string::npos, bad->at("error").get<std::string>().find("127.0.0.1")) << *bad;
+
+  server.start();
+  ASSERT_TRUE(frame_line(*text, summary + "not in use")) << text->transcript();
+  ASSERT_TRUE(next_json(false)) << json->transcript();
+  for (auto* p : {text.get(), json.get()}) {
+    p->signal(SIGINT);
+    EXPECT_EQ(0, exit_code(p->wait_exit(10s))) << p->transcript();
+  }
 }
 
 struct BadArguments {
@@ -416,6 +623,21 @@ TEST_F(CliTest, BadArgumentsExit64WithAClearMessageAndChangeNothing) {
       {with({"status"}, {"--json", "extra"}), "extra"},
       {with({"evict"}, {}), "--id is required"},
       {with({"evict"}, {"--id", "a b"}), "permit id"},
+      {with({"status"}, {"--watch", "0"}), "--watch \"0\": the interval must be positive"},
+      {with({"status"}, {"--watch", "-1"}), "--watch \"-1\" is not a duration"},
+      {with({"status"}, {"--watch", "soon"}), "--watch \"soon\" is not a duration"},
+      {with({"status"}, {"--watch", "0.0001"}), "--watch \"0.0001\" is not a duration"},
+      {with({"status"}, {"--watch=0s", "--json"}), "--watch \"0s\": the interval must be positive"},
+      {with({"resize"}, {}), "NEW_LIMIT is required"},
+      {with({"resize"}, {"0"}), "NEW_LIMIT \"0\" is not a whole number from 1 to 1000000000"},
+      {with({"resize"}, {"-3"}), "NEW_LIMIT \"-3\""},
+      {with({"resize"}, {"+3"}), "NEW_LIMIT \"+3\""},
+      {with({"resize"}, {"2.5"}), "NEW_LIMIT \"2.5\""},
+      {with({"resize"}, {"1000000001"}), "NEW_LIMIT \"1000000001\""},
+      {with({"resize"}, {"99999999999999999999"}), "NEW_LIMIT \"99999999999999999999\""},
+      {with({"resize"}, {"five"}), "NEW_LIMIT \"five\""},
+      {with({"resize"}, {"2", "3"}), "3"},
+      {{"resize", "--prefix", "x", "redis://u:pw@127.0.0.1:1", "5"}, "looks like a Redis URL"},
       {{"status", "--name", "bad name"}, "semaphore name"},
       {{"launch"}, "launch"},
       {{}, "subcommand"},
@@ -445,7 +667,9 @@ TEST_F(CliTest, UnreachableRedisExits69WithoutShowingThePassword) {
   const std::string url = "redis://operator:sekret-pw@127.0.0.1:1";
   for (const auto& args : std::vector<std::vector<std::string>>{
            cmd({"run"}, {"--limit", "1", "--url", url, "--", "true"}),
-           cmd({"status"}, {"--url", url}), cmd({"evict"}, {"--id", "x", "--url", url})}) {
+           cmd({"status"}, {"--url", url}), cmd({"evict"}, {"--id", "x", "--url", url}),
+           cmd({"status"}, {"--watch", "0.1", "--url", url}),  // the first read must succeed
+           cmd({"resize"}, {"2", "--url", url})}) {
     const Outcome o = run(args);
     EXPECT_EQ(69, o.code) << o;
     EXPECT_NE(std::string::npos, o.err.find("127.0.0.1:1")) << o;
@@ -574,6 +798,11 @@ TEST_F(CliTest, UsageErrorsAndFailuresNeverEchoThePassword) {
       {"run", "--name", "x", "--limit", "1", "--url", "redis://u:s3cr3t-pw-9d1f@", "--", "true"},
       {"run", "--name", "x", "--limit", "1", "--url", "redis://u:s3cr3t%zz9d1f@h", "--", "true"},
       {"demo", "--url", "redis://u:s3cr3t:pw-9d1f"},
+      {"resize", url, "5"},  // the URL where NAME goes
+      {"resize", "x", url},
+      {"run", "--name", "x", "--limit", "1", "--lease", url, "--", "true"},  // or a duration
+      {"demo", "--lease", url},
+      {"status", "--name", "x", "--watch", url},
   };
   for (const auto& args : usage_errors) {
     const Outcome o = run(args);
