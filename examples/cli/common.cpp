@@ -130,4 +130,15 @@ std::string random_hex() {
 
 bool stdout_is_tty() { return isatty(STDOUT_FILENO) == 1; }
 
+sigset_t stop_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
+    struct sigaction current {};
+    if (sigaction(sig, nullptr, &current) == 0 && current.sa_handler == SIG_IGN) continue;
+    sigaddset(&set, sig);
+  }
+  return set;
+}
+
 }  // namespace fairsem::cli

@@ -3,6 +3,7 @@
 // Shared by the `fairsem` subcommands: exit codes, the Redis URL default chain, durations,
 // and turning an exception into one line on stderr plus an exit code.
 
+#include <signal.h>
 #include <fairsem/fairsem.hpp>
 
 #include <chrono>
@@ -47,5 +48,9 @@ std::string random_hex();
 
 /// Whether stdout is a terminal (for the demo's live view).
 bool stdout_is_tty();
+
+/// INT, TERM and HUP, except those this process was started with ignored (nohup, a shell's
+/// background job): they stay ignored. For `run` and `status --watch`, which wait for them.
+sigset_t stop_signals();
 
 }  // namespace fairsem::cli

@@ -46,13 +46,7 @@ std::string g_lost_reason;
 /// INT, TERM and HUP (unless this process was started with them ignored, as by nohup or a
 /// shell's background job: they stay ignored, here and in the command), CHLD and USR1.
 sigset_t handled_signals() {
-  sigset_t set;
-  sigemptyset(&set);
-  for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
-    struct sigaction current {};
-    if (sigaction(sig, nullptr, &current) == 0 && current.sa_handler == SIG_IGN) continue;
-    sigaddset(&set, sig);
-  }
+  sigset_t set = stop_signals();
   sigaddset(&set, SIGCHLD);
   sigaddset(&set, SIGUSR1);
   return set;

@@ -36,19 +36,6 @@ namespace {
 
 constexpr const char* kCommand = "fairsem status";
 
-/// INT, TERM and HUP, except those this process was started with ignored (nohup, a background
-/// job): they stay ignored.
-sigset_t stop_signals() {
-  sigset_t set;
-  sigemptyset(&set);
-  for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
-    struct sigaction current {};
-    if (sigaction(sig, nullptr, &current) == 0 && current.sa_handler == SIG_IGN) continue;
-    sigaddset(&set, sig);
-  }
-  return set;
-}
-
 /// "2025-05-01T12:34:56.123+02:00": local time, with its offset so that logs from machines in
 /// other time zones compare.
 std::string timestamp(std::chrono::system_clock::time_point t) {

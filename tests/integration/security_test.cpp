@@ -136,6 +136,17 @@ class SecurityAclTest : public ::testing::Test {
     return o;
   }
 
+  /// As user_options(kEncodedPassword), giving up on an absent server within a second.
+  ConnectionOptions quick_to_give_up() const {
+    ConnectionOptions c = user_options(kEncodedPassword);
+    c.connect_timeout = 300ms;
+    c.command_timeout = 300ms;
+    c.reconnect_attempts = 2;
+    c.reconnect_backoff_min = 1ms;
+    c.reconnect_backoff_max = 5ms;
+    return c;
+  }
+
   SemaphoreOptions options(long long limit, std::chrono::milliseconds lease = 10s) {
     SemaphoreOptions o;
     o.limit = limit;
@@ -500,12 +511,7 @@ TEST_F(SecurityAclTest, ConnectionAuthAndPermissionErrorsNeverShowThePassword) {
 }
 
 TEST_F(SecurityAclTest, LogsAndErrorsNeverShowThePasswordWhenTheServerIsGone) {
-  ConnectionOptions c = user_options(kEncodedPassword);
-  c.connect_timeout = 300ms;
-  c.command_timeout = 300ms;
-  c.reconnect_attempts = 2;
-  c.reconnect_backoff_min = 1ms;
-  c.reconnect_backoff_max = 5ms;
+  const ConnectionOptions c = quick_to_give_up();
   FairSemaphore sem(c, name_, options(2, 600ms));
   std::optional<Permit> renewed = sem.acquire();
   std::optional<Permit> released = sem.acquire();
@@ -551,12 +557,7 @@ TEST_F(SecurityAclTest, LogsNeverShowThePasswordWhenTheCredentialsAreRevoked) {
 // server's port, one that quotes the AUTH it refuses, password and all: the logger,
 // on_renew_failure, on_lost and the exceptions hear of each, and never see the password.
 TEST_F(SecurityAclTest, LogsNeverShowThePasswordWhenAReconnectReachesAWrongHost) {
-  ConnectionOptions c = user_options(kEncodedPassword);
-  c.connect_timeout = 300ms;
-  c.command_timeout = 300ms;
-  c.reconnect_attempts = 2;
-  c.reconnect_backoff_min = 1ms;
-  c.reconnect_backoff_max = 5ms;
+  const ConnectionOptions c = quick_to_give_up();
   SemaphoreOptions o = options(1, 600ms);
   std::mutex mu;
   std::vector<std::string> renew_errors;
