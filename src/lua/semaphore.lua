@@ -155,6 +155,7 @@ local function repair()
       kept = kept + 1
     else
       call('HDEL', SLOTS, id)
+      call('DEL', WAKE .. id)
     end
   end
   local used, held = {}, 0
@@ -166,7 +167,11 @@ local function repair()
       slot_of[id] = nil
       held = held + 1
     end
-    for id in pairs(slot_of) do call('HDEL', SLOTS, id) end
+    -- Demoted: a wake-up pushed with the slot it had must not be taken as a grant.
+    for id in pairs(slot_of) do
+      call('HDEL', SLOTS, id)
+      call('DEL', WAKE .. id)
+    end
   end
   local top = tonumber(call('HGET', META, 'slots') or '0') or 0
   for slot in pairs(used) do top = math.max(top, slot + 1) end
@@ -180,6 +185,19 @@ local function repair()
   give_back(free)
   call('HSET', META, 'slots', int(top))
   return held
+end
+
+-- Drops every entry and the slot bookkeeping (see its caller). Returns a refusal if one of the
+-- keys it would delete belongs to something else.
+local function forget_everyone()
+  for _, i in ipairs({1, 2, 5}) do
+    local bad = select(2, guarded(i, i == 5 and 'HLEN' or 'ZCARD'))
+    if bad then return bad end
+  end
+  call('DEL', OWNER, TIME, INFO, FREE)
+  call('HSET', META, 'slots', '0')
+  free_count = 0
+  return nil
 end
 
 -- The lowest free slot: from free, else the next one never handed out (so a limit of 10^9
@@ -202,6 +220,9 @@ local function take_slot()
   return nil
 end
 
+-- Waiters promoted by this run (resize reports them).
+local promoted_count = 0
+
 -- Grants free permits to the waiters at the head of the queue: the members at ranks
 -- held .. limit-1, each given a slot (one of `freed`, the slots holders just left, while they
 -- last, else a free one) and woken with it. Returns the number of holders after.
@@ -213,6 +234,7 @@ local function promote(held, freed)
     call('HSET', SLOTS, id, slot)
     wake(id, slot)
     held = held + 1
+    promoted_count = promoted_count + 1
   end
   return held
 end
@@ -316,7 +338,11 @@ end
 local meta, refused = guarded(4, 'HMGET', 'limit', 'slots')
 if refused then return refused end
 local stored = meta[1]
-if stored and not tonumber(stored) then return {-1, stored} end
+-- A stored limit is a whole number from 1 up; anything else is refused, never followed.
+if stored then
+  local n = tonumber(stored)
+  if not n or n < 1 or n ~= math.floor(n) then return {-1, stored} end
+end
 if limit == 0 then
   if op ~= 'status' and op ~= 'evict' and op ~= 'resize' then
     return redis.error_reply('fairsem semaphore script: limit 0 is only for status, evict and resize')
@@ -337,13 +363,23 @@ if op ~= 'open' and op ~= 'status' and op ~= 'evict' and op ~= 'resize' then
   free_count, bad = guarded(9, 'ZCARD')
   if bad then return bad end
 end
--- The slot bookkeeping starts on first use (and again should meta have been lost): existing
--- holders keep theirs, and the members a semaphore of an earlier version counted as holders
--- are given slots by the promotion that follows it.
-if limit > 0 and not meta[2] and (op ~= 'resize') then
+if limit > 0 and (not meta[2] or not stored) then
+  -- The slot bookkeeping starts on first use, and again should meta have been lost: existing
+  -- holders keep their slots, and the members a semaphore of an earlier version counted as
+  -- holders are given slots by the promotion that follows (not for resize, which promotes
+  -- under its new limit).
   held = repair()
-elseif not held then
-  held = call('HLEN', SLOTS)
+  if op ~= 'resize' then held = promote(held) end
+else
+  if not held then held = call('HLEN', SLOTS) end
+  -- settle() puts meta's `slots` back to 0 whenever the last holder leaves, so nobody holding
+  -- with slots handed out means the slots hash was deleted behind the semaphore's back. Who has
+  -- which slot is then unknown: every entry is dropped (holders learn at their next renewal
+  -- that their permits are lost; waiters queue again) rather than a slot handed out twice.
+  if limit > 0 and held == 0 and tonumber(meta[2]) ~= 0 then
+    local bad = forget_everyone()
+    if bad then return bad end
+  end
 end
 if op == 'open' then
   promote(held)
@@ -466,6 +502,21 @@ if op == 'acquire' then
   return {2, ticket, deadline, count - held + 1, now, -1}
 end
 
+if op == 'resize' then
+  local old, new = limit, tonumber(ARGV[4])
+  if not new or new < 1 or new ~= math.floor(new) then
+    return redis.error_reply('fairsem semaphore script: resize needs a limit of at least 1')
+  end
+  call('HSET', META, 'limit', int(new))
+  limit = new
+  -- Slots at or above a smaller limit retire; a larger one makes more of them free. The reap
+  -- that follows promotes under the new limit only.
+  local count, after = reap(now, true, repair())
+  if not count then return after end
+  settle(after)
+  return {old, new, promoted_count}
+end
+
 do
   local count, bad = reap(now, true, held)
   if not count then return bad end
@@ -513,7 +564,7 @@ if op == 'status' then
     reply[#reply + 1] = tonumber(members[i + 1])
     reply[#reply + 1] = tonumber(call('ZSCORE', TIME, id) or '0')
     reply[#reply + 1] = call('HGET', INFO, id) or ''
-    reply[#reply + 1] = tonumber(call('HGET', SLOTS, id) or '-1')
+    reply[#reply + 1] = tonumber(call('HGET', SLOTS, id) or '-1') or -1
   end
   return reply
 end
@@ -539,20 +590,6 @@ if op == 'evict' then
   call('HDEL', SLOTS, id)
   if limit > 0 then pass_on(held - 1, {slot}) end
   return {1}
-end
-
-if op == 'resize' then
-  local old, new = limit, tonumber(ARGV[4])
-  if not new or new < 1 or new ~= math.floor(new) then
-    return redis.error_reply('fairsem semaphore script: resize needs a limit of at least 1')
-  end
-  call('HSET', META, 'limit', int(new))
-  limit = new
-  -- Free slots at or above a smaller limit retire; a larger one makes more of them free.
-  local before = repair()
-  local _, after = reap(now, false, before)
-  settle(after)
-  return {old, new, after - before}
 end
 
 return redis.error_reply('fairsem semaphore script: unknown operation ' .. tostring(op))

@@ -1075,6 +1075,48 @@ TEST_F(SemaphoreTest, ShrinkingLetsHoldersFinishAndGrantsNothingUntilFewerHold) 
   EXPECT_EQ(1, second->slot());
 }
 
+// A holder whose lease ran out but was not reaped yet: a shrink reaps it under the new limit,
+// so its slot does not pass to a waiter the new limit keeps out.
+TEST_F(SemaphoreTest, ShrinkingDoesNotGrantTheSlotOfAnExpiredHolder) {
+  const std::string name = "shrink-expired";
+  FairSemaphore sem(redis_options(), name, options(3));
+  Permit a = sem.acquire();
+  Permit b = sem.acquire();
+  Permit c = sem.acquire();
+  BackgroundWaiter waiter(sem);
+  ASSERT_TRUE(wait_until([&] { return sem.status().waiters.size() == 1; }));
+  admin_.command({"ZADD", key(name, "time"), "XX", "1", c.id()});  // c's lease ran out
+  const ResizeResult r = sem.resize(1);
+  EXPECT_EQ(0, r.promoted);
+  const Status s = sem.status();
+  ASSERT_EQ(2u, s.holders.size());
+  EXPECT_EQ(1u, s.waiters.size());
+  EXPECT_FALSE(waiter.done);
+  a.release();
+  b.release();
+  Permit* granted = waiter.result();
+  ASSERT_NE(nullptr, granted);
+  EXPECT_EQ(0, granted->slot());
+}
+
+// Without the slots hash nobody can tell which permit has which slot: every entry is dropped
+// (the holders are told at their next renewal), rather than a slot handed out twice.
+TEST_F(SemaphoreTest, DeletingTheSlotsHashRevokesEveryPermit) {
+  const std::string name = "slots-deleted";
+  FairSemaphore sem(redis_options(), name, options(3));
+  Permit a = sem.acquire();
+  Permit b = sem.acquire();
+  admin_.command({"DEL", key(name, "slots")});
+  auto c = sem.try_acquire();
+  ASSERT_TRUE(c);
+  EXPECT_EQ(0, c->slot());
+  EXPECT_FALSE(a.renew());
+  EXPECT_FALSE(b.renew());
+  const Status s = sem.status();
+  ASSERT_EQ(1u, s.holders.size());
+  EXPECT_EQ(c->id(), s.holders[0].id);
+}
+
 TEST_F(SemaphoreTest, ResizeRefusesABadLimitAndChangesNothing) {
   FairSemaphore sem(redis_options(), "resize-bad", options(2));
   Permit p = sem.acquire();
