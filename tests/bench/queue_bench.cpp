@@ -65,7 +65,7 @@ void fill(detail::Connection& conn, Queue& q, long long n) {
     std::vector<std::vector<std::string>> owned;
     std::vector<detail::Args> commands;
     for (long long i = 0; i < batch; ++i) {
-      std::vector<std::string> argv = {"EVALSHA", sha, "7"};
+      std::vector<std::string> argv = {"EVALSHA", sha, std::to_string(q.keys.size())};
       argv.insert(argv.end(), q.keys.begin(), q.keys.end());
       const std::string id = q.new_id();
       for (const std::string& a : q.acquire_args(id)) argv.push_back(a);
@@ -75,7 +75,7 @@ void fill(detail::Connection& conn, Queue& q, long long n) {
     const std::vector<detail::Reply> replies = conn.pipeline(commands);
     for (std::size_t i = 0; i < replies.size(); ++i) {
       const detail::AcquireReply r = detail::decode_acquire(replies[i]);
-      q.members.emplace_back(std::string(commands[i][3 + 7 + 3]), r.ticket);
+      q.members.emplace_back(std::string(commands[i][3 + q.keys.size() + 3]), r.ticket);
     }
     done += batch;
   }
@@ -94,14 +94,17 @@ void drain_slowlog(detail::Connection& conn, SlowlogTotals& totals) {
   conn.command({"SLOWLOG", "RESET"});
   for (const detail::Reply& e : entries.elements) {
     // id, timestamp, duration µs, argv, client, name
-    if (e.elements.size() < 4 || e.elements[3].elements.size() < 11) continue;
+    if (e.elements.size() < 4 || e.elements[3].elements.size() < 3) continue;
     const auto& argv = e.elements[3].elements;
     if (argv[0].str != "EVALSHA" && argv[0].str != "evalsha") continue;
+    // EVALSHA sha numkeys key... operation ...
+    const std::size_t op = 3 + static_cast<std::size_t>(std::stoll(argv[2].str));
+    if (argv.size() <= op) continue;
     const double us = static_cast<double>(e.elements[2].integer);
-    if (argv[10].str == "acquire") {
+    if (argv[op].str == "acquire") {
       totals.acquire_us += us;
       ++totals.acquires;
-    } else if (argv[10].str == "release") {
+    } else if (argv[op].str == "release") {
       totals.release_us += us;
       ++totals.releases;
     }
