@@ -381,10 +381,9 @@ else
     if bad then return bad end
   end
 end
-if op == 'open' then
-  promote(held)
-  return {1}
-end
+-- Open's work is done: the limit stored or checked, and the bookkeeping set up (promoting
+-- under it) on first use.
+if op == 'open' then return {1} end
 
 if op == 'release' then
   local id, ticket, receipt_ms = ARGV[4], tonumber(ARGV[5]), ARGV[6]

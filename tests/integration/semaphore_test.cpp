@@ -1117,6 +1117,34 @@ TEST_F(SemaphoreTest, DeletingTheSlotsHashRevokesEveryPermit) {
   EXPECT_EQ(c->id(), s.holders[0].id);
 }
 
+// A semaphore written by 0.1 (no slots, no free, meta without `slots`): on first use its
+// first `limit` members become the holders, in ticket order, and the rest keep waiting.
+TEST_F(SemaphoreTest, ASemaphoreOfTheEarlierFormatGetsSlotsOnFirstUse) {
+  const std::string name = "upgrade";
+  const std::string far = "9999999999999";  // deadlines far ahead
+  admin_.command({"ZADD", key(name, "owner"), "1", "a", "2", "b", "3", "c"});
+  admin_.command({"ZADD", key(name, "time"), far, "a", far, "b", far, "c"});
+  admin_.command({"SET", key(name, "counter"), "3"});
+  admin_.command({"HSET", key(name, "meta"), "limit", "2"});
+  // The first operation is the release of a holder (a 0.1 client's, say): it must find a
+  // holder, and pass its slot to the first waiter.
+  Connection raw(redis_options());
+  const std::vector<std::string> key_names = script_keys(name);
+  const detail::Args keys(key_names.begin(), key_names.end());
+  const Reply released =
+      raw.eval(detail::scripts::semaphore, keys, {"release", "2", "10000", "a", "1", "60000"});
+  EXPECT_EQ(1, released.elements.at(0).integer);  // a holder released, not a waiter leaving
+  FairSemaphore sem(redis_options(), name, options(2));
+  const Status s = sem.status();
+  ASSERT_EQ(2u, s.holders.size());
+  EXPECT_EQ("b", s.holders[0].id);
+  EXPECT_EQ(1, s.holders[0].slot);
+  EXPECT_EQ("c", s.holders[1].id);
+  EXPECT_EQ(0, s.holders[1].slot);  // a's
+  EXPECT_TRUE(s.waiters.empty());
+  EXPECT_FALSE(sem.try_acquire());
+}
+
 TEST_F(SemaphoreTest, ResizeRefusesABadLimitAndChangesNothing) {
   FairSemaphore sem(redis_options(), "resize-bad", options(2));
   Permit p = sem.acquire();
