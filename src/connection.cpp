@@ -13,17 +13,13 @@
 
 #include "fairsem/detail/replies.hpp"
 #include "fairsem/detail/router.hpp"
+#include "hiredis_reply.hpp"
 
 namespace fairsem::detail {
 
 void ContextDeleter::operator()(redisContext* ctx) const noexcept { redisFree(ctx); }
 
 namespace {
-
-struct ReplyDeleter {
-  void operator()(redisReply* reply) const noexcept { freeReplyObject(reply); }
-};
-using ReplyPtr = std::unique_ptr<redisReply, ReplyDeleter>;
 
 timeval to_timeval(std::chrono::milliseconds ms) {
   timeval tv{};
@@ -62,7 +58,14 @@ bool is_credentials_error(std::string_view reply) {
 
 /// The one place that turns a failed hiredis context into a fairsem exception.
 [[noreturn]] void throw_error(const redisContext& ctx, int saved_errno, const ErrorSite& site) {
-  if (ctx.err == REDIS_ERR_OOM) throw std::bad_alloc();
+  if (ctx.err == REDIS_ERR_OOM) {
+    if (reply_depth_refused()) {
+      throw ProtocolError(fmt::format(
+          "fairsem: protocol error from {} in reply to {}: a reply nested more than {} arrays deep",
+          site.endpoint, site.command, kMaxReplyDepth));
+    }
+    throw std::bad_alloc();
+  }
   if (is_timeout(ctx, saved_errno, site.connecting)) {
     if (site.connecting) {
       throw TimeoutError(fmt::format("fairsem: connecting to {} timed out after {} ms",
@@ -83,42 +86,6 @@ bool is_credentials_error(std::string_view reply) {
   throw ConnectionError(
       fmt::format("fairsem: {} to {} failed: {}", site.command, site.endpoint, detail));
 }
-
-// Recursion depth is bounded: hiredis rejects replies nested deeper than 7 levels.
-Reply convert(const redisReply& r) {  // NOLINT(misc-no-recursion)
-  switch (r.type) {
-    case REDIS_REPLY_NIL:
-      return Reply::make_nil();
-    case REDIS_REPLY_INTEGER:
-      return Reply::make_integer(r.integer);
-    case REDIS_REPLY_STRING:
-      return Reply::make_string(std::string(r.str, r.len));
-    case REDIS_REPLY_STATUS:
-      return Reply::make_string(std::string(r.str, r.len), Reply::Type::status);
-    case REDIS_REPLY_ERROR:
-      return Reply::make_string(std::string(r.str, r.len), Reply::Type::error);
-    case REDIS_REPLY_ARRAY: {
-      std::vector<Reply> items;
-      items.reserve(r.elements);
-      for (std::size_t i = 0; i < r.elements; ++i) items.push_back(convert(*r.element[i]));
-      return Reply::make_array(std::move(items));
-    }
-    default:
-      break;
-  }
-#if HIREDIS_MAJOR >= 1
-  // hiredis 1.x can parse RESP3; fairsem never sends HELLO 3, so such a reply means the
-  // connection was switched to RESP3 behind its back.
-  throw ProtocolError(
-      fmt::format("fairsem: unexpected RESP3 reply type {}; fairsem speaks RESP2", r.type));
-#else
-  throw ProtocolError(fmt::format("fairsem: unknown reply type {}", r.type));
-#endif
-}
-
-struct ReaderDeleter {
-  void operator()(redisReader* reader) const noexcept { redisReaderFree(reader); }
-};
 
 /// hiredis writes with write(2); writing to a socket the server has reset raises SIGPIPE, whose
 /// default action kills the whole process. For the duration of one flush, SIGPIPE is blocked on
@@ -184,36 +151,6 @@ std::chrono::milliseconds jittered(std::chrono::milliseconds delay) {
 
 }  // namespace
 
-std::vector<Reply> parse_resp(std::string_view bytes) {
-  std::unique_ptr<redisReader, ReaderDeleter> reader(redisReaderCreate());
-  if (!reader) throw std::bad_alloc();
-  if (redisReaderFeed(reader.get(), bytes.data(), bytes.size()) != REDIS_OK) {
-    throw std::bad_alloc();  // feeding fails only when the buffer cannot grow
-  }
-  std::vector<Reply> replies;
-  for (;;) {
-    void* raw = nullptr;
-    // hiredis consumes a lone type byte before it finds the line unfinished, so "unread bytes"
-    // must be looked at before each call, not only after the last.
-    const bool unread = reader->pos < reader->len;
-    if (redisReaderGetReply(reader.get(), &raw) != REDIS_OK) {
-      if (reader->err == REDIS_ERR_OOM) throw std::bad_alloc();
-      throw ProtocolError(fmt::format("fairsem: protocol error: {}", reader->errstr));
-    }
-    if (raw == nullptr) {
-      if (unread) throw ProtocolError("fairsem: protocol error: the last reply is incomplete");
-      break;
-    }
-    const ReplyPtr reply(static_cast<redisReply*>(raw));
-    replies.push_back(convert(*reply));
-  }
-  // Unread bytes, or an array still being filled, are a reply that never ended.
-  if (reader->pos < reader->len || reader->reply != nullptr) {
-    throw ProtocolError("fairsem: protocol error: the last reply is incomplete");
-  }
-  return replies;
-}
-
 Connection::Connection(ConnectionOptions options) : Connection(std::move(options), nullptr, -1) {}
 
 Connection::Connection(ConnectionOptions options, std::shared_ptr<Router> router, int slot)
@@ -265,6 +202,7 @@ void Connection::connect_node(const std::string& host, int port) {
   const int saved_errno = errno;
   if (raw == nullptr) throw std::bad_alloc();
   ContextPtr ctx(raw);
+  if (raw->reader != nullptr) limit_reply_depth(*raw->reader);
   const ErrorSite site{true, "connect", endpoint_, options_.connect_timeout};
   if (raw->err != 0) throw_error(*raw, saved_errno, site);
   if (redisSetTimeout(raw, to_timeval(options_.command_timeout)) != REDIS_OK) {

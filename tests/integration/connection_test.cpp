@@ -128,6 +128,26 @@ TEST(ConnectionTest, SilentServerTimesOutAndBreaksTheConnection) {
   EXPECT_TRUE(c.broken());
 }
 
+// hiredis 1.x reads replies of any depth and frees them recursively; without fairsem's limit a
+// reply nested a million arrays deep overflows the client's stack (SIGSEGV).
+TEST(ConnectionTest, AReplyNestedAMillionDeepIsAProtocolErrorNotACrash) {
+  std::string deep;
+  deep.reserve(4'000'004);
+  for (int i = 0; i < 1'000'000; ++i) deep += "*1\r\n";
+  deep += ":1\r\n";
+  FakePeer peer(FakePeer::Mode::reply, deep);
+  Connection c(options_for_port(peer.port()));
+  try {
+    c.command({"PING"});
+    FAIL() << "a reply nested a million deep was accepted";
+  } catch (const fairsem::ProtocolError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("protocol error from 127.0.0.1:" + std::to_string(peer.port()) +
+                                    " in reply to PING"));
+    EXPECT_THAT(e.what(), HasSubstr("nested"));
+  }
+  EXPECT_TRUE(c.broken());
+}
+
 TEST(ConnectionTest, SilentServerDuringAuthIsATimeoutOnConnect) {
   FakePeer peer(FakePeer::Mode::silent);
   auto o = options_for_port(peer.port());

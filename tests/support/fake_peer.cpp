@@ -93,7 +93,8 @@ void FakePeer::run() {
         open[k] = -1;
       } else if (mode_ == Mode::reply && !answered[k]) {
         answered[k] = true;
-        (void)::write(open[k], reply_.data(), reply_.size());
+        // send(), not write(): a client that hangs up mid-reply must not SIGPIPE the tests.
+        (void)::send(open[k], reply_.data(), reply_.size(), MSG_NOSIGNAL);
       }
     }
     for (std::size_t k = open.size(); k-- > 0;) {

@@ -112,7 +112,31 @@ TEST(ParseRespTest, MalformedOrIncompleteBytesThrowProtocolError) {
   EXPECT_THROW((void)parse_resp("$5\r\nab\r\n"), ProtocolError);        // short bulk string
   EXPECT_THROW((void)parse_resp("*3\r\n:1\r\n:2\r\n"), ProtocolError);  // short array
   EXPECT_THROW((void)parse_resp("*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n:1\r\n"),
-               ProtocolError);  // nested deeper than hiredis allows
+               ProtocolError);  // nested 9 deep: one more than fairsem allows
+}
+
+std::string nested(int depth) {
+  std::string bytes;
+  for (int i = 0; i < depth; ++i) bytes += "*1\r\n";
+  return bytes + ":1\r\n";
+}
+
+// The same limit with every hiredis: 0.14 stops at 8 levels by itself, 1.x would read any depth.
+TEST(ParseRespTest, RepliesNestedUpToEightDeepAreReadDeeperOnesRefused) {
+  using fairsem::detail::parse_resp;
+  auto replies = parse_resp(nested(8));
+  ASSERT_EQ(replies.size(), 1u);
+  const Reply* r = &replies[0];
+  for (int level = 0; level < 8; ++level) {
+    ASSERT_EQ(r->type, Reply::Type::array) << "level " << level;
+    ASSERT_EQ(r->elements.size(), 1u);
+    r = &r->elements[0];
+  }
+  EXPECT_EQ(r->integer, 1);
+  EXPECT_THROW((void)parse_resp(nested(9)), ProtocolError);
+  EXPECT_THROW((void)parse_resp(nested(1'000'000)), ProtocolError);
+  // The refusal is not left behind for the next read on this thread.
+  EXPECT_EQ(parse_resp(":5\r\n").at(0).integer, 5);
 }
 
 fairsem::detail::RefusalContext refusal_context() {
