@@ -16,7 +16,7 @@
 # Result variables: hiredis_FOUND, hiredis_VERSION (the config's version file, else the
 # header's), hiredis_INCLUDE_DIR, hiredis_LIBRARY.
 
-# The first directory of the list `candidates` holding hiredis/hiredis.h, or NOTFOUND.
+# _hiredis_header_dir(<out_var> <dir>...): the first <dir> holding hiredis/hiredis.h, or NOTFOUND.
 function(_hiredis_header_dir out_var)
   foreach(_dir IN LISTS ARGN)
     if(_dir AND EXISTS "${_dir}/hiredis/hiredis.h")
@@ -55,9 +55,16 @@ if(_hiredis_origin STREQUAL "config")
     list(APPEND _hiredis_candidates "${_hiredis_up}/include")
   endforeach()
   _hiredis_header_dir(hiredis_INCLUDE_DIR ${_hiredis_candidates})
-  get_target_property(hiredis_LIBRARY hiredis::hiredis LOCATION)
+  get_target_property(_hiredis_type hiredis::hiredis TYPE)
+  get_target_property(_hiredis_aliased hiredis::hiredis ALIASED_TARGET)
+  if(_hiredis_type STREQUAL "INTERFACE_LIBRARY")
+    set(hiredis_LIBRARY hiredis::hiredis)
+  else()
+    get_target_property(hiredis_LIBRARY hiredis::hiredis LOCATION)
+  endif()
   get_target_property(_hiredis_includes hiredis::hiredis INTERFACE_INCLUDE_DIRECTORIES)
-  if(hiredis_INCLUDE_DIR AND NOT hiredis_INCLUDE_DIR IN_LIST _hiredis_includes)
+  if(hiredis_INCLUDE_DIR AND NOT _hiredis_aliased
+     AND NOT hiredis_INCLUDE_DIR IN_LIST _hiredis_includes)
     set_property(TARGET hiredis::hiredis APPEND PROPERTY
       INTERFACE_INCLUDE_DIRECTORIES "${hiredis_INCLUDE_DIR}")
   endif()
@@ -90,8 +97,9 @@ endif()
 include(FindPackageHandleStandardArgs)
 if(_hiredis_origin STREQUAL "target")
   # A parent project's target is enough; its version is checked only when it can be read.
+  set(_hiredis_target "hiredis::hiredis (already defined)")
   find_package_handle_standard_args(hiredis
-    REQUIRED_VARS _hiredis_origin
+    REQUIRED_VARS _hiredis_target
     VERSION_VAR hiredis_VERSION)
 else()
   find_package_handle_standard_args(hiredis
