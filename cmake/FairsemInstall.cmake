@@ -33,14 +33,25 @@ install(FILES
 # pkg-config: the prefix is found relative to the .pc file, so the tree stays relocatable.
 file(RELATIVE_PATH _fairsem_pc_to_prefix "/prefix/${FAIRSEM_PKGCONFIG_DIR}" "/prefix")
 string(REGEX REPLACE "/$" "" _fairsem_pc_to_prefix "${_fairsem_pc_to_prefix}")
+# hiredis as built against: the same major, and for 0.x the same minor (fairsemConfig.cmake
+# checks the same).
+if(hiredis_VERSION MATCHES "^0\\.([0-9]+)")
+  math(EXPR _fairsem_next "${CMAKE_MATCH_1} + 1")
+  set(_fairsem_pc_hiredis "hiredis >= 0.${CMAKE_MATCH_1}, hiredis < 0.${_fairsem_next}")
+elseif(hiredis_VERSION MATCHES "^([0-9]+)\\.")
+  math(EXPR _fairsem_next "${CMAKE_MATCH_1} + 1")
+  set(_fairsem_pc_hiredis "hiredis >= ${CMAKE_MATCH_1}.0, hiredis < ${_fairsem_next}")
+else()
+  set(_fairsem_pc_hiredis "hiredis")
+endif()
 # A static libfairsem needs hiredis on every link line, not only with --static.
 get_target_property(_fairsem_type fairsem TYPE)
 if(_fairsem_type STREQUAL "STATIC_LIBRARY")
-  set(FAIRSEM_PC_REQUIRES "fmt hiredis")
+  set(FAIRSEM_PC_REQUIRES "fmt, ${_fairsem_pc_hiredis}")
   set(FAIRSEM_PC_REQUIRES_PRIVATE "")
 else()
   set(FAIRSEM_PC_REQUIRES "fmt")
-  set(FAIRSEM_PC_REQUIRES_PRIVATE "hiredis")
+  set(FAIRSEM_PC_REQUIRES_PRIVATE "${_fairsem_pc_hiredis}")
 endif()
 configure_file(cmake/fairsem.pc.in "${CMAKE_CURRENT_BINARY_DIR}/fairsem.pc" @ONLY)
 install(FILES "${CMAKE_CURRENT_BINARY_DIR}/fairsem.pc" DESTINATION ${FAIRSEM_PKGCONFIG_DIR})

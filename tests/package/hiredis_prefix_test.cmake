@@ -1,0 +1,40 @@
+# package.hiredis_own_config: Findhiredis against a real hiredis 1.x install in its own prefix
+# (HIREDIS_PREFIX), through -Dhiredis_DIR and through CMAKE_PREFIX_PATH. The version, header
+# and library must all be that prefix's, and a program built against it must run.
+include("${CMAKE_CURRENT_LIST_DIR}/hiredis_probe.cmake")
+file(REMOVE_RECURSE "${WORK}")
+
+set(header "${HIREDIS_PREFIX}/include/hiredis/hiredis.h")
+file(STRINGS "${header}" defs REGEX "^#define HIREDIS_(MAJOR|MINOR|PATCH) [0-9]+")
+foreach(part MAJOR MINOR PATCH)
+  string(REGEX REPLACE ".*#define HIREDIS_${part} ([0-9]+).*" "\\1" ${part} "${defs}")
+endforeach()
+set(version "${MAJOR}.${MINOR}.${PATCH}")
+if(version VERSION_LESS 1.0)
+  message(FATAL_ERROR "${header} declares hiredis ${version}; a hiredis 1.x prefix is needed")
+endif()
+foreach(dir lib/cmake/hiredis lib64/cmake/hiredis share/hiredis)
+  if(EXISTS "${HIREDIS_PREFIX}/${dir}/hiredis-config.cmake")
+    set(config_dir "${HIREDIS_PREFIX}/${dir}")
+    break()
+  endif()
+endforeach()
+if(NOT config_dir)
+  message(FATAL_ERROR "no hiredis-config.cmake in ${HIREDIS_PREFIX}")
+endif()
+
+foreach(how "-Dhiredis_DIR=${config_dir}" "-DCMAKE_PREFIX_PATH=${HIREDIS_PREFIX}")
+  string(REGEX REPLACE "^-D([A-Za-z_]+)=.*" "\\1" name "${how}")
+  probe_hiredis(${name} "${how}" -DBUILD_PROGRAM=ON)
+  expect_equal(${name} hiredis_VERSION "${FOUND_VERSION}" "${version}")
+  expect_from_prefix(${name} "${HIREDIS_PREFIX}")
+  execute_process(COMMAND "${CMAKE_COMMAND}" --build "${WORK}/${name}"
+    RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "[${name}] building against hiredis failed:\n${out}")
+  endif()
+  execute_process(COMMAND "${WORK}/${name}/hiredis_probe"
+    RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
+  expect_equal(${name} "the program's exit code and output" "${rc}: ${out}" "0: hiredis ${version}\n")
+  message(STATUS "[${name}] hiredis ${version} from ${HIREDIS_PREFIX}")
+endforeach()
