@@ -4,6 +4,10 @@
 #   cxx20  Release, C++20, warnings as errors, with the benchmarks (each runs about a second)
 #   asan   AddressSanitizer + UndefinedBehaviorSanitizer
 #   tsan   ThreadSanitizer
+#   compat hiredis 1.2.0 and the other servers fairsem supports, built from the compat tarballs
+#          (scripts/compat.sh): fairsem built against hiredis 1.2.0 runs every test but the
+#          deployment and stress ones on Debian's redis-server, then the integration, deployment
+#          and stress tests on each of Valkey 8.0.1, Redis 6.2.16 and Redis 7.2.6
 #   tidy   clang-tidy 14 over src/ and include/ (scripts/tidy.sh), every finding an error
 #   fuzz   each libFuzzer target for FAIRSEM_FUZZ_SECONDS (30) seconds (scripts/fuzz.sh)
 # plus a clang-format check. Installs missing Debian packages itself; the tests start their
@@ -13,10 +17,11 @@
 #   bash scripts/test.sh cxx17 asan   # only these configurations
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/compat.sh"
 cd "$FAIRSEM_ROOT"
 
 configs=("$@")
-[ "${#configs[@]}" -gt 0 ] || configs=(cxx17 cxx20 asan tsan tidy fuzz)
+[ "${#configs[@]}" -gt 0 ] || configs=(cxx17 cxx20 asan tsan compat tidy fuzz)
 
 fairsem_ensure_packages
 
@@ -27,34 +32,21 @@ clang-format --dry-run -Werror "${sources[@]}"
 total_pass=0
 total_fail=0
 failed_configs=()
-for config in "${configs[@]}"; do
-  extra=()
-  case "$config" in
-    cxx17) preset=dev;     std=17; env=() ;;
-    cxx20) preset=release; std=20; env=(); extra=(-DFAIRSEM_BUILD_BENCHMARKS=ON) ;;
-    asan)  preset=asan;    std=17; env=(ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1
-                                         UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1) ;;
-    tsan)  preset=tsan;    std=17; env=(TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1) ;;
-    tidy|fuzz)
-      # One check each: counted as one passed or failed test.
-      if bash "scripts/$config.sh"; then
-        total_pass=$((total_pass + 1))
-      else
-        failed_configs+=("$config")
-        total_fail=$((total_fail + 1))
-      fi
-      continue ;;
-    *) echo "unknown configuration '$config' (cxx17, cxx20, asan, tsan, tidy, fuzz)" >&2; exit 64 ;;
-  esac
-  dir="build/ci-$config"
-  fairsem_log "[$config] configure ($preset preset, C++$std, -Werror)"
-  cmake --preset "$preset" -B "$dir" -DFAIRSEM_WERROR=ON -DCMAKE_CXX_STANDARD="$std" "${extra[@]}" >/dev/null
-  fairsem_log "[$config] build"
-  cmake --build "$dir" -j "$(fairsem_jobs)"
-  fairsem_log "[$config] test"
-  log="$dir/ctest.log"
+
+# run_ctest TAG DIR [VAR=VALUE... --] [CTEST ARGS...]: runs ctest in DIR with those environment
+# variables, adds its counts to the totals and fails TAG when a test failed or was skipped.
+run_ctest() {
+  local tag=$1 dir=$2 env=() log status line skipped
+  shift 2
+  if [[ " $* " == *" -- "* ]]; then
+    while [ "$1" != "--" ]; do env+=("$1"); shift; done
+    shift
+  fi
+  log="$dir/ctest-${tag//[^a-z0-9.-]/_}.log"
+  fairsem_log "[$tag] test"
   set +e
-  env "${env[@]}" ctest --test-dir "$dir" -j "$(fairsem_jobs)" --output-on-failure 2>&1 | tee "$log"
+  env "${env[@]}" ctest --test-dir "$dir" -j "$(fairsem_jobs)" --output-on-failure "$@" 2>&1 |
+    tee "$log"
   status=${PIPESTATUS[0]}
   set -e
   line=$(grep -E 'tests passed, [0-9]+ tests failed out of [0-9]+' "$log" | tail -n 1 || true)
@@ -65,14 +57,86 @@ for config in "${configs[@]}"; do
   # A skipped test is not a passed one: fail the configuration if ctest skipped anything.
   skipped=$(grep -cE '\((Skipped|Not Run|Disabled)\)' "$log" || true)
   if [ "$skipped" -gt 0 ]; then
-    echo "[$config] $skipped test(s) were skipped or not run; that counts as failure" >&2
+    echo "[$tag] $skipped test(s) were skipped or not run; that counts as failure" >&2
     total_fail=$((total_fail + skipped))
     status=1
   fi
   if [ "$status" -ne 0 ] || [ -z "$line" ]; then
-    failed_configs+=("$config")
+    failed_configs+=("$tag")
     [ -n "$line" ] || total_fail=$((total_fail + 1))
   fi
+}
+
+# build_config TAG PRESET STD [CMAKE ARGS...]: configures and builds build/ci-TAG.
+build_config() {
+  local tag=$1 preset=$2 std=$3 dir="build/ci-$1"
+  shift 3
+  fairsem_log "[$tag] configure ($preset preset, C++$std, -Werror)"
+  cmake --preset "$preset" -B "$dir" -DFAIRSEM_WERROR=ON -DCMAKE_CXX_STANDARD="$std" "$@" >/dev/null
+  fairsem_log "[$tag] build"
+  cmake --build "$dir" -j "$(fairsem_jobs)"
+}
+
+# The compat stage (see the top of this file and scripts/compat.sh).
+run_compat() {
+  local compat hiredis dir=build/ci-compat server name version
+  compat=$(fairsem_compat_dir)
+  if [ -z "$compat" ]; then
+    if [ "${CI:-}" = "true" ]; then
+      echo "[compat] the compat tarballs (../shared/compat) are missing; CI needs them" >&2
+      failed_configs+=(compat)
+      total_fail=$((total_fail + 1))
+    else
+      fairsem_log "[compat] skipped: no compat tarballs (../shared/compat or \$FAIRSEM_COMPAT_DIR)"
+    fi
+    return 0
+  fi
+  fairsem_ensure_packages libssl-dev make
+  fairsem_log "[compat] building the compat dependencies from $compat"
+  if ! fairsem_compat_build "$compat"; then
+    failed_configs+=(compat)
+    total_fail=$((total_fail + 1))
+    return 0
+  fi
+  hiredis="$FAIRSEM_ROOT/build/compat/hiredis-$FAIRSEM_COMPAT_HIREDIS/prefix"
+  build_config compat dev 17 "-Dhiredis_DIR=$hiredis/lib/cmake/hiredis" \
+    "-DFAIRSEM_TEST_HIREDIS_PREFIX=$hiredis"
+  # Deployments and stress ran on Debian's server in the configurations before; here they run
+  # on each other server.
+  run_ctest "compat.hiredis-$FAIRSEM_COMPAT_HIREDIS" "$dir" \
+    "FAIRSEM_TEST_EXPECT_SERVER=redis $(redis-server --version | sed -E 's/.* v=([0-9.]+).*/\1/')" \
+    -- -LE 'deployment|stress'
+  for server in "${FAIRSEM_COMPAT_SERVERS[@]}"; do
+    read -r name version <<<"$server"
+    run_ctest "compat.$name-$version" "$dir" \
+      "PATH=$FAIRSEM_ROOT/build/compat/$name-$version/bin:$PATH" \
+      "FAIRSEM_TEST_EXPECT_SERVER=$name $version" -- -L 'integration|deployment|stress'
+  done
+}
+
+for config in "${configs[@]}"; do
+  extra=()
+  case "$config" in
+    cxx17) preset=dev;     std=17; env=() ;;
+    cxx20) preset=release; std=20; env=(); extra=(-DFAIRSEM_BUILD_BENCHMARKS=ON) ;;
+    asan)  preset=asan;    std=17; env=(ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1
+                                         UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1) ;;
+    tsan)  preset=tsan;    std=17; env=(TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1) ;;
+    compat) run_compat; continue ;;
+    tidy|fuzz)
+      # One check each: counted as one passed or failed test.
+      if bash "scripts/$config.sh"; then
+        total_pass=$((total_pass + 1))
+      else
+        failed_configs+=("$config")
+        total_fail=$((total_fail + 1))
+      fi
+      continue ;;
+    *) echo "unknown configuration '$config' (cxx17, cxx20, asan, tsan, compat, tidy, fuzz)" >&2
+       exit 64 ;;
+  esac
+  build_config "$config" "$preset" "$std" "${extra[@]}"
+  run_ctest "$config" "build/ci-$config" "${env[@]}" -- 
 done
 
 echo
