@@ -433,6 +433,15 @@ TEST(ReplicationTest, ARenewalNoReplicaAcknowledgesKeepsTheOldDeadline) {
   FairSemaphore sem(c, "replicated", o);
   Permit p = sem.acquire();
   const auto granted_deadline = p.deadline();
+  // The renewal below must write something: in the grant's own millisecond of the server clock
+  // it would store the deadline the grant stored, a no-op write that WAIT rightly counts as
+  // acknowledged (a fast server, e.g. Valkey 8, got there 1 run in 4).
+  const auto server_ms = [&] {
+    const auto time = admin.command({"TIME"});
+    return std::stoll(time.elements.at(0).str) * 1000 + std::stoll(time.elements.at(1).str) / 1000;
+  };
+  const long long granted_by = server_ms();
+  ASSERT_TRUE(wait_until([&] { return server_ms() > granted_by; }));
 
   // A stopped replica acknowledges nothing: the renewal is done on the master, but the
   // holder's deadline stays where the last acknowledged write put it.
