@@ -10,6 +10,7 @@
 #include <chrono>
 #include <string>
 
+#include "server_build.hpp"
 #include "test_env.hpp"
 
 namespace {
@@ -96,7 +97,19 @@ TEST(ScriptTest, ScriptErrorIsAReplyErrorNamingTheScript) {
 TEST(ScriptTest, ProbeServerReportsVersionClockAndRoundTrips) {
   auto info = fairsem::probe_server(redis_options(), 20);
   EXPECT_THAT(info.redis_version, ::testing::MatchesRegex("[0-9]+\\.[0-9]+\\.[0-9]+"));
-  EXPECT_EQ(info.redis_mode, "standalone");
+  EXPECT_THAT(info.server_version, ::testing::MatchesRegex("[0-9]+\\.[0-9]+\\.[0-9]+"));
+  EXPECT_EQ(info.redis_mode, "standalone");  // redis_mode, or server_mode on Valkey
+  if (const auto* server = fairsem::test::RedisEnvironment::instance().server()) {
+    // What the binary says of itself: "Redis server v=7.0.15", "Valkey server v=8.0.1".
+    const auto& build = fairsem::test::server_build(server->binary());
+    EXPECT_EQ(info.server_name, build.name);
+    EXPECT_EQ(info.server_version, build.version);
+    if (build.name == "redis") {
+      EXPECT_EQ(info.redis_version, build.version);
+    }
+  } else {
+    EXPECT_THAT(info.server_name, ::testing::AnyOf("redis", "valkey"));
+  }
   EXPECT_EQ(info.samples, 20);
   EXPECT_GT(info.ping_min.count(), 0);
   EXPECT_LE(info.ping_min, info.ping_median);

@@ -21,6 +21,7 @@
 #include <thread>
 
 #include "fairsem/detail/connection.hpp"
+#include "server_build.hpp"
 
 namespace fairsem::test {
 
@@ -77,6 +78,11 @@ RedisServer::RedisServer(std::vector<std::string> extra_args, std::string config
 }
 
 void RedisServer::launch(const std::optional<std::string>& config) {
+  const ServerBuild& build = server_build(binary_);
+  check_expected_server(build, binary_);
+  // Redis 7 refuses DEBUG unless enabled, and the tests check that an ACL refuses it (with
+  // NOPERM, not "DEBUG command not allowed"); Redis 6 allows it, and refuses the directive.
+  debug_command_option_ = accepts_enable_debug_command(build);
   char tmpl[] = "/tmp/fairsem-redis-XXXXXX";
   if (::mkdtemp(tmpl) == nullptr) {
     throw std::runtime_error(std::string("mkdtemp: ") + std::strerror(errno));
@@ -94,7 +100,12 @@ void RedisServer::launch(const std::optional<std::string>& config) {
       }
     }
     port_ = free_loopback_port();
-    if (try_start()) return;
+    try {
+      if (try_start()) return;
+    } catch (const WrongServerError&) {
+      std::filesystem::remove_all(dir_);
+      throw;
+    }
   }
   std::string tail = log();
   std::filesystem::remove_all(dir_);
@@ -127,9 +138,11 @@ void RedisServer::start() {
 bool RedisServer::try_start() {
   std::vector<std::string> args = {binary_};
   if (has_config_) args.push_back(config_path());
-  args.insert(args.end(), {"--port", std::to_string(port_), "--bind", "127.0.0.1 -::1", "--dir",
-                           dir_, "--save", "", "--appendonly", "no", "--daemonize", "no",
-                           "--enable-debug-command", "local", "--logfile", ""});
+  // One word per value: Redis 6.2 reads "127.0.0.1 -::1" in one word as one address.
+  args.insert(args.end(),
+              {"--port", std::to_string(port_), "--bind", "127.0.0.1", "-::1", "--dir", dir_,
+               "--save", "", "--appendonly", "no", "--daemonize", "no", "--logfile", ""});
+  if (debug_command_option_) args.insert(args.end(), {"--enable-debug-command", "local"});
   for (const std::string& arg : extra_args_) args.push_back(replace_dir(arg, dir_));
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
@@ -157,6 +170,9 @@ bool RedisServer::try_start() {
   try {
     wait_ready();
     return true;
+  } catch (const WrongServerError&) {
+    kill();
+    throw;
   } catch (const std::exception&) {
     if (pid_ > 0) kill();
     return false;
@@ -183,6 +199,7 @@ void RedisServer::wait_ready() {
       if (info.find("process_id:" + std::to_string(pid_) + "\r\n") == std::string::npos) {
         throw std::runtime_error("port " + std::to_string(port_) + " is another server's");
       }
+      check_expected_server(info, binary_ + " on 127.0.0.1:" + std::to_string(port_));
       return;
     } catch (const ReplyError& e) {
       // Answering at all (e.g. NOAUTH when started with --requirepass) means it is up,

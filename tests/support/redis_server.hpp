@@ -35,6 +35,8 @@ class RedisServer {
   RedisServer& operator=(const RedisServer&) = delete;
 
   int port() const noexcept { return port_; }
+  /// The redis-server binary it runs (found in PATH).
+  const std::string& binary() const noexcept { return binary_; }
   const std::string& dir() const noexcept { return dir_; }
   pid_t pid() const noexcept { return pid_; }
   bool running() const noexcept { return pid_ > 0; }
@@ -68,6 +70,7 @@ class RedisServer {
   std::vector<std::string> extra_args_;
   bool has_config_ = false;
   std::string binary_;
+  bool debug_command_option_ = false;  // --enable-debug-command local (Redis >= 7, Valkey)
   std::string dir_;
   int port_ = 0;
   pid_t pid_ = -1;

@@ -1,0 +1,128 @@
+// Telling Redis from Valkey, and their versions and modes, from the text they answer INFO
+// server with (excerpts of the real replies), and the test harness's checks built on it.
+
+#include <gtest/gtest.h>
+
+#include <fairsem/server_info.hpp>
+
+#include <stdexcept>
+#include <string>
+
+#include "server_build.hpp"
+
+namespace {
+
+using fairsem::parse_server_identity;
+using fairsem::ServerIdentity;
+using fairsem::test::ExpectedServer;
+using fairsem::test::parse_expected_server;
+using fairsem::test::parse_server_build;
+using fairsem::test::server_mismatch;
+
+// Redis 7.0.15 (Debian 12), INFO server.
+constexpr const char* kRedis7 =
+    "# Server\r\nredis_version:7.0.15\r\nredis_git_sha1:00000000\r\nredis_git_dirty:0\r\n"
+    "redis_build_id:ae4d7c971a948f0\r\nredis_mode:standalone\r\nos:Linux 6.1 x86_64\r\n";
+// Redis 6.2.16, INFO server.
+constexpr const char* kRedis62 =
+    "# Server\r\nredis_version:6.2.16\r\nredis_git_sha1:00000000\r\nredis_git_dirty:0\r\n"
+    "redis_build_id:6269793a3a4c796\r\nredis_mode:cluster\r\n";
+// Valkey 8.0.1, INFO server: its own name and version, and server_mode instead of redis_mode.
+constexpr const char* kValkey8 =
+    "# Server\r\nredis_version:7.2.4\r\nserver_name:valkey\r\nvalkey_version:8.0.1\r\n"
+    "redis_git_sha1:00000000\r\nredis_git_dirty:1\r\nredis_build_id:232f77d57db794d2\r\n"
+    "server_mode:standalone\r\nos:Linux 6.1 x86_64\r\n";
+// Valkey 8.0.1 started with --sentinel.
+constexpr const char* kValkey8Sentinel =
+    "# Server\r\nredis_version:7.2.4\r\nserver_name:valkey\r\nvalkey_version:8.0.1\r\n"
+    "server_mode:sentinel\r\n";
+
+TEST(ServerIdentityTest, RedisIsNamedByItsVersionField) {
+  const ServerIdentity id = parse_server_identity(kRedis7);
+  EXPECT_EQ(id.name, "redis");
+  EXPECT_EQ(id.version, "7.0.15");
+  EXPECT_EQ(id.redis_version, "7.0.15");
+  EXPECT_EQ(id.mode, "standalone");
+  EXPECT_EQ(parse_server_identity(kRedis62).mode, "cluster");
+}
+
+TEST(ServerIdentityTest, ValkeyGivesItsOwnNameVersionAndMode) {
+  const ServerIdentity id = parse_server_identity(kValkey8);
+  EXPECT_EQ(id.name, "valkey");
+  EXPECT_EQ(id.version, "8.0.1");
+  EXPECT_EQ(id.redis_version, "7.2.4") << "redis_version keeps its meaning";
+  EXPECT_EQ(id.mode, "standalone");
+  EXPECT_EQ(parse_server_identity(kValkey8Sentinel).mode, "sentinel");
+}
+
+TEST(ServerIdentityTest, LinesEndingInNewlineOnlyAndMissingFieldsAreFine) {
+  const ServerIdentity id = parse_server_identity("redis_version:6.0.9\nredis_mode:sentinel");
+  EXPECT_EQ(id.version, "6.0.9");
+  EXPECT_EQ(id.mode, "sentinel");
+  const ServerIdentity none = parse_server_identity("# Server\r\nos:Linux\r\n");
+  EXPECT_EQ(none.name, "");
+  EXPECT_EQ(none.version, "");
+  EXPECT_EQ(none.mode, "");
+  // A field is matched whole: redis_version_x is not redis_version.
+  EXPECT_EQ(parse_server_identity("redis_version_x:1\r\nredis_version:2.0.0\r\n").version, "2.0.0");
+}
+
+TEST(ServerBuildTest, ParsesWhatRedisAndValkeyPrintForVersion) {
+  const auto redis = parse_server_build(
+      "Redis server v=6.2.16 sha=00000000:0 malloc=libc bits=64 build=6269793a3a4c796\n");
+  ASSERT_TRUE(redis.has_value());
+  EXPECT_EQ(redis->name, "redis");
+  EXPECT_EQ(redis->version, "6.2.16");
+  EXPECT_EQ(redis->major, 6);
+  EXPECT_FALSE(fairsem::test::accepts_enable_debug_command(*redis));
+
+  const auto valkey = parse_server_build(
+      "Valkey server v=8.0.1 sha=00000000:1 malloc=libc bits=64 build=232f77d57db794d2\n");
+  ASSERT_TRUE(valkey.has_value());
+  EXPECT_EQ(valkey->name, "valkey");
+  EXPECT_EQ(valkey->version, "8.0.1");
+  EXPECT_TRUE(fairsem::test::accepts_enable_debug_command(*valkey));
+
+  const auto redis7 = parse_server_build("Redis server v=7.0.15 sha=00000000:0 malloc=jemalloc");
+  ASSERT_TRUE(redis7.has_value());
+  EXPECT_TRUE(fairsem::test::accepts_enable_debug_command(*redis7));
+
+  EXPECT_FALSE(parse_server_build("").has_value());
+  EXPECT_FALSE(parse_server_build("redis-cli 7.0.15").has_value());
+  EXPECT_FALSE(parse_server_build("Redis server v=unknown").has_value());
+}
+
+TEST(ExpectedServerTest, MatchesNameAndVersionOrVersionPrefixAtADot) {
+  const ServerIdentity valkey = parse_server_identity(kValkey8);
+  const ServerIdentity redis = parse_server_identity(kRedis7);
+  EXPECT_EQ(server_mismatch(parse_expected_server("valkey 8.0.1"), valkey), "");
+  EXPECT_EQ(server_mismatch(parse_expected_server("Valkey 8"), valkey), "");
+  EXPECT_EQ(server_mismatch(parse_expected_server("valkey"), valkey), "");
+  EXPECT_EQ(server_mismatch(parse_expected_server("redis 7.0.15"), redis), "");
+  EXPECT_EQ(server_mismatch(parse_expected_server("  redis   7.0 "), redis), "");
+
+  // Valkey's redis_version (7.2.4) does not make it Redis 7.2.4.
+  EXPECT_EQ(server_mismatch(parse_expected_server("redis 7.2.4"), valkey),
+            "FAIRSEM_TEST_EXPECT_SERVER is 'redis 7.2.4', but the server is valkey 8.0.1 "
+            "(redis_version 7.2.4)");
+  EXPECT_EQ(server_mismatch(parse_expected_server("redis 7.0.1"), redis),
+            "FAIRSEM_TEST_EXPECT_SERVER is 'redis 7.0.1', but the server is redis 7.0.15");
+  EXPECT_NE(server_mismatch(parse_expected_server("redis 7.0.1"), redis), "")
+      << "7.0.1 is not a prefix of 7.0.15 at a dot";
+  EXPECT_NE(server_mismatch(parse_expected_server("valkey 8.0.1"), redis), "");
+  EXPECT_NE(server_mismatch(parse_expected_server("redis"), ServerIdentity{}), "");
+}
+
+TEST(ExpectedServerTest, MalformedValuesAreRefusedNamingTheVariable) {
+  for (const char* bad : {"", "   ", "redis 7.0.15 extra"}) {
+    try {
+      (void)parse_expected_server(bad);
+      ADD_FAILURE() << "accepted '" << bad << "'";
+    } catch (const std::runtime_error& e) {
+      EXPECT_NE(std::string(e.what()).find("FAIRSEM_TEST_EXPECT_SERVER is '"), std::string::npos)
+          << e.what();
+    }
+  }
+}
+
+}  // namespace
