@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -41,6 +42,18 @@ int free_loopback_port() {
   ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
   ::close(fd);
   return ntohs(addr.sin_port);
+}
+
+bool loopback_port_free(int port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) throw std::runtime_error(std::string("socket: ") + std::strerror(errno));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<std::uint16_t>(port));
+  const bool bound = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+  ::close(fd);
+  return bound;
 }
 
 std::string find_redis_server() {
@@ -77,6 +90,13 @@ RedisServer::RedisServer(std::vector<std::string> extra_args, std::string config
   launch(config);
 }
 
+RedisServer::RedisServer(std::vector<std::string> extra_args, std::function<int()> pick_port)
+    : extra_args_(std::move(extra_args)),
+      pick_port_(std::move(pick_port)),
+      binary_(find_redis_server()) {
+  launch(std::nullopt);
+}
+
 void RedisServer::launch(const std::optional<std::string>& config) {
   const ServerBuild& build = server_build(binary_);
   check_expected_server(build, binary_);
@@ -99,7 +119,7 @@ void RedisServer::launch(const std::optional<std::string>& config) {
         throw std::runtime_error("cannot write " + config_path());
       }
     }
-    port_ = free_loopback_port();
+    port_ = pick_port_ ? pick_port_() : free_loopback_port();
     try {
       if (try_start()) return;
     } catch (const WrongServerError&) {

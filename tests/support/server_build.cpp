@@ -105,6 +105,10 @@ bool accepts_enable_debug_command(const ServerBuild& build) {
   return build.name != "redis" || build.major >= 7;
 }
 
+bool accepts_cluster_port(const ServerBuild& build) {
+  return build.name != "redis" || build.major >= 7;
+}
+
 ExpectedServer parse_expected_server(std::string_view text) {
   std::istringstream in{std::string(text)};
   ExpectedServer expected;

@@ -32,6 +32,10 @@ const ServerBuild& server_build(const std::string& binary);
 /// have no such directive and refuse to start with it, but allow DEBUG anyway), every Valkey.
 bool accepts_enable_debug_command(const ServerBuild& build);
 
+/// Whether the server takes `--cluster-port` (the cluster bus's port): Redis from 7.0, every
+/// Valkey. Before, the bus is always on port + 10000.
+bool accepts_cluster_port(const ServerBuild& build);
+
 /// The server FAIRSEM_TEST_EXPECT_SERVER names: "NAME [VERSION]", e.g. "valkey 8.0.1",
 /// "redis 6.2.16" or "redis 7" (a version matches itself and the versions it is a prefix of
 /// at a dot: "7.2" matches 7.2.6, not 7.20.1).

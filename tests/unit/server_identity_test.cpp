@@ -75,6 +75,7 @@ TEST(ServerBuildTest, ParsesWhatRedisAndValkeyPrintForVersion) {
   EXPECT_EQ(redis->version, "6.2.16");
   EXPECT_EQ(redis->major, 6);
   EXPECT_FALSE(fairsem::test::accepts_enable_debug_command(*redis));
+  EXPECT_FALSE(fairsem::test::accepts_cluster_port(*redis));
 
   const auto valkey = parse_server_build(
       "Valkey server v=8.0.1 sha=00000000:1 malloc=libc bits=64 build=232f77d57db794d2\n");
@@ -82,6 +83,7 @@ TEST(ServerBuildTest, ParsesWhatRedisAndValkeyPrintForVersion) {
   EXPECT_EQ(valkey->name, "valkey");
   EXPECT_EQ(valkey->version, "8.0.1");
   EXPECT_TRUE(fairsem::test::accepts_enable_debug_command(*valkey));
+  EXPECT_TRUE(fairsem::test::accepts_cluster_port(*valkey));
 
   const auto redis7 = parse_server_build("Redis server v=7.0.15 sha=00000000:0 malloc=jemalloc");
   ASSERT_TRUE(redis7.has_value());
