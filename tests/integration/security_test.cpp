@@ -117,6 +117,17 @@ std::string what_ended(std::future<Permit>& waiter) {
 
 // --- the ACL ---------------------------------------------------------------------------------
 
+/// The keys or channels field of ACL GETUSER as Redis 7 gives it ("~a ~b", "&c"): Redis 6.2
+/// gives a list of the bare patterns instead.
+std::string acl_patterns(const Reply& value, const std::string& prefix) {
+  if (value.type != Reply::Type::array) return value.str;
+  std::string text;
+  for (const Reply& pattern : value.elements) {
+    text += (text.empty() ? "" : " ") + prefix + pattern.str;
+  }
+  return text;
+}
+
 /// A private redis-server with the user `fairsem-app` created with exactly the documented ACL
 /// rule; the tests connect as that user (database 1, so SELECT is covered too).
 class SecurityAclTest : public ::testing::Test {
@@ -228,7 +239,8 @@ TEST_F(SecurityAclTest, RuleAllowsExactlyTheCommandsFairsemSends) {
     }
   }
   EXPECT_EQ(needed, granted);
-  EXPECT_EQ(std::vector<std::string>{"~fairsem:*"}, other);  // one key pattern, no categories
+  // One key pattern, no channels (Redis 6.2's `reset` leaves all channels), no categories.
+  EXPECT_EQ((std::vector<std::string>{"resetchannels", "~fairsem:*"}), other);
 
   // What Redis made of it: nothing but these commands, these keys, no channels.
   const Reply user = admin_.command({"ACL", "GETUSER", kUser});
@@ -238,9 +250,9 @@ TEST_F(SecurityAclTest, RuleAllowsExactlyTheCommandsFairsemSends) {
     const Reply& value = user.elements[i + 1];
     checked += field == "keys" || field == "channels" || field == "commands";
     if (field == "keys") {
-      EXPECT_EQ("~fairsem:*", value.str);
+      EXPECT_EQ("~fairsem:*", acl_patterns(value, "~"));
     } else if (field == "channels") {
-      EXPECT_EQ("", value.str);
+      EXPECT_EQ("", acl_patterns(value, "&"));
     } else if (field == "commands") {
       EXPECT_THAT(value.str, StartsWith("-@all ")) << value.str;
       EXPECT_EQ(std::string::npos, value.str.find('@', 2)) << value.str;  // no other category
@@ -343,14 +355,18 @@ TEST_F(SecurityAclTest, RestrictedUserReloadsTheScriptAfterTheCacheIsFlushed) {
   FairSemaphore sem(user_options(), name_, options(1));
   SemaphoreAdmin admin(user_options(), name_);
   Permit p = sem.acquire();
-  const long long loads = calls("script|load");
 
-  admin_.command({"SCRIPT", "FLUSH"});              // an operator, as the default user
+  // INFO commandstats counts SCRIPT LOAD as script|load from Redis 7.0, and with every other
+  // SCRIPT subcommand as script before: counted from a RESETSTAT after the operator's FLUSH.
+  const auto loads = [&] { return calls("script|load") + calls("script"); };
+  admin_.command({"SCRIPT", "FLUSH"});  // an operator, as the default user
+  admin_.command({"CONFIG", "RESETSTAT"});
   EXPECT_EQ(ReleaseResult::released, p.release());  // NOSCRIPT, SCRIPT LOAD, EVALSHA again
-  EXPECT_EQ(loads + 1, calls("script|load"));
+  EXPECT_EQ(1, loads());
   admin_.command({"SCRIPT", "FLUSH"});
+  admin_.command({"CONFIG", "RESETSTAT"});
   EXPECT_TRUE(admin.status().holders.empty());
-  EXPECT_EQ(loads + 2, calls("script|load"));
+  EXPECT_EQ(1, loads());
   EXPECT_TRUE(sem.try_acquire());
   EXPECT_THAT(denials(), IsEmpty());
 
