@@ -1,6 +1,7 @@
 #include "fairsem/server_info.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -8,6 +9,7 @@
 
 #include "fairsem/detail/connection.hpp"
 #include "fairsem/detail/replies.hpp"
+#include "fairsem/detail/server_support.hpp"
 
 namespace fairsem {
 namespace {
@@ -55,6 +57,29 @@ ServerIdentity parse_server_identity(std::string_view info) {
   if (id.mode.empty()) id.mode = info_field(info, "server_mode");
   return id;
 }
+
+namespace detail {
+
+std::string describe_server(Connection& conn) noexcept {
+  try {
+    try {
+      const ServerIdentity id = parse_server_identity(
+          expect_string(conn.command({"INFO", "server"}), "the INFO server reply"));
+      if (id.name.empty() || id.version.empty()) return "a server INFO server does not name";
+      std::string name = id.name;
+      name[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(name[0])));
+      return name + " " + id.version;
+    } catch (const ReplyError& e) {
+      return "of a version fairsem could not read (INFO server: " + e.server_message() + ")";
+    } catch (const std::exception& e) {
+      return std::string("of a version fairsem could not read (INFO server: ") + e.what() + ")";
+    }
+  } catch (...) {
+    return "of a version fairsem could not read";
+  }
+}
+
+}  // namespace detail
 
 ServerInfo probe_server(const ConnectionOptions& options, int samples) {
   if (samples < 1) {

@@ -5,8 +5,10 @@
 #include <gtest/gtest.h>
 
 #include <fairsem/detail/connection.hpp>
+#include <fairsem/fairsem.hpp>
 #include <fairsem/server_info.hpp>
 
+#include <cctype>
 #include <chrono>
 #include <string>
 
@@ -127,6 +129,28 @@ TEST(ScriptTest, ProbeServerReportsVersionClockAndRoundTrips) {
   // Same machine, same clock: the estimated offset is small (it is what the demo prints).
   EXPECT_LT(std::chrono::abs(info.clock_offset), std::chrono::seconds(1));
   EXPECT_THROW((void)fairsem::probe_server(redis_options(), 0), fairsem::InvalidArgument);
+}
+
+// A server that lacks a command the script calls (Redis < 5.0 has no ZPOPMIN; here an operator
+// disabled TIME with rename-command) is refused with a message naming the server.
+TEST(ScriptTest, AServerLackingACommandTheScriptCallsIsNamedInTheError) {
+  fairsem::test::RedisServer server({"--rename-command", "TIME", ""});
+  const auto& build = fairsem::test::server_build(server.binary());
+  std::string name = build.name;
+  name[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(name[0])));
+  fairsem::SemaphoreOptions o;
+  o.limit = 1;
+  fairsem::FairSemaphore sem(fairsem::ConnectionOptions::from_url(server.url()), "old", o);
+  try {
+    (void)sem.try_acquire();  // the first operation that reads the server's clock
+    ADD_FAILURE() << "acquired on a server without TIME";
+  } catch (const ReplyError& e) {
+    EXPECT_THAT(e.what(), HasSubstr(": acquire failed: this server lacks a command fairsem's "
+                                    "script calls"));
+    EXPECT_THAT(e.what(), HasSubstr("; fairsem needs Redis >= 6.0 or Valkey, and this server is " +
+                                    name + " " + build.version + " (it replied: ERR "));
+    EXPECT_THAT(e.server_message(), HasSubstr("command called from"));
+  }
 }
 
 }  // namespace

@@ -3,8 +3,10 @@
 
 #include <gtest/gtest.h>
 
+#include <fairsem/detail/server_support.hpp>
 #include <fairsem/server_info.hpp>
 
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -125,6 +127,45 @@ TEST(ExpectedServerTest, MalformedValuesAreRefusedNamingTheVariable) {
           << e.what();
     }
   }
+}
+
+// How servers too old for fairsem (or with a command disabled) refuse what it relies on.
+TEST(ServerSupportTest, RecognisesTheRefusalsOfServersThatLackWhatFairsemUses) {
+  using fairsem::detail::missing_server_feature;
+  // BRPOP's timeout before Redis 6.0.
+  EXPECT_EQ(missing_server_feature("ERR timeout is not an integer or out of range"),
+            "BRPOP with a timeout in fractions of a second (Redis 6.0)");
+  // A script writing after TIME before Redis 5.0.
+  EXPECT_NE(missing_server_feature(
+                "ERR Error running script (call to f_0): @user_script:2: @user_script: 2: Write "
+                "commands not allowed after non deterministic commands. Call "
+                "redis.replicate_commands() at the start of your script in order to switch to "
+                "single commands replication mode."),
+            std::nullopt);
+  // A command the script calls, missing (ZPOPMIN before 5.0) or disabled: Redis 6.2, 7, Valkey.
+  for (const char* refusal :
+       {"ERR Error running script (call to f_1): @user_script:1: @user_script: 1: Unknown Redis "
+        "command called from Lua script",
+        "ERR Unknown Redis command called from script script: 104a, on @user_script:1.",
+        "ERR Unknown command called from script script: 104a, on @user_script:1."}) {
+    EXPECT_NE(missing_server_feature(refusal), std::nullopt) << refusal;
+  }
+  // Everything else is not about the server's version.
+  EXPECT_EQ(missing_server_feature("ERR timeout is not a float or out of range"), std::nullopt);
+  EXPECT_EQ(missing_server_feature("WRONGTYPE Operation against a key holding the wrong kind"),
+            std::nullopt);
+  EXPECT_EQ(missing_server_feature("NOPERM this user has no permissions"), std::nullopt);
+}
+
+TEST(ServerSupportTest, TheMessageNamesWhatIsMissingTheMinimumAndTheServer) {
+  EXPECT_EQ(fairsem::detail::unsupported_server_message(
+                "fairsem: semaphore 's' on 127.0.0.1:6379: waiting for a wake-up failed",
+                "BRPOP with a timeout in fractions of a second (Redis 6.0)", "Redis 5.0.14",
+                "ERR timeout is not an integer or out of range"),
+            "fairsem: semaphore 's' on 127.0.0.1:6379: waiting for a wake-up failed: this server "
+            "lacks BRPOP with a timeout in fractions of a second (Redis 6.0); fairsem needs "
+            "Redis >= 6.0 or Valkey, and this server is Redis 5.0.14 (it replied: ERR timeout is "
+            "not an integer or out of range)");
 }
 
 }  // namespace
