@@ -1,5 +1,5 @@
-// fairsem-probe: connects to Redis the way fairsem does and reports what a semaphore call
-// will cost there: server version, clock, and PING / script round trips.
+// fairsem-probe: connects to Redis (or Valkey) the way fairsem does and reports what a semaphore
+// call will cost there: server name, version and mode, clock, and PING / script round trips.
 //
 //   fairsem-probe [--url URL] [--samples N]
 //
@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 #include <fairsem/fairsem.hpp>
 
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -58,8 +59,15 @@ int main(int argc, char** argv) {
   try {
     auto options = fairsem::ConnectionOptions::from_url(url);
     fairsem::ServerInfo info = fairsem::probe_server(options, samples);
-    fmt::print("fairsem {} talking to Redis {} ({}) at {}\n", fairsem::version(),
-               info.redis_version, info.redis_mode, info.endpoint);
+    // "Redis 7.0.15 (standalone)"; Valkey also names the Redis version it is compatible with.
+    std::string server = info.server_name.empty() ? "an unnamed server" : info.server_name;
+    server[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(server[0])));
+    std::string details = info.redis_mode;
+    if (info.server_version != info.redis_version) {
+      details += fmt::format("{}redis_version {}", details.empty() ? "" : "; ", info.redis_version);
+    }
+    fmt::print("fairsem {} talking to {} {} ({}) at {}\n", fairsem::version(), server,
+               info.server_version, details, info.endpoint);
     fmt::print(
         "server clock (used for every lease): {:%Y-%m-%d %H:%M:%S} UTC, server minus local clock "
         "{:+} ms\n",

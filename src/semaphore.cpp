@@ -19,6 +19,7 @@
 #include "fairsem/detail/replies.hpp"
 #include "fairsem/detail/router.hpp"
 #include "fairsem/detail/scripts.hpp"
+#include "fairsem/detail/server_support.hpp"
 #include "fairsem/detail/text.hpp"
 
 namespace fairsem {
@@ -375,7 +376,8 @@ class SemaphoreCore : public std::enable_shared_from_this<SemaphoreCore> {
   std::mutex pool_mu_;
   std::vector<std::unique_ptr<Connection>> idle_;
 
-  std::mutex mu_;  // guards live_, stop_, watchdog_
+  std::atomic<bool> old_server_reported_{false};  // a too old server was logged once
+  std::mutex mu_;                                 // guards live_, stop_, watchdog_
   std::condition_variable cv_;
   std::unordered_map<PermitState*, std::shared_ptr<PermitState>> live_;
   bool stop_ = false;
@@ -489,6 +491,12 @@ Reply SemaphoreCore::run(Connection& conn, std::string_view op, const Args& extr
         std::this_thread::sleep_for(backoff);
         backoff = std::min(backoff * 2, std::chrono::milliseconds(kTransientBackoffMax));
         continue;
+      }
+      if (const auto feature = detail::missing_server_feature(e.server_message())) {
+        throw ReplyError(detail::unsupported_server_message(
+                             fmt::format("fairsem: {}: {} failed", where(), op), *feature,
+                             detail::describe_server(conn), e.server_message()),
+                         e.server_message());
       }
       throw ReplyError(fmt::format("fairsem: {}: {} failed: {}", where(), op, e.server_message()),
                        e.server_message());
@@ -680,7 +688,18 @@ bool SemaphoreCore::wait_for_wake_up(Connection& conn, const std::string& id, mi
     // sleeping first would leave a promoted waiter unaware of its permit. Anything else (a
     // foreign key in the way) waits as long as the wake-up could have taken, then polls as on
     // a timeout.
-    if (!is_transient(e.server_message())) {
+    // A server too old for BRPOP's fractional timeout (Redis < 6.0) is said once; its waiters
+    // poll.
+    if (const auto feature = detail::missing_server_feature(e.server_message())) {
+      if (!old_server_reported_.exchange(true)) {
+        log(LogLevel::warning,
+            detail::unsupported_server_message(
+                fmt::format("fairsem: {}: waiting for a wake-up failed", where()), *feature,
+                detail::describe_server(conn), e.server_message()) +
+                "; its waiters poll instead");
+      }
+      std::this_thread::sleep_for(wait);
+    } else if (!is_transient(e.server_message())) {
       log(LogLevel::warning,
           fmt::format("fairsem: {}: waiting for a wake-up failed ({}); polling instead", where(),
                       e.what()));

@@ -1,21 +1,26 @@
 #include "fairsem/server_info.hpp"
 
 #include <algorithm>
+#include <cctype>
+#include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "fairsem/detail/connection.hpp"
 #include "fairsem/detail/replies.hpp"
+#include "fairsem/detail/server_support.hpp"
 
 namespace fairsem {
 namespace {
 
-std::string info_field(const std::string& info, std::string_view field) {
+std::string info_field(std::string_view info, std::string_view field) {
   const std::string key = std::string(field) + ":";
   std::size_t pos = 0;
   while (pos < info.size()) {
     std::size_t eol = info.find('\n', pos);
     if (eol == std::string::npos) eol = info.size();
-    std::string_view line(info.data() + pos, eol - pos);
+    std::string_view line = info.substr(pos, eol - pos);
     if (detail::starts_with(line, key)) {
       line.remove_prefix(key.size());
       if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
@@ -41,6 +46,41 @@ std::vector<std::chrono::nanoseconds> time_calls(int n, F&& call) {
 
 }  // namespace
 
+ServerIdentity parse_server_identity(std::string_view info) {
+  ServerIdentity id;
+  id.redis_version = info_field(info, "redis_version");
+  id.name = info_field(info, "server_name");
+  if (!id.name.empty()) id.version = info_field(info, id.name + "_version");
+  if (id.name.empty() && !id.redis_version.empty()) id.name = "redis";
+  if (id.version.empty()) id.version = id.redis_version;
+  id.mode = info_field(info, "redis_mode");
+  if (id.mode.empty()) id.mode = info_field(info, "server_mode");
+  return id;
+}
+
+namespace detail {
+
+std::string describe_server(Connection& conn) noexcept {
+  try {
+    try {
+      const ServerIdentity id = parse_server_identity(
+          expect_string(conn.command({"INFO", "server"}), "the INFO server reply"));
+      if (id.name.empty() || id.version.empty()) return "a server INFO server does not name";
+      std::string name = id.name;
+      name[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(name[0])));
+      return name + " " + id.version;
+    } catch (const ReplyError& e) {
+      return "of a version fairsem could not read (INFO server: " + e.server_message() + ")";
+    } catch (const std::exception& e) {
+      return std::string("of a version fairsem could not read (INFO server: ") + e.what() + ")";
+    }
+  } catch (...) {
+    return "of a version fairsem could not read";
+  }
+}
+
+}  // namespace detail
+
 ServerInfo probe_server(const ConnectionOptions& options, int samples) {
   if (samples < 1) {
     throw InvalidArgument(fmt::format("fairsem: probe_server needs samples >= 1, got {}", samples));
@@ -52,8 +92,11 @@ ServerInfo probe_server(const ConnectionOptions& options, int samples) {
 
   const std::string text =
       detail::expect_string(conn.command({"INFO", "server"}), "the INFO server reply");
-  info.redis_version = info_field(text, "redis_version");
-  info.redis_mode = info_field(text, "redis_mode");
+  ServerIdentity id = parse_server_identity(text);
+  info.server_name = std::move(id.name);
+  info.server_version = std::move(id.version);
+  info.redis_version = std::move(id.redis_version);
+  info.redis_mode = std::move(id.mode);
 
   const auto before = std::chrono::system_clock::now();
   const auto ms = detail::decode_server_clock(conn.eval(detail::scripts::server_clock, {}, {}));

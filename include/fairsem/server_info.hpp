@@ -2,16 +2,38 @@
 
 #include <chrono>
 #include <string>
+#include <string_view>
 
 #include "fairsem/connection_options.hpp"
 
 namespace fairsem {
 
-/// What `probe_server` learned about a Redis server.
+/// Who a server says it is in its INFO server section.
+struct ServerIdentity {
+  /// INFO server: server_name ("valkey" on Valkey); "redis" when the field is absent (Redis
+  /// has none) but redis_version is there; empty when neither is.
+  std::string name;
+  /// The server's own version: `<server_name>_version` when the server names itself
+  /// (valkey_version on Valkey), otherwise redis_version.
+  std::string version;
+  /// INFO server: redis_version. Valkey reports the Redis version it is compatible with
+  /// here (7.2.4 on Valkey 8), not its own.
+  std::string redis_version;
+  /// INFO server: redis_mode, or server_mode on Valkey (standalone, cluster, sentinel).
+  std::string mode;
+};
+
+/// Reads the identity out of the text of an INFO server (or INFO) reply; fields it lacks stay
+/// empty. No I/O.
+ServerIdentity parse_server_identity(std::string_view info);
+
+/// What `probe_server` learned about a Redis (or Valkey) server.
 struct ServerInfo {
-  std::string endpoint;       // "host:port" or "unix:/path"
-  std::string redis_version;  // INFO server: redis_version
-  std::string redis_mode;     // INFO server: redis_mode (standalone, cluster, sentinel)
+  std::string endpoint;        // "host:port" or "unix:/path"
+  std::string server_name;     // ServerIdentity::name: "redis" or "valkey"
+  std::string server_version;  // ServerIdentity::version: e.g. 7.0.15 on Redis, 8.0.1 on Valkey
+  std::string redis_version;   // INFO server: redis_version (7.2.4 on Valkey 8, see above)
+  std::string redis_mode;      // INFO server: redis_mode, or server_mode on Valkey
   /// The server clock, read by fairsem's embedded script (the clock every lease uses).
   std::chrono::system_clock::time_point server_time;
   /// Server clock minus this machine's clock, estimated at the midpoint of the call. fairsem

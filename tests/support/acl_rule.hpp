@@ -13,12 +13,13 @@
 namespace fairsem::test {
 
 /// What follows `ACL SETUSER <user> reset on ><password>`: `reset` drops every permission
-/// (-@all, no keys, no channels), then the key pattern and the commands:
+/// (-@all, no keys; no channels from Redis 7.0, all channels before, hence `resetchannels`:
+/// Redis 6.2's acl-pubsub-default is allchannels), then the key pattern and the commands:
 ///   client-side:  EVALSHA, SCRIPT LOAD (after NOSCRIPT), BRPOP (a waiter's wake list),
 ///                 SELECT (only sent for a /db other than 0);
 ///   in scripts:   TIME and the string, hash, list and sorted-set commands of semaphore.lua.
 inline constexpr std::string_view kFairsemAclRule =
-    "~fairsem:* "
+    "resetchannels ~fairsem:* "
     "+evalsha +script|load +brpop +select "
     "+time +type +get +set +incr +del +pexpire "
     "+hget +hmget +hset +hdel +hlen +hkeys +hgetall +hincrby "

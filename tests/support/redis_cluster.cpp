@@ -23,6 +23,7 @@
 #include "fairsem/detail/router.hpp"
 #include "fairsem/errors.hpp"
 #include "node_admin.hpp"
+#include "server_build.hpp"
 #include "wait.hpp"
 
 namespace fairsem::test {
@@ -198,6 +199,15 @@ std::string describe_slots(const std::vector<SlotRange>& ranges, std::string* ga
   return text;
 }
 
+/// A free loopback port whose cluster bus port (port + 10000) is free too.
+int port_with_free_bus() {
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    const int port = free_loopback_port();
+    if (port + 10000 <= 65535 && loopback_port_free(port + 10000)) return port;
+  }
+  throw std::runtime_error("no free loopback port with a free port + 10000 for the cluster bus");
+}
+
 }  // namespace
 
 RedisCluster::RedisCluster(int masters, int replicas_per_master,
@@ -213,13 +223,15 @@ RedisCluster::RedisCluster(int masters, int replicas_per_master,
       "The cluster tests create the cluster with it: install the Debian package redis-tools "
       "(apt-get install redis-tools; it comes with redis-server).");
   const int total = masters * (1 + replicas_per_master);
+  const bool bus_port_option = accepts_cluster_port(server_build(find_redis_server()));
   for (int i = 0; i < total; ++i) {
     // Test-friendly timers: a full sync starts at once instead of waiting 5 s for more
     // replicas, and a master pings its replicas every second instead of every 10 s. (A fresh
     // replica's offset stays 0 until the master sends something, and CLUSTER SLOTS leaves out
     // replicas with offset 0.)
     // The bus port defaults to port + 10000, which does not exist for ports above 55535: give
-    // each node a free one. If someone takes it first, the node cannot start; try another.
+    // each node a free one (--cluster-port, Redis >= 7 and Valkey), or on Redis 6.2 pick a port
+    // whose port + 10000 is free. If someone takes it first, the node cannot start; try another.
     for (int attempt = 0;; ++attempt) {
       std::vector<std::string> args = {"--cluster-enabled",
                                        "yes",
@@ -234,12 +246,15 @@ RedisCluster::RedisCluster(int masters, int replicas_per_master,
                                        "--repl-diskless-sync-delay",
                                        "0",
                                        "--repl-ping-replica-period",
-                                       "1",
-                                       "--cluster-port",
-                                       std::to_string(free_loopback_port())};
+                                       "1"};
+      if (bus_port_option) {
+        args.insert(args.end(), {"--cluster-port", std::to_string(free_loopback_port())});
+      }
       args.insert(args.end(), extra_args.begin(), extra_args.end());
       try {
-        nodes_.push_back(std::make_unique<RedisServer>(std::move(args)));
+        nodes_.push_back(bus_port_option
+                             ? std::make_unique<RedisServer>(std::move(args))
+                             : std::make_unique<RedisServer>(std::move(args), port_with_free_bus));
         break;
       } catch (const std::exception& e) {
         if (attempt == 2) throw std::runtime_error(std::string("RedisCluster: ") + e.what());

@@ -94,7 +94,9 @@ void SentinelGroup::retune(int port) const {
   try {
     admin(port, {"SENTINEL", "DEBUG", "info-period", "250", "publish-period", "250"});
   } catch (const ReplyError&) {
-    // Before Redis 7.0 there is no SENTINEL DEBUG: the default periods only make it slower.
+    // Before Redis 7.0 there is no SENTINEL DEBUG: the default periods only make it slower
+    // (failover() makes up for the slowest step).
+    tuned_ = false;
   }
 }
 
@@ -242,6 +244,18 @@ void SentinelGroup::wait_healthy(int timeout_ms) const {
   }
 }
 
+void SentinelGroup::demote_old_master(int old_master, int new_master) const {
+  try {
+    if (role_of(old_master).role != "master") return;
+    for (const auto& s : sentinels_) {
+      if (s->running() && master_port_from(s->port()) != new_master) return;
+    }
+    admin(old_master, {"REPLICAOF", "127.0.0.1", std::to_string(new_master)});
+  } catch (const std::exception&) {
+    // Not there yet: the next round tries again, and the failure message says what is wrong.
+  }
+}
+
 int SentinelGroup::failover() {
   wait_healthy();
   const int old_master = master_port();
@@ -275,6 +289,7 @@ int SentinelGroup::failover() {
   if (!wait_until(
           [&] {
             why = unhealthy_reason(new_master, old_master);
+            if (!why.empty() && !tuned_) demote_old_master(old_master, new_master);
             return why.empty();
           },
           std::chrono::seconds(60))) {

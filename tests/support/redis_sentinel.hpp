@@ -9,9 +9,11 @@
 // instead of about twenty: a sentinel turns the old master into a replica only once it has
 // reported itself master for 4 hello periods, and it sees that only in its periodic INFO.
 // The order of events is Redis's own; only the periods are shorter. A sentinel restarted with
-// node(port).start() runs with the default periods again until retune(port). The data nodes
-// run with repl-diskless-sync-delay 0: the old master's full resync after a failover would
-// otherwise wait 5 s. Forming the group takes about 0.5 s, a failover about 2.5 s.
+// node(port).start() runs with the default periods again until retune(port). Redis 6.2 has no
+// SENTINEL DEBUG: there failover() itself turns the old master into a replica of the new one
+// (REPLICAOF, as the sentinels would 10 to 20 s later), once every sentinel names the new one. The
+// data nodes run with repl-diskless-sync-delay 0: the old master's full resync after a failover
+// would otherwise wait 5 s. Forming the group takes about 0.5 s, a failover about 2.5 s.
 //
 // Every step waits (polling) until all three sentinels agree before it returns, and throws
 // std::runtime_error with the processes' logs when they do not.
@@ -78,9 +80,14 @@ class SentinelGroup {
   /// "" when the replica of `master` has acknowledged the whole replication stream (PUBLISH,
   /// then WAIT 1 on the same connection); else why not.
   std::string replica_lag(int master) const;
+  /// Without tuned timers (Redis 6.2): once every running sentinel names `new_master`, turns
+  /// `old_master`, if it still is a master, into its replica, as the sentinels would later.
+  void demote_old_master(int old_master, int new_master) const;
 
   std::vector<std::unique_ptr<RedisServer>> data_;  // [0] started as master, [1] as replica
   std::vector<std::unique_ptr<RedisServer>> sentinels_;
+  /// False once a sentinel refused SENTINEL DEBUG (Redis 6.2): its timers are the defaults.
+  mutable bool tuned_ = true;
 };
 
 }  // namespace fairsem::test

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -21,6 +22,7 @@
 #include <thread>
 
 #include "fairsem/detail/connection.hpp"
+#include "server_build.hpp"
 
 namespace fairsem::test {
 
@@ -40,6 +42,18 @@ int free_loopback_port() {
   ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
   ::close(fd);
   return ntohs(addr.sin_port);
+}
+
+bool loopback_port_free(int port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) throw std::runtime_error(std::string("socket: ") + std::strerror(errno));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<std::uint16_t>(port));
+  const bool bound = ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+  ::close(fd);
+  return bound;
 }
 
 std::string find_redis_server() {
@@ -76,7 +90,19 @@ RedisServer::RedisServer(std::vector<std::string> extra_args, std::string config
   launch(config);
 }
 
+RedisServer::RedisServer(std::vector<std::string> extra_args, std::function<int()> pick_port)
+    : extra_args_(std::move(extra_args)),
+      pick_port_(std::move(pick_port)),
+      binary_(find_redis_server()) {
+  launch(std::nullopt);
+}
+
 void RedisServer::launch(const std::optional<std::string>& config) {
+  const ServerBuild& build = server_build(binary_);
+  check_expected_server(build, binary_);
+  // Redis 7 refuses DEBUG unless enabled, and the tests check that an ACL refuses it (with
+  // NOPERM, not "DEBUG command not allowed"); Redis 6 allows it, and refuses the directive.
+  debug_command_option_ = accepts_enable_debug_command(build);
   char tmpl[] = "/tmp/fairsem-redis-XXXXXX";
   if (::mkdtemp(tmpl) == nullptr) {
     throw std::runtime_error(std::string("mkdtemp: ") + std::strerror(errno));
@@ -93,8 +119,13 @@ void RedisServer::launch(const std::optional<std::string>& config) {
         throw std::runtime_error("cannot write " + config_path());
       }
     }
-    port_ = free_loopback_port();
-    if (try_start()) return;
+    port_ = pick_port_ ? pick_port_() : free_loopback_port();
+    try {
+      if (try_start()) return;
+    } catch (const WrongServerError&) {
+      std::filesystem::remove_all(dir_);
+      throw;
+    }
   }
   std::string tail = log();
   std::filesystem::remove_all(dir_);
@@ -127,9 +158,11 @@ void RedisServer::start() {
 bool RedisServer::try_start() {
   std::vector<std::string> args = {binary_};
   if (has_config_) args.push_back(config_path());
-  args.insert(args.end(), {"--port", std::to_string(port_), "--bind", "127.0.0.1 -::1", "--dir",
-                           dir_, "--save", "", "--appendonly", "no", "--daemonize", "no",
-                           "--enable-debug-command", "local", "--logfile", ""});
+  // One word per value: Redis 6.2 reads "127.0.0.1 -::1" in one word as one address.
+  args.insert(args.end(),
+              {"--port", std::to_string(port_), "--bind", "127.0.0.1", "-::1", "--dir", dir_,
+               "--save", "", "--appendonly", "no", "--daemonize", "no", "--logfile", ""});
+  if (debug_command_option_) args.insert(args.end(), {"--enable-debug-command", "local"});
   for (const std::string& arg : extra_args_) args.push_back(replace_dir(arg, dir_));
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
@@ -157,6 +190,9 @@ bool RedisServer::try_start() {
   try {
     wait_ready();
     return true;
+  } catch (const WrongServerError&) {
+    kill();
+    throw;
   } catch (const std::exception&) {
     if (pid_ > 0) kill();
     return false;
@@ -183,6 +219,7 @@ void RedisServer::wait_ready() {
       if (info.find("process_id:" + std::to_string(pid_) + "\r\n") == std::string::npos) {
         throw std::runtime_error("port " + std::to_string(port_) + " is another server's");
       }
+      check_expected_server(info, binary_ + " on 127.0.0.1:" + std::to_string(port_));
       return;
     } catch (const ReplyError& e) {
       // Answering at all (e.g. NOAUTH when started with --requirepass) means it is up,

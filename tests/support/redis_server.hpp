@@ -6,6 +6,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -14,6 +15,9 @@ namespace fairsem::test {
 
 /// A TCP port on 127.0.0.1 that was free a moment ago (bound to port 0, then released).
 int free_loopback_port();
+
+/// Whether nothing listens on (or is bound to) 127.0.0.1:`port` right now.
+bool loopback_port_free(int port);
 
 /// Absolute path of redis-server found in PATH; throws std::runtime_error saying how to
 /// install it when it is missing.
@@ -30,11 +34,16 @@ class RedisServer {
   /// argument, before the options. Sentinel needs this (extra_args {"--sentinel"}): it insists
   /// on a config file and rewrites it with what it learns, which start() then reuses.
   RedisServer(std::vector<std::string> extra_args, std::string config);
+  /// As the first constructor, on a port `pick_port` chooses for each start attempt instead of
+  /// any free one (a Redis 6.2 cluster node needs port + 10000 free for its bus).
+  RedisServer(std::vector<std::string> extra_args, std::function<int()> pick_port);
   ~RedisServer();
   RedisServer(const RedisServer&) = delete;
   RedisServer& operator=(const RedisServer&) = delete;
 
   int port() const noexcept { return port_; }
+  /// The redis-server binary it runs (found in PATH).
+  const std::string& binary() const noexcept { return binary_; }
   const std::string& dir() const noexcept { return dir_; }
   pid_t pid() const noexcept { return pid_; }
   bool running() const noexcept { return pid_ > 0; }
@@ -67,7 +76,9 @@ class RedisServer {
 
   std::vector<std::string> extra_args_;
   bool has_config_ = false;
+  std::function<int()> pick_port_;  // empty: free_loopback_port()
   std::string binary_;
+  bool debug_command_option_ = false;  // --enable-debug-command local (Redis >= 7, Valkey)
   std::string dir_;
   int port_ = 0;
   pid_t pid_ = -1;

@@ -6,6 +6,9 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "fairsem/detail/connection.hpp"
+#include "server_build.hpp"
+
 namespace fairsem::test {
 namespace {
 RedisEnvironment* g_instance = nullptr;
@@ -18,22 +21,43 @@ RedisEnvironment& RedisEnvironment::instance() {
   return *g_instance;
 }
 
+namespace {
+
+// Not FAIL(): GoogleTest would then report every test as skipped, and ctest counts a skipped
+// test as not run rather than failed. A missing or wrong server must fail loudly.
+[[noreturn]] void fatal(const char* what, const char* why) {
+  std::fprintf(stderr, "FATAL: %s: %s\n", what, why);
+  std::fflush(stderr);
+  std::_Exit(EXIT_FAILURE);
+}
+
+}  // namespace
+
 void RedisEnvironment::SetUp() {
   g_instance = this;
   if (const char* external = std::getenv("FAIRSEM_TEST_REDIS_URL");
       external != nullptr && *external != '\0') {
     url_ = external;
+    try {
+      if (expected_server()) {
+        detail::Connection conn(options());
+        // The endpoint, not the URL: it may hold a password.
+        check_expected_server(conn.command({"INFO", "server"}).str, options().endpoint());
+      }
+    } catch (const WrongServerError& e) {
+      fatal("the tests would run against the wrong server", e.what());
+    } catch (const std::exception& e) {
+      fatal("cannot check FAIRSEM_TEST_REDIS_URL against FAIRSEM_TEST_EXPECT_SERVER", e.what());
+    }
     return;
   }
   try {
     server_ = std::make_unique<RedisServer>();
     url_ = server_->url();
+  } catch (const WrongServerError& e) {
+    fatal("the tests would run against the wrong server", e.what());
   } catch (const std::exception& e) {
-    // Not FAIL(): GoogleTest would then report every test as skipped, and ctest counts a
-    // skipped test as not run rather than failed. A missing server must fail loudly.
-    std::fprintf(stderr, "FATAL: cannot start the Redis server the tests need: %s\n", e.what());
-    std::fflush(stderr);
-    std::_Exit(EXIT_FAILURE);
+    fatal("cannot start the Redis server the tests need", e.what());
   }
 }
 
