@@ -13,14 +13,10 @@ namespace {
 
 using CreateArray = decltype(redisReplyObjectFunctions::createArray);
 
-// hiredis 0.14 passes an array's element count as int, 1.x as size_t.
-template <class F>
-struct CountParameter;
-template <class R, class Task, class Count>
-struct CountParameter<R (*)(Task, Count)> {
-  using type = Count;
-};
-using ElementCount = CountParameter<CreateArray>::type;
+// hiredis 0.14 passes an array's element count as int, 1.x as size_t: deduced, never called.
+template <class Count>
+Count count_parameter(void* (*)(const redisReadTask*, Count));
+using ElementCount = decltype(count_parameter(CreateArray{}));
 
 thread_local bool depth_refused = false;
 

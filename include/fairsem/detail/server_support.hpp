@@ -4,6 +4,7 @@
 // INFO before its work (a restricted ACL user need not be allowed it): it learns that a server
 // is too old from the refusal, and only then asks which server it is, for the message.
 
+#include <array>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -25,7 +26,7 @@ inline std::optional<std::string_view> missing_server_feature(std::string_view s
     std::string_view refusal;
     std::string_view feature;
   };
-  static constexpr Sign kSigns[] = {
+  static constexpr std::array<Sign, 4> kSigns{{
       // BRPOP before Redis 6.0 (getTimeoutFromObjectOrReply); 6.0 says "not a float".
       {"timeout is not an integer or out of range",
        "BRPOP with a timeout in fractions of a second (Redis 6.0)"},
@@ -38,7 +39,7 @@ inline std::optional<std::string_view> missing_server_feature(std::string_view s
        "disabled with rename-command)"},
       {"Unknown command called from script",
        "a command fairsem's script calls (one was renamed or disabled with rename-command)"},
-  };
+  }};
   for (const Sign& sign : kSigns) {
     if (server_message.find(sign.refusal) != std::string_view::npos) return sign.feature;
   }
