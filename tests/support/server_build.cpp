@@ -1,16 +1,13 @@
 #include "server_build.hpp"
 
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <cctype>
-#include <cerrno>
 #include <cstdlib>
-#include <cstring>
 #include <map>
 #include <mutex>
 #include <sstream>
 #include <vector>
+
+#include "run_captured.hpp"
 
 namespace fairsem::test {
 namespace {
@@ -18,45 +15,6 @@ namespace {
 std::string lower(std::string s) {
   for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return s;
-}
-
-/// Runs `binary arg` and returns what it printed to stdout and stderr.
-std::string output_of(const std::string& binary, const std::string& arg) {
-  int out[2];
-  if (::pipe(out) != 0) throw std::runtime_error(std::string("pipe: ") + std::strerror(errno));
-  std::vector<std::string> args = {binary, arg};
-  std::vector<char*> argv = {args[0].data(), args[1].data(), nullptr};
-  const pid_t pid = ::fork();
-  if (pid < 0) {
-    const int e = errno;
-    ::close(out[0]);
-    ::close(out[1]);
-    throw std::runtime_error(std::string("fork: ") + std::strerror(e));
-  }
-  if (pid == 0) {
-    ::dup2(out[1], STDOUT_FILENO);
-    ::dup2(out[1], STDERR_FILENO);
-    ::close(out[0]);
-    ::close(out[1]);
-    ::execv(argv[0], argv.data());
-    _exit(127);
-  }
-  ::close(out[1]);
-  std::string text;
-  char buf[512];
-  for (;;) {
-    const ssize_t n = ::read(out[0], buf, sizeof buf);
-    if (n > 0) {
-      text.append(buf, static_cast<std::size_t>(n));
-    } else if (n == 0 || errno != EINTR) {
-      break;
-    }
-  }
-  ::close(out[0]);
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  return text;
 }
 
 /// "7.2" matches "7.2" and "7.2.6", not "7.20.1".
@@ -91,7 +49,7 @@ const ServerBuild& server_build(const std::string& binary) {
   static std::map<std::string, ServerBuild> cache;
   std::lock_guard<std::mutex> lock(mu);
   if (auto it = cache.find(binary); it != cache.end()) return it->second;
-  const std::string text = output_of(binary, "--version");
+  const std::string text = run_captured({binary, "--version"}, std::chrono::seconds(30)).output;
   const std::optional<ServerBuild> build = parse_server_build(text);
   if (!build) {
     throw std::runtime_error("cannot tell which server " + binary + " is: `--version` printed '" +
