@@ -60,7 +60,10 @@ fairsem_compat_build() {
     if _fairsem_compat_unpack "$compat/$name-$version.tar.gz" "$dest"; then
       fairsem_log "[compat] building $name-server $version"
       # Only the server and the CLI (cluster creation), with libc's malloc: no jemalloc build.
-      make -C "$dest/src" -j "$(fairsem_jobs)" MALLOC=libc BUILD_TLS=no \
+      # One make in src/: the top Makefile starts a sub-make per goal, and under -j each of them
+      # runs `make distclean` in deps/ while the other builds there (Redis 6.2 then links without
+      # its liblua.a).
+      make -C "$dest/src/src" -j "$(fairsem_jobs)" MALLOC=libc BUILD_TLS=no \
         "$name-server" "$name-cli" >"$dest/build.log" 2>&1 ||
         { tail -n 30 "$dest/build.log" >&2; return 1; }
       bin="$dest/bin"
