@@ -15,6 +15,11 @@
 #
 # Result variables: hiredis_FOUND, hiredis_VERSION (the config's version file, else the
 # header's), hiredis_INCLUDE_DIR, hiredis_LIBRARY.
+#
+# hiredis_ssl (hiredis >= 1.0 built with ENABLE_SSL): looked for beside the library found, with
+# its header beside hiredis.h; never elsewhere, so the two always match. When both are there:
+# hiredis_ssl_FOUND, hiredis_ssl_LIBRARY and the imported target hiredis::hiredis_ssl (which
+# needs hiredis::hiredis and OpenSSL on the link line; fairsem adds them).
 
 # _hiredis_header_dir(<out_var> <dir>...): the first <dir> holding hiredis/hiredis.h, or NOTFOUND.
 function(_hiredis_header_dir out_var)
@@ -113,4 +118,20 @@ else()
   endif()
 endif()
 
-mark_as_advanced(hiredis_INCLUDE_DIR hiredis_LIBRARY)
+set(hiredis_ssl_FOUND FALSE)
+if(TARGET hiredis::hiredis_ssl)
+  set(hiredis_ssl_FOUND TRUE)
+elseif(hiredis_FOUND AND hiredis_VERSION VERSION_GREATER_EQUAL 1.0 AND IS_ABSOLUTE "${hiredis_LIBRARY}"
+       AND EXISTS "${hiredis_INCLUDE_DIR}/hiredis/hiredis_ssl.h")
+  get_filename_component(_hiredis_libdir "${hiredis_LIBRARY}" DIRECTORY)
+  find_library(hiredis_ssl_LIBRARY NAMES hiredis_ssl HINTS "${_hiredis_libdir}" NO_DEFAULT_PATH)
+  if(hiredis_ssl_LIBRARY)
+    set(hiredis_ssl_FOUND TRUE)
+    add_library(hiredis::hiredis_ssl UNKNOWN IMPORTED)
+    set_target_properties(hiredis::hiredis_ssl PROPERTIES
+      IMPORTED_LOCATION "${hiredis_ssl_LIBRARY}"
+      INTERFACE_INCLUDE_DIRECTORIES "${hiredis_INCLUDE_DIR}")
+  endif()
+endif()
+
+mark_as_advanced(hiredis_INCLUDE_DIR hiredis_LIBRARY hiredis_ssl_LIBRARY)

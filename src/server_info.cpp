@@ -10,6 +10,7 @@
 #include "fairsem/detail/connection.hpp"
 #include "fairsem/detail/replies.hpp"
 #include "fairsem/detail/server_support.hpp"
+#include "fairsem/detail/text.hpp"
 
 namespace fairsem {
 namespace {

@@ -25,7 +25,7 @@ std::chrono::milliseconds parse_duration(std::string_view text, std::string_view
   const auto bad = [&](std::string_view why) {
     // A URL typed where a duration goes is quoted without its credentials.
     const std::string shown =
-        text.find("://") == std::string_view::npos ? std::string(text) : detail::redact_url(text);
+        text.find("://") == std::string_view::npos ? std::string(text) : fairsem::redact_url(text);
     return InvalidArgument(
         fmt::format("{} \"{}\" is not a duration ({}); use e.g. 250ms, 10s, 2m, 1h or bare seconds",
                     what, shown, why));

@@ -55,7 +55,7 @@ std::string hide_credentials(std::string message, int argc, char** argv) {
     for (std::string_view url :
          {arg, eq == std::string_view::npos ? std::string_view{} : arg.substr(eq + 1)}) {
       if (url.find("://") == std::string_view::npos) continue;
-      const std::string redacted = fairsem::detail::redact_url(url);
+      const std::string redacted = fairsem::redact_url(url);
       for (std::size_t at = message.find(url); at != std::string::npos;
            at = message.find(url, at + redacted.size())) {
         message.replace(at, url.size(), redacted);
@@ -249,7 +249,7 @@ int main(int argc, char** argv) {
       return fairsem::cli::usage_error(
           "fairsem resize",
           fmt::format("NAME \"{}\" looks like a Redis URL; give the URL with --url",
-                      fairsem::detail::redact_url(resize.target.name)));
+                      fairsem::redact_url(resize.target.name)));
     }
     resize.target.url = fairsem::cli::resolve_url(resize_url);
     return fairsem::cli::resize_main(resize);

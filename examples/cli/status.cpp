@@ -166,7 +166,7 @@ constexpr long long kMaxLimit = 1'000'000'000;
 long long parse_limit(const std::string& text) {
   const auto bad = [&] {
     const std::string shown =
-        text.find("://") == std::string::npos ? text : detail::redact_url(text);
+        text.find("://") == std::string::npos ? text : fairsem::redact_url(text);
     return InvalidArgument(
         fmt::format("NEW_LIMIT \"{}\" is not a whole number from 1 to {}", shown, kMaxLimit));
   };

@@ -46,16 +46,16 @@ std::optional<std::pair<std::size_t, std::size_t>> password_span(std::string_vie
   using fairsem::detail::starts_with_nocase;
   std::size_t start = 0;
   std::size_t at = std::string_view::npos;
-  if (starts_with_nocase(url, "redis://")) {
-    start = 8;
-    at = url.rfind('@');
-  } else if (starts_with_nocase(url, "redis-cluster://")) {
-    start = 16;
-    at = url.rfind('@');
-  } else if (starts_with_nocase(url, "redis-sentinel://")) {
-    start = 17;
-    at = url.rfind('@');
-  } else if (starts_with_nocase(url, "unix://")) {
+  // The TCP schemes, plain and TLS: the user info ends at the last '@'.
+  for (const std::string_view scheme :
+       {"redis://", "rediss://", "redis-cluster://", "rediss-cluster://", "redis-sentinel://",
+        "rediss-sentinel://"}) {
+    if (starts_with_nocase(url, scheme)) {
+      start = scheme.size();
+      at = url.rfind('@');
+    }
+  }
+  if (starts_with_nocase(url, "unix://")) {
     start = 7;
     if (url.size() > start && url[start] == '/') return std::nullopt;  // no user info
     at = url.rfind("@/");

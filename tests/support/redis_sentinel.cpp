@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "fairsem/detail/connection.hpp"
+#include "fairsem/detail/text.hpp"
 #include "fairsem/errors.hpp"
 #include "node_admin.hpp"
 #include "wait.hpp"

@@ -22,6 +22,7 @@
 #include <thread>
 
 #include "fairsem/detail/connection.hpp"
+#include "fairsem/detail/text.hpp"
 #include "server_build.hpp"
 
 namespace fairsem::test {

@@ -22,6 +22,7 @@ struct redisContext;
 namespace fairsem::detail {
 
 class Router;
+class TlsConfig;
 
 struct ContextDeleter {
   void operator()(redisContext* ctx) const noexcept;
@@ -134,6 +135,7 @@ class Connection {
   bool last_reply_elsewhere_ = false;
   ContextPtr ctx_;
   bool broken_ = false;
+  std::shared_ptr<const TlsConfig> tls_;  // null: plaintext
   std::shared_ptr<std::atomic<std::uint64_t>> reconnects_;  // null: not counted
 };
 

@@ -14,6 +14,17 @@ inline bool starts_with(std::string_view s, std::string_view prefix) noexcept {
   return s.size() >= prefix.size() && s.compare(0, prefix.size(), prefix) == 0;
 }
 
+/// Case-insensitive (ASCII) prefix test, for URL schemes.
+inline bool starts_with_nocase(std::string_view s, std::string_view prefix) noexcept {
+  if (s.size() < prefix.size()) return false;
+  for (std::size_t i = 0; i < prefix.size(); ++i) {
+    char c = s[i];
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+    if (c != prefix[i]) return false;
+  }
+  return true;
+}
+
 /// Parses an unsigned decimal number made of digits only (no sign, no spaces).
 /// Returns nullopt for anything else, or when the value exceeds `max`.
 inline std::optional<std::uint64_t> parse_decimal(std::string_view s, std::uint64_t max) noexcept {
