@@ -688,9 +688,8 @@ TEST_F(CliTest, UnreachableRedisExits69WithoutShowingThePassword) {
 TEST_F(CliTest, RefusedLoginExits69WithoutShowingThePassword) {
   const std::string user = "cli-" + std::to_string(getpid());
   admin_.command({"ACL", "SETUSER", user, "on", ">right-password", "~*", "+@all"});
-  const std::string host =
-      RedisEnvironment::instance().url().substr(std::string("redis://").size());
-  const std::string url = "redis://" + user + ":wrong-password@" + host;
+  const std::string url = fairsem::test::test_url(
+      user + ":wrong-password@127.0.0.1:" + std::to_string(fairsem::test::redis_options().port));
   const Outcome o = run(cmd({"status"}, {"--url", url}));
   admin_.command({"ACL", "DELUSER", user});
   EXPECT_EQ(69, o.code) << o;

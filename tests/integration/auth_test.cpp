@@ -55,8 +55,8 @@ TEST(AuthTest, UrlCredentialsArePercentDecodedBeforeAuth) {
   AclUser user("url");
   auto base = redis_options();
   // "Pa55-SECRET-w0rd" with every character but the dashes percent-encoded where legal.
-  std::string url =
-      "redis://" + user.name() + ":Pa55%2DSECRET%2Dw0rd@127.0.0.1:" + std::to_string(base.port);
+  std::string url = fairsem::test::test_url(
+      user.name() + ":Pa55%2DSECRET%2Dw0rd@127.0.0.1:" + std::to_string(base.port));
   Connection c(fairsem::ConnectionOptions::from_url(url));
   EXPECT_EQ(c.command({"ACL", "WHOAMI"}).str, user.name());
 }

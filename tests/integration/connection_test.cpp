@@ -263,7 +263,7 @@ TEST(ConnectionTest, SelectOfAMissingDatabaseFailsOnConnect) {
 
 TEST(ConnectionTest, ConnectsOverIpv6Loopback) {
   auto o = redis_options();
-  auto url = "redis://[::1]:" + std::to_string(o.port);
+  auto url = fairsem::test::test_url("[::1]:" + std::to_string(o.port));
   Connection c(fairsem::ConnectionOptions::from_url(url));
   EXPECT_EQ(c.command({"PING"}).str, "PONG");
   EXPECT_EQ(c.endpoint(), "[::1]:" + std::to_string(o.port));

@@ -139,8 +139,8 @@ class SecurityAclTest : public ::testing::Test {
   }
 
   ConnectionOptions user_options(const char* password = kPassword) const {
-    ConnectionOptions o = ConnectionOptions::from_url(
-        fmt::format("redis://{}:{}@127.0.0.1:{}/1", kUser, password, server_.port()));
+    ConnectionOptions o = ConnectionOptions::from_url(fairsem::test::test_url(
+        fmt::format("{}:{}@127.0.0.1:{}/1", kUser, password, server_.port())));
     o.connect_timeout = 2s;
     o.command_timeout = 5s;
     o.reconnect_backoff_min = 10ms;
@@ -523,8 +523,8 @@ TEST_F(SecurityAclTest, ConnectionAuthAndPermissionErrorsNeverShowThePassword) {
     return o;
   };
   std::vector<std::string> messages;
-  const auto wrong = ConnectionOptions::from_url(
-      fmt::format("redis://{}:{}-typo@127.0.0.1:{}", kUser, kEncodedPassword, server_.port()));
+  const auto wrong = ConnectionOptions::from_url(fairsem::test::test_url(
+      fmt::format("{}:{}-typo@127.0.0.1:{}", kUser, kEncodedPassword, server_.port())));
   messages.push_back(error_of([&] { FairSemaphore sem(wrong, name_, options(1)); }));
   messages.push_back(error_of([&] { SemaphoreAdmin admin(wrong, name_); }));
   messages.push_back(error_of([&] { (void)probe_server(wrong, 1); }));

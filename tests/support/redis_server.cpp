@@ -24,6 +24,7 @@
 #include "fairsem/detail/connection.hpp"
 #include "fairsem/detail/text.hpp"
 #include "server_build.hpp"
+#include "test_certs.hpp"
 
 namespace fairsem::test {
 
@@ -81,20 +82,39 @@ std::string replace_dir(std::string text, const std::string& dir) {
 
 }  // namespace
 
+namespace {
+
+/// FAIRSEM_TEST_TLS=1 (CI's TLS configuration): every server speaks TLS only.
+std::optional<ServerTls> default_tls() {
+  if (!tls_requested()) return std::nullopt;
+  return TestCerts::get().server_tls();
+}
+
+}  // namespace
+
 RedisServer::RedisServer(std::vector<std::string> extra_args)
-    : extra_args_(std::move(extra_args)), binary_(find_redis_server()) {
+    : extra_args_(std::move(extra_args)), tls_(default_tls()), binary_(find_redis_server()) {
   launch(std::nullopt);
 }
 
 RedisServer::RedisServer(std::vector<std::string> extra_args, std::string config)
-    : extra_args_(std::move(extra_args)), has_config_(true), binary_(find_redis_server()) {
+    : extra_args_(std::move(extra_args)),
+      has_config_(true),
+      tls_(default_tls()),
+      binary_(find_redis_server()) {
   launch(config);
 }
 
 RedisServer::RedisServer(std::vector<std::string> extra_args, std::function<int()> pick_port)
     : extra_args_(std::move(extra_args)),
       pick_port_(std::move(pick_port)),
+      tls_(default_tls()),
       binary_(find_redis_server()) {
+  launch(std::nullopt);
+}
+
+RedisServer::RedisServer(ServerTls tls, std::vector<std::string> extra_args)
+    : extra_args_(std::move(extra_args)), tls_(std::move(tls)), binary_(find_redis_server()) {
   launch(std::nullopt);
 }
 
@@ -142,7 +162,17 @@ RedisServer::~RedisServer() {
   std::filesystem::remove_all(dir_, ec);
 }
 
-std::string RedisServer::url() const { return "redis://127.0.0.1:" + std::to_string(port_); }
+std::string RedisServer::url() const {
+  if (!tls_) return "redis://127.0.0.1:" + std::to_string(port_);
+  return options().redacted_url();  // no password: the harness's own servers need none
+}
+
+ConnectionOptions RedisServer::options() const {
+  ConnectionOptions opts;
+  opts.port = port_;
+  if (tls_) opts.tls = tls_->client;
+  return opts;
+}
 
 std::string RedisServer::log() const {
   std::ifstream in(dir_ + "/redis.log");
@@ -160,9 +190,16 @@ bool RedisServer::try_start() {
   std::vector<std::string> args = {binary_};
   if (has_config_) args.push_back(config_path());
   // One word per value: Redis 6.2 reads "127.0.0.1 -::1" in one word as one address.
-  args.insert(args.end(),
-              {"--port", std::to_string(port_), "--bind", "127.0.0.1", "-::1", "--dir", dir_,
-               "--save", "", "--appendonly", "no", "--daemonize", "no", "--logfile", ""});
+  if (tls_) {
+    args.insert(args.end(),
+                {"--port", "0", "--tls-port", std::to_string(port_), "--tls-cert-file",
+                 tls_->cert_file, "--tls-key-file", tls_->key_file, "--tls-ca-cert-file",
+                 tls_->ca_file, "--tls-auth-clients", tls_->auth_clients ? "yes" : "no"});
+  } else {
+    args.insert(args.end(), {"--port", std::to_string(port_)});
+  }
+  args.insert(args.end(), {"--bind", "127.0.0.1", "-::1", "--dir", dir_, "--save", "",
+                           "--appendonly", "no", "--daemonize", "no", "--logfile", ""});
   if (debug_command_option_) args.insert(args.end(), {"--enable-debug-command", "local"});
   for (const std::string& arg : extra_args_) args.push_back(replace_dir(arg, dir_));
   std::vector<char*> argv;
@@ -201,8 +238,7 @@ bool RedisServer::try_start() {
 }
 
 void RedisServer::wait_ready() {
-  ConnectionOptions opts;
-  opts.port = port_;
+  ConnectionOptions opts = options();
   opts.connect_timeout = std::chrono::milliseconds(200);
   opts.command_timeout = std::chrono::milliseconds(500);
   opts.reconnect_attempts = 1;

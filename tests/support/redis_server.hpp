@@ -11,7 +11,18 @@
 #include <string>
 #include <vector>
 
+#include "fairsem/connection_options.hpp"
+
 namespace fairsem::test {
+
+/// How a TLS server is started: it listens only for TLS (`--port 0 --tls-port PORT`).
+struct ServerTls {
+  std::string cert_file;  // the server's certificate and key
+  std::string key_file;
+  std::string ca_file;        // the CA that client certificates must chain to
+  bool auth_clients = false;  // --tls-auth-clients yes: a client certificate is required
+  TlsOptions client;          // how the harness's own connections to it speak TLS
+};
 
 /// A TCP port on 127.0.0.1 that was free a moment ago (bound to port 0, then released).
 int free_loopback_port();
@@ -23,6 +34,9 @@ bool loopback_port_free(int port);
 /// install it when it is missing.
 std::string find_redis_server();
 
+/// With FAIRSEM_TEST_TLS=1 (tls_requested() in test_certs.hpp), every server started without
+/// a ServerTls of its own speaks TLS only, with the test certificates; url() and options() say
+/// how to reach it.
 class RedisServer {
  public:
   /// Starts redis-server on a free loopback port. `extra_args` are appended to the command
@@ -37,6 +51,9 @@ class RedisServer {
   /// As the first constructor, on a port `pick_port` chooses for each start attempt instead of
   /// any free one (a Redis 6.2 cluster node needs port + 10000 free for its bus).
   RedisServer(std::vector<std::string> extra_args, std::function<int()> pick_port);
+  /// As the first constructor, speaking only TLS: port() is its TLS port. Needs a
+  /// redis-server built with TLS (Debian's is).
+  RedisServer(ServerTls tls, std::vector<std::string> extra_args);
   ~RedisServer();
   RedisServer(const RedisServer&) = delete;
   RedisServer& operator=(const RedisServer&) = delete;
@@ -47,8 +64,11 @@ class RedisServer {
   const std::string& dir() const noexcept { return dir_; }
   pid_t pid() const noexcept { return pid_; }
   bool running() const noexcept { return pid_ > 0; }
-  /// "redis://127.0.0.1:PORT"
+  /// "redis://127.0.0.1:PORT", or for a TLS server "rediss://127.0.0.1:PORT?cacert=..." with
+  /// the harness's client settings.
   std::string url() const;
+  /// Options for 127.0.0.1:port() (with the harness's TLS settings for a TLS server).
+  ConnectionOptions options() const;
   /// Path of the Unix socket when started with {"--unixsocket", "{dir}/redis.sock"}.
   std::string socket_path() const { return dir_ + "/redis.sock"; }
   /// The config file of a server started with one: "{dir}/redis.conf".
@@ -77,6 +97,7 @@ class RedisServer {
   std::vector<std::string> extra_args_;
   bool has_config_ = false;
   std::function<int()> pick_port_;  // empty: free_loopback_port()
+  std::optional<ServerTls> tls_;    // empty: plaintext
   std::string binary_;
   bool debug_command_option_ = false;  // --enable-debug-command local (Redis >= 7, Valkey)
   std::string dir_;

@@ -52,7 +52,7 @@ void RedisEnvironment::SetUp() {
     return;
   }
   try {
-    server_ = std::make_unique<RedisServer>();
+    server_ = std::make_unique<RedisServer>();  // over TLS when FAIRSEM_TEST_TLS=1
     url_ = server_->url();
   } catch (const WrongServerError& e) {
     fatal("the tests would run against the wrong server", e.what());
@@ -70,6 +70,14 @@ ConnectionOptions RedisEnvironment::options() const {
   opts.reconnect_backoff_min = std::chrono::milliseconds(10);
   opts.reconnect_backoff_max = std::chrono::milliseconds(200);
   return opts;
+}
+
+std::string test_url(const std::string& rest) {
+  const ConnectionOptions o = redis_options();
+  if (!o.tls.enabled) return "redis://" + rest;
+  const std::string shown = o.redacted_url();
+  const std::size_t query = shown.find('?');
+  return "rediss://" + rest + (query == std::string::npos ? "" : shown.substr(query));
 }
 
 std::string unique_prefix() {

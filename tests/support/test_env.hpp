@@ -35,6 +35,10 @@ class RedisEnvironment : public ::testing::Environment {
 /// Shorthands for RedisEnvironment::instance().
 inline ConnectionOptions redis_options() { return RedisEnvironment::instance().options(); }
 
+/// "redis://" + rest, or when the test server speaks TLS, "rediss://" + rest + its TLS query
+/// ("?cacert=..."): for tests that write their own URLs.
+std::string test_url(const std::string& rest);
+
 /// A key prefix no other test (in this or another process) uses: "t:<pid>:<Suite>.<Test>:<n>".
 std::string unique_prefix();
 
