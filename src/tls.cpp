@@ -168,12 +168,26 @@ class TlsConfig {
 };
 
 std::shared_ptr<const TlsConfig> tls_config(const TlsOptions& tls) {
+  // A semaphore's watchdog thread can outlive main() for a moment (it may hold the last
+  // reference, and detaches itself). OpenSSL's own exit handler would free its state under a
+  // handshake still running there and crash the exiting process: fairsem asks OpenSSL for no
+  // exit handler (which works when fairsem is the first to initialise OpenSSL), and keeps its
+  // own cache alive to the end.
+  static const bool initialised =
+      OPENSSL_init_ssl(
+          OPENSSL_INIT_NO_ATEXIT | OPENSSL_INIT_LOAD_SSL_STRINGS | OPENSSL_INIT_LOAD_CRYPTO_STRINGS,
+          nullptr) == 1;
+  if (!initialised) throw ConnectionError("fairsem: OpenSSL cannot be initialised");
   // Connections with the same files share one loaded configuration (a pool of them, every
   // node of a cluster); it is loaded again once none is left, so rotated files are read then.
-  static std::mutex mutex;
-  static std::map<ConfigKey, std::weak_ptr<const TlsConfig> > loaded;
+  struct Cache {
+    std::mutex mutex;
+    std::map<ConfigKey, std::weak_ptr<const TlsConfig> > loaded;
+  };
+  static Cache* const cache = new Cache;  // never destroyed: see above
+  auto& loaded = cache->loaded;
   const ConfigKey key = key_of(tls);
-  const std::lock_guard<std::mutex> lock(mutex);
+  const std::lock_guard<std::mutex> lock(cache->mutex);
   auto it = loaded.find(key);
   if (it != loaded.end()) {
     if (auto config = it->second.lock()) return config;

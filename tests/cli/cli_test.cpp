@@ -714,8 +714,8 @@ TEST_F(CliTest, RestrictedAclUserCanRunShowAndEvict) {
   test::RedisServer server;
   detail::Connection server_admin(ConnectionOptions::from_url(server.url()));
   test::set_acl_user(server_admin, "fairsem-app", kAclPassword);
-  const std::string url = std::string("redis://fairsem-app:") + kAclPassword +
-                          "@127.0.0.1:" + std::to_string(server.port());
+  const std::string url = fairsem::test::test_url(std::string("fairsem-app:") + kAclPassword +
+                                                  "@127.0.0.1:" + std::to_string(server.port()));
   const std::string name = "acl-cli";
   auto with = [&](std::initializer_list<std::string> head,
                   std::initializer_list<std::string> tail) {

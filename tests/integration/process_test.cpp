@@ -455,22 +455,12 @@ TEST_F(ProcessTest, FencedStoreRefusesAStoppedHolderOnceItsSlotPassedOn) {
 
 // --- 5. A client whose wall clock is an hour off ----------------------------------------------
 
-std::string find_libfaketime() {
-  for (const char* path :
-       {"/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1",
-        "/usr/lib/aarch64-linux-gnu/faketime/libfaketime.so.1",
-        "/usr/lib/faketime/libfaketime.so.1", "/usr/lib64/faketime/libfaketime.so.1"}) {
-    if (::access(path, R_OK) == 0) return path;
-  }
-  return {};
-}
-
 class FakeClockTest : public ProcessTest,
                       public ::testing::WithParamInterface<std::pair<const char*, long long>> {};
 
 TEST_P(FakeClockTest, ClientWithAnHourOffClockBehavesTheSame) {
   const auto [faketime, offset_seconds] = GetParam();
-  const std::string lib = find_libfaketime();
+  const std::string lib = fairsem::test::find_libfaketime();
   ASSERT_FALSE(lib.empty()) << "libfaketime.so.1 not found: install the Debian package "
                                "'faketime' (scripts/lib.sh lists it)";
   const milliseconds lease = 2000ms;

@@ -80,6 +80,16 @@ std::string test_url(const std::string& rest) {
   return "rediss://" + rest + (query == std::string::npos ? "" : shown.substr(query));
 }
 
+std::string find_libfaketime() {
+  for (const char* path :
+       {"/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1",
+        "/usr/lib/aarch64-linux-gnu/faketime/libfaketime.so.1",
+        "/usr/lib/faketime/libfaketime.so.1", "/usr/lib64/faketime/libfaketime.so.1"}) {
+    if (::access(path, R_OK) == 0) return path;
+  }
+  return {};
+}
+
 std::string unique_prefix() {
   static std::atomic<int> counter{0};
   const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();

@@ -39,6 +39,9 @@ inline ConnectionOptions redis_options() { return RedisEnvironment::instance().o
 /// ("?cacert=..."): for tests that write their own URLs.
 std::string test_url(const std::string& rest);
 
+/// Path of Debian's libfaketime.so.1 (package faketime), or "" when it is not installed.
+std::string find_libfaketime();
+
 /// A key prefix no other test (in this or another process) uses: "t:<pid>:<Suite>.<Test>:<n>".
 std::string unique_prefix();
 
