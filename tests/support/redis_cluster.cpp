@@ -1,21 +1,12 @@
 #include "redis_cluster.hpp"
 
-#include <fcntl.h>
 #include <fmt/format.h>
-#include <poll.h>
-#include <signal.h>
-#include <sys/prctl.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
-#include <cstdint>
 #include <cstdlib>
-#include <cstring>
-#include <map>
 #include <sstream>
 #include <stdexcept>
 #include <utility>
