@@ -4,11 +4,14 @@
 // find them after an earlier test's failover or migration, so it asks who serves what now.
 
 #include <fmt/format.h>
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <vector>
@@ -17,29 +20,50 @@
 #include "fairsem/errors.hpp"
 #include "redis_cluster.hpp"
 #include "redis_sentinel.hpp"
+#include "test_certs.hpp"
 
 namespace fairsem::test {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 using detail::Reply;
+using ::testing::HasSubstr;
 
-Reply run(int port, const std::vector<std::string>& args) {
-  ConnectionOptions options;
-  options.port = port;
+/// `args` on a connection of its own to `node` (over TLS when it speaks TLS). The fixtures'
+/// run(port, args) and error_of(port, args) use these with the node on `port`.
+Reply run_on(const RedisServer& node, const std::vector<std::string>& args) {
+  ConnectionOptions options = node.options();
   options.reconnect_attempts = 1;
   detail::Connection conn(options);
   return conn.command(detail::Args(args.begin(), args.end()));
 }
 
-/// The first line of a server's error reply to `args` on `port` ("" when it succeeds).
-std::string error_of(int port, const std::vector<std::string>& args) {
+/// The first line of `node`'s error reply to `args` ("" when it succeeds).
+std::string error_on(const RedisServer& node, const std::vector<std::string>& args) {
   try {
-    run(port, args);
+    run_on(node, args);
   } catch (const ReplyError& e) {
     return e.server_message();
   }
   return "";
+}
+
+/// With FAIRSEM_TEST_TLS=1 a data node has no plaintext port, and replicates and gossips (cluster
+/// bus, MIGRATE) over TLS; without it, it has only the plaintext port.
+void expect_tls_as_requested(const RedisServer& node) {
+  const auto config = [&](const std::string& name) {
+    const Reply reply = run_on(node, {"CONFIG", "GET", name});
+    return reply.elements.size() == 2 ? reply.elements[1].str : "(no " + name + ")";
+  };
+  const std::string port = std::to_string(node.port());
+  if (!tls_requested()) {
+    EXPECT_EQ(config("port"), port);
+    return;
+  }
+  EXPECT_EQ(config("port"), "0") << port;
+  EXPECT_EQ(config("tls-port"), port);
+  EXPECT_EQ(config("tls-replication"), "yes") << port;
+  EXPECT_EQ(config("tls-cluster"), "yes") << port;
 }
 
 long long ms_since(Clock::time_point start) {
@@ -68,6 +92,12 @@ class ClusterHarnessTest : public ::testing::Test {
   }
 
   static RedisCluster& cluster() { return *cluster_; }
+  static Reply run(int port, const std::vector<std::string>& args) {
+    return run_on(cluster().node(port), args);
+  }
+  static std::string error_of(int port, const std::vector<std::string>& args) {
+    return error_on(cluster().node(port), args);
+  }
 
   static std::unique_ptr<RedisCluster> cluster_;
   static std::string setup_error_;
@@ -101,21 +131,21 @@ TEST_F(ClusterHarnessTest, FormsWithThreeMastersEachWithAReplica) {
     EXPECT_NE(info.find("cluster_known_nodes:6\r\n"), std::string::npos) << info;
     EXPECT_NE(info.find("cluster_size:3\r\n"), std::string::npos) << info;
     EXPECT_FALSE(cluster().node_id(port).empty());
+    expect_tls_as_requested(cluster().node(port));
   }
-  // The seed list is the masters as created: three loopback addresses of cluster nodes.
+  // The seed list is the masters as created: three loopback addresses of cluster nodes, reached
+  // over TLS when the nodes speak it.
   const std::string seeds = cluster().seed_url();
-  ASSERT_EQ(seeds.rfind("redis://", 0), 0u) << seeds;
-  std::size_t count = 0;
-  for (std::size_t at = 8; at < seeds.size(); ++count) {
-    std::size_t end = seeds.find(',', at);
-    if (end == std::string::npos) end = seeds.size();
-    const std::string addr = seeds.substr(at, end - at);
-    ASSERT_EQ(addr.rfind("127.0.0.1:", 0), 0u) << seeds;
-    const int port = std::stoi(addr.substr(10));
-    EXPECT_NE(std::find(nodes.begin(), nodes.end(), port), nodes.end()) << seeds;
-    at = end + 1;
+  const ConnectionOptions parsed = ConnectionOptions::from_url(seeds);
+  EXPECT_TRUE(parsed.cluster) << seeds;
+  EXPECT_EQ(parsed.tls.enabled, tls_requested()) << seeds;
+  std::vector<NodeAddress> listed = {{parsed.host, parsed.port}};
+  listed.insert(listed.end(), parsed.seeds.begin(), parsed.seeds.end());
+  EXPECT_EQ(listed.size(), 3u) << seeds;
+  for (const NodeAddress& seed : listed) {
+    EXPECT_EQ(seed.host, "127.0.0.1") << seeds;
+    EXPECT_NE(std::find(nodes.begin(), nodes.end(), seed.port), nodes.end()) << seeds;
   }
-  EXPECT_EQ(count, 3u) << seeds;
   // The masters split the slots: the owner of slot 0 is the first of master_ports().
   EXPECT_EQ(cluster().master_port_for_slot(0), masters.front());
   EXPECT_EQ(cluster().master_port_for_slot(RedisCluster::kSlots - 1), masters.back());
@@ -186,9 +216,7 @@ TEST_F(ClusterHarnessTest, MigrateSlotMovesKeysWithTheirTtls) {
   ASSERT_GE(moved, 0);
   ASSERT_GE(kept, 0);
   {
-    ConnectionOptions options;
-    options.port = target;
-    detail::Connection conn(options);
+    detail::Connection conn(cluster().node(target).options());
     conn.command({"ASKING"});
     EXPECT_EQ(conn.command({"GET", tag + std::to_string(moved)}).str, fmt::format("v{}", moved));
   }
@@ -277,6 +305,12 @@ class SentinelHarnessTest : public ::testing::Test {
   }
 
   static SentinelGroup& group() { return *group_; }
+  static Reply run(int port, const std::vector<std::string>& args) {
+    return run_on(group().node(port), args);
+  }
+  static std::string error_of(int port, const std::vector<std::string>& args) {
+    return error_on(group().node(port), args);
+  }
 
   static std::unique_ptr<SentinelGroup> group_;
   static std::string setup_error_;
@@ -288,9 +322,14 @@ std::string SentinelHarnessTest::setup_error_;
 TEST_F(SentinelHarnessTest, FormsWithMasterReplicaAndThreeSentinels) {
   const std::vector<int> sentinels = group().sentinel_ports();
   ASSERT_EQ(sentinels.size(), 3u);
-  EXPECT_EQ(group().url(),
-            fmt::format("redis-sentinel://127.0.0.1:{},127.0.0.1:{},127.0.0.1:{}/mymaster",
-                        sentinels[0], sentinels[1], sentinels[2]));
+  const std::string url = group().url();
+  EXPECT_EQ(url.rfind(fmt::format("{}://127.0.0.1:{},127.0.0.1:{},127.0.0.1:{}/mymaster",
+                                  tls_requested() ? "rediss-sentinel" : "redis-sentinel",
+                                  sentinels[0], sentinels[1], sentinels[2]),
+                      0),
+            0u)
+      << url;
+  EXPECT_EQ(ConnectionOptions::from_url(url).tls.enabled, tls_requested()) << url;
   const int master = group().master_port();
   const int replica = group().replica_port();
   EXPECT_NE(master, replica);
@@ -300,6 +339,7 @@ TEST_F(SentinelHarnessTest, FormsWithMasterReplicaAndThreeSentinels) {
   EXPECT_EQ(role.elements[0].str, "slave");
   EXPECT_EQ(role.elements[2].integer, master);
   EXPECT_EQ(role.elements[3].str, "connected");
+  for (int port : group().data_ports()) expect_tls_as_requested(group().node(port));
   for (int sentinel : sentinels) {
     EXPECT_EQ(run(sentinel, {"ROLE"}).elements[0].str, "sentinel");
     const Reply addr = run(sentinel, {"SENTINEL", "GET-MASTER-ADDR-BY-NAME", "mymaster"});
@@ -309,6 +349,15 @@ TEST_F(SentinelHarnessTest, FormsWithMasterReplicaAndThreeSentinels) {
     EXPECT_EQ(run(sentinel, {"SENTINEL", "SENTINELS", "mymaster"}).elements.size(), 2u);
     EXPECT_EQ(run(sentinel, {"SENTINEL", "REPLICAS", "mymaster"}).elements.size(), 1u);
     EXPECT_EQ(run(sentinel, {"SENTINEL", "CKQUORUM", "mymaster"}).str.rfind("OK", 0), 0u);
+    // A sentinel rewrites its config file with what it learns, and a restart reads it: the TLS
+    // settings must be in it (sentinels have no CONFIG GET to ask instead).
+    if (tls_requested()) {
+      std::ifstream in(group().node(sentinel).config_path());
+      const std::string config((std::istreambuf_iterator<char>(in)), {});
+      EXPECT_THAT(config, HasSubstr("\nport 0\n"));
+      EXPECT_THAT(config, HasSubstr(fmt::format("\ntls-port {}\n", sentinel)));
+      EXPECT_THAT(config, HasSubstr("\ntls-replication yes\n"));
+    }
   }
 }
 

@@ -34,6 +34,7 @@ using fairsem::Permit;
 using fairsem::SemaphoreOptions;
 using fairsem::detail::Connection;
 using fairsem::test::RedisCluster;
+using fairsem::test::RedisServer;
 using fairsem::test::SentinelGroup;
 using fairsem::test::wait_until;
 using std::chrono::milliseconds;
@@ -50,19 +51,16 @@ ConnectionOptions patient(ConnectionOptions o) {
   return o;
 }
 
-/// A plain connection to one node, to look at what fairsem wrote there.
-Connection node_connection(int port) {
-  ConnectionOptions o;
-  o.port = port;
-  return Connection(o);
-}
+/// A connection to one node (over TLS when it speaks TLS), to look at what fairsem wrote there.
+/// The fixtures' node_connection(port) opens one to their deployment's node on `port`.
+Connection node_connection(const RedisServer& node) { return Connection(node.options()); }
 
 std::string counter_key(const std::string& name) { return "fairsem:{" + name + "}:counter"; }
 
 int slot_of(const std::string& name) { return fairsem::detail::key_slot(counter_key(name)); }
 
-long long errorstat(int port, const std::string& code) {
-  const std::string info = node_connection(port).command({"INFO", "errorstats"}).str;
+long long errorstat(Connection conn, const std::string& code) {
+  const std::string info = conn.command({"INFO", "errorstats"}).str;
   const std::string field = "errorstat_" + code + ":count=";
   const std::size_t at = info.find(field);
   return at == std::string::npos ? 0 : std::stoll(info.substr(at + field.size()));
@@ -111,12 +109,15 @@ class ClusterTest : public ::testing::Test {
   static void SetUpTestSuite() { cluster_ = std::make_unique<RedisCluster>(3, 1); }
   static void TearDownTestSuite() { cluster_.reset(); }
   static RedisCluster& cluster() { return *cluster_; }
+  static Connection node_connection(int port) { return ::node_connection(cluster().node(port)); }
+  static long long errorstat(int port, const std::string& code) {
+    return ::errorstat(node_connection(port), code);
+  }
 
-  /// Options reaching the whole cluster through one seed node.
+  /// Options reaching the whole cluster through one seed node (with the nodes' TLS settings).
   static ConnectionOptions one_seed() {
-    ConnectionOptions o;
+    ConnectionOptions o = cluster().node(cluster().master_ports().front()).options();
     o.cluster = true;
-    o.port = cluster().master_ports().front();
     return patient(o);
   }
 
@@ -287,7 +288,9 @@ TEST_F(ClusterTest, AskRedirectionsAreFollowedOnceWithAsking) {
       1);
   cluster().finish_migration();
   // Afterwards the slot's new master answers directly (after one MOVED), without ASKING.
+  const long long moved_before = errorstat(source, "MOVED");
   EXPECT_EQ(conn.command({"RPOP", wake}).str, "1");
+  EXPECT_EQ(errorstat(source, "MOVED"), moved_before + 1);
   EXPECT_EQ(asking_calls(), asked_before + 2);
 }
 
@@ -304,6 +307,7 @@ TEST_F(ClusterTest, FailoverMovesTheSemaphoreToThePromotedReplica) {
   Waiter waiter(one_seed(), name, o);
   ASSERT_TRUE(wait_until([&] { return sem.status().waiters.size() == 1; }));
 
+  const long long moved_before = errorstat(old_master, "MOVED");
   const int promoted = cluster().failover(old_master);
   ASSERT_NE(promoted, old_master);
   EXPECT_EQ(cluster().master_port_for_slot(slot_of(name)), promoted);
@@ -312,6 +316,8 @@ TEST_F(ClusterTest, FailoverMovesTheSemaphoreToThePromotedReplica) {
   const auto before = held.deadline();
   EXPECT_TRUE(held.renew());
   EXPECT_GT(held.deadline(), before);
+  // The client was sent on by the old master, now a replica (not by a reconnect).
+  EXPECT_GT(errorstat(old_master, "MOVED"), moved_before);
   EXPECT_FALSE(held.lost());
   EXPECT_EQ(held.release(), fairsem::ReleaseResult::released);
   waiter.join();
@@ -326,6 +332,7 @@ class SentinelTest : public ::testing::Test {
   static void SetUpTestSuite() { group_ = std::make_unique<SentinelGroup>(); }
   static void TearDownTestSuite() { group_.reset(); }
   static SentinelGroup& group() { return *group_; }
+  static Connection node_connection(int port) { return ::node_connection(group().node(port)); }
   static ConnectionOptions options() { return patient(ConnectionOptions::from_url(group().url())); }
   static std::string name(const std::string& stem) {
     static std::atomic<int> n{0};
@@ -409,7 +416,7 @@ TEST_F(SentinelTest, HolderKeepsItsPermitAcrossAFailoverAndWaitersResume) {
 TEST(ReplicationTest, ARenewalNoReplicaAcknowledgesKeepsTheOldDeadline) {
   fairsem::test::RedisServer master({"--repl-diskless-sync-delay", "0"});
   fairsem::test::RedisServer replica({"--replicaof", "127.0.0.1", std::to_string(master.port())});
-  Connection admin = node_connection(master.port());
+  Connection admin = node_connection(master);
   ASSERT_TRUE(wait_until([&] {
     admin.command({"PUBLISH", "fairsem-test", "sync"});
     return admin.command({"WAIT", "1", "100"}).integer == 1;
@@ -432,8 +439,7 @@ TEST(ReplicationTest, ARenewalNoReplicaAcknowledgesKeepsTheOldDeadline) {
     std::lock_guard<std::mutex> lock(mu);
     renew_failures.emplace_back(permit, error);
   };
-  ConnectionOptions c;
-  c.port = master.port();
+  const ConnectionOptions c = master.options();
   FairSemaphore sem(c, "replicated", o);
   Permit p = sem.acquire();
   const auto granted_deadline = p.deadline();

@@ -9,16 +9,17 @@
 
 #include "fairsem/detail/connection.hpp"
 #include "fairsem/detail/reply.hpp"
+#include "redis_server.hpp"
 
 namespace fairsem::test {
 
-/// One admin command on 127.0.0.1:`port`, on a connection of its own (so that a harness holds
-/// no connection state and may be used from any thread). Error replies throw ReplyError. The
-/// default reply timeout leaves room for MIGRATE, which is given 5 s to reach its target.
-inline detail::Reply admin(int port, const std::vector<std::string>& args,
+/// One admin command to `node`, reached as its options() say (over TLS for a TLS server), on a
+/// connection of its own (so that a harness holds no connection state and may be used from any
+/// thread). Error replies throw ReplyError. The default reply timeout leaves room for MIGRATE,
+/// which is given 5 s to reach its target.
+inline detail::Reply admin(const RedisServer& node, const std::vector<std::string>& args,
                            std::chrono::milliseconds reply_timeout = std::chrono::seconds(15)) {
-  ConnectionOptions options;
-  options.port = port;
+  ConnectionOptions options = node.options();
   options.connect_timeout = std::chrono::milliseconds(1000);
   options.command_timeout = reply_timeout;
   options.reconnect_attempts = 1;
@@ -33,8 +34,8 @@ struct Role {
   std::string link_state;  // of a replica: "connected" when its link is up
 };
 
-inline Role role_of(int port) {
-  const detail::Reply reply = admin(port, {"ROLE"});
+inline Role role_of(const RedisServer& node) {
+  const detail::Reply reply = admin(node, {"ROLE"});
   const auto& fields = detail::expect_array(reply, "ROLE", 1);
   Role role;
   role.role = detail::expect_string(fields[0], "role");

@@ -1,23 +1,15 @@
 #include "redis_cluster.hpp"
 
-#include <fcntl.h>
 #include <fmt/format.h>
-#include <poll.h>
-#include <signal.h>
-#include <sys/prctl.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
-#include <cstdint>
 #include <cstdlib>
-#include <cstring>
-#include <map>
 #include <sstream>
 #include <stdexcept>
+#include <utility>
 
 #include "fairsem/detail/connection.hpp"
 #include "fairsem/detail/router.hpp"
@@ -78,9 +70,9 @@ struct SlotRange {
   std::vector<int> replicas;  // sorted
 };
 
-/// CLUSTER SLOTS of the node at `port`, sorted by first slot.
-std::vector<SlotRange> cluster_slots(int port) {
-  const Reply reply = admin(port, {"CLUSTER", "SLOTS"});
+/// CLUSTER SLOTS of `node`, sorted by first slot.
+std::vector<SlotRange> cluster_slots(const RedisServer& node) {
+  const Reply reply = admin(node, {"CLUSTER", "SLOTS"});
   std::vector<SlotRange> ranges;
   for (const Reply& item : detail::expect_array(reply, "CLUSTER SLOTS")) {
     const auto& fields = detail::expect_array(item, "a CLUSTER SLOTS range", 3);
@@ -132,6 +124,22 @@ std::string describe_slots(const std::vector<SlotRange>& ranges, std::string* ga
     return "";
   }
   return text;
+}
+
+/// redis-cli's flags for reaching a server as `tls` says (none without TLS).
+std::vector<std::string> redis_cli_tls_args(const TlsOptions& tls) {
+  if (!tls.enabled) return {};
+  std::vector<std::string> args = {"--tls"};
+  const std::pair<const char*, const std::string*> files[] = {{"--cacert", &tls.cacert},
+                                                              {"--cacertdir", &tls.cacertdir},
+                                                              {"--cert", &tls.cert},
+                                                              {"--key", &tls.key},
+                                                              {"--sni", &tls.sni}};
+  for (const auto& [flag, value] : files) {
+    if (!value->empty()) args.insert(args.end(), {flag, *value});
+  }
+  if (tls.insecure) args.emplace_back("--insecure");
+  return args;
 }
 
 /// A free loopback port whose cluster bus port (port + 10000) is free too.
@@ -200,7 +208,7 @@ RedisCluster::RedisCluster(int masters, int replicas_per_master,
   create_cluster(ports, replicas_per_master);
   for (int port : ports) {
     try {
-      ids_.push_back(detail::expect_string(admin(port, {"CLUSTER", "MYID"}), "CLUSTER MYID"));
+      ids_.push_back(detail::expect_string(admin(node(port), {"CLUSTER", "MYID"}), "CLUSTER MYID"));
     } catch (const std::exception& e) {
       fail("CLUSTER MYID on 127.0.0.1:" + std::to_string(port) + " failed: " + e.what());
     }
@@ -219,6 +227,9 @@ void RedisCluster::create_cluster(const std::vector<int>& ports, int replicas_pe
   for (int port : ports) argv.push_back("127.0.0.1:" + std::to_string(port));
   argv.insert(argv.end(),
               {"--cluster-replicas", std::to_string(replicas_per_master), "--cluster-yes"});
+  // The nodes were started alike: the first one's TLS settings are every node's.
+  const std::vector<std::string> tls = redis_cli_tls_args(node(ports.front()).options().tls);
+  argv.insert(argv.end(), tls.begin(), tls.end());
   const RunResult run = run_captured(argv, std::chrono::seconds(120));
   if (run.timed_out || !WIFEXITED(run.status) || WEXITSTATUS(run.status) != 0) {
     fail(std::string("redis-cli --cluster create ") +
@@ -234,7 +245,7 @@ void RedisCluster::create_cluster(const std::vector<int>& ports, int replicas_pe
         try {
           for (int port : ports) {
             const std::string info =
-                detail::expect_string(admin(port, {"CLUSTER", "INFO"}), "CLUSTER INFO");
+                detail::expect_string(admin(node(port), {"CLUSTER", "INFO"}), "CLUSTER INFO");
             if (info_field(info, "cluster_known_nodes") != std::to_string(total)) {
               why = "127.0.0.1:" + std::to_string(port) + " knows " +
                     info_field(info, "cluster_known_nodes") + " of " + std::to_string(total) +
@@ -242,7 +253,7 @@ void RedisCluster::create_cluster(const std::vector<int>& ports, int replicas_pe
               return false;
             }
           }
-          for (const SlotRange& r : cluster_slots(ports.front())) {
+          for (const SlotRange& r : cluster_slots(node(ports.front()))) {
             if (static_cast<int>(r.replicas.size()) != replicas_per_master) {
               why = "master 127.0.0.1:" + std::to_string(r.master) + " has " +
                     std::to_string(r.replicas.size()) + " replicas";
@@ -261,12 +272,10 @@ void RedisCluster::create_cluster(const std::vector<int>& ports, int replicas_pe
 }
 
 std::string RedisCluster::seed_url() const {
-  std::string url = "redis://";
-  for (std::size_t i = 0; i < seeds_.size(); ++i) {
-    if (i > 0) url += ",";
-    url += "127.0.0.1:" + std::to_string(seeds_[i]);
-  }
-  return url;
+  ConnectionOptions options = node(seeds_.front()).options();  // TLS settings, if any
+  options.cluster = true;
+  for (std::size_t i = 1; i < seeds_.size(); ++i) options.seeds.push_back({"127.0.0.1", seeds_[i]});
+  return options.redacted_url();  // nothing to hide: the nodes have no password
 }
 
 std::vector<int> RedisCluster::node_ports() const {
@@ -283,7 +292,7 @@ std::vector<SlotRange> slots_from_any(const std::vector<std::unique_ptr<RedisSer
   for (const auto& n : nodes) {
     if (!n->running()) continue;
     try {
-      return cluster_slots(n->port());
+      return cluster_slots(*n);
     } catch (const std::exception& e) {
       errors += "\n  127.0.0.1:" + std::to_string(n->port()) + ": " + e.what();
     }
@@ -323,7 +332,7 @@ int RedisCluster::replica_port_of(int master_port) const {
     std::vector<int> replicas;
     try {
       // Named: a temporary in the range expression would not live through the loop.
-      const Reply lines = admin(port, {"CLUSTER", "REPLICAS", id});
+      const Reply lines = admin(node(port), {"CLUSTER", "REPLICAS", id});
       for (const Reply& line : detail::expect_array(lines, "CLUSTER REPLICAS")) {
         // "<id> <ip>:<port>@<cport>[,<hostname>] <flags> <master id> ..."
         std::istringstream fields(detail::expect_string(line, "a CLUSTER REPLICAS line"));
@@ -380,15 +389,15 @@ std::string RedisCluster::unstable_reason() const {
     const std::string who = "127.0.0.1:" + std::to_string(port);
     try {
       const std::string info =
-          detail::expect_string(admin(port, {"CLUSTER", "INFO"}), "CLUSTER INFO");
+          detail::expect_string(admin(*n, {"CLUSTER", "INFO"}), "CLUSTER INFO");
       const std::string state = info_field(info, "cluster_state");
       if (state != "ok") return who + " reports cluster_state:" + state;
-      const Role role = role_of(port);
+      const Role role = role_of(*n);
       if (role.role == "slave" && role.link_state != "connected") {
         return "replica " + who + ": its link to its master is '" + role.link_state + "'";
       }
       std::string gap;
-      const std::string slots = describe_slots(cluster_slots(port), &gap);
+      const std::string slots = describe_slots(cluster_slots(*n), &gap);
       if (slots.empty()) return who + " says " + gap;
       if (agreed.empty()) {
         agreed = slots;
@@ -422,8 +431,8 @@ void RedisCluster::begin_migration(int slot, int to_port) {
   }
   const std::string s = std::to_string(slot);
   try {
-    admin(to_port, {"CLUSTER", "SETSLOT", s, "IMPORTING", node_id(source)});
-    admin(source, {"CLUSTER", "SETSLOT", s, "MIGRATING", node_id(to_port)});
+    admin(node(to_port), {"CLUSTER", "SETSLOT", s, "IMPORTING", node_id(source)});
+    admin(node(source), {"CLUSTER", "SETSLOT", s, "MIGRATING", node_id(to_port)});
   } catch (const Error& e) {
     fail("starting the migration of slot " + s + " from 127.0.0.1:" + std::to_string(source) +
          " to 127.0.0.1:" + std::to_string(to_port) + " failed: " + e.what());
@@ -436,14 +445,14 @@ std::size_t RedisCluster::migrate_keys(std::size_t max_keys) {
   if (max_keys == 0) return 0;
   const Migration m = *migration_;
   try {
-    const Reply keys = admin(
-        m.source, {"CLUSTER", "GETKEYSINSLOT", std::to_string(m.slot), std::to_string(max_keys)});
+    const Reply keys = admin(node(m.source), {"CLUSTER", "GETKEYSINSLOT", std::to_string(m.slot),
+                                              std::to_string(max_keys)});
     const auto& names = detail::expect_array(keys, "CLUSTER GETKEYSINSLOT");
     if (names.empty()) return 0;
     std::vector<std::string> migrate = {"MIGRATE", "127.0.0.1", std::to_string(m.target), "", "0",
                                         "5000",    "KEYS"};
     for (const Reply& name : names) migrate.push_back(detail::expect_string(name, "key"));
-    const Reply reply = admin(m.source, migrate);
+    const Reply reply = admin(node(m.source), migrate);
     // NOKEY: every one of them expired in the meantime.
     return reply.str == "NOKEY" ? 0 : names.size();
   } catch (const Error& e) {
@@ -466,7 +475,7 @@ void RedisCluster::finish_migration() {
         try {
           migrate_keys(100);
           const long long left = detail::expect_integer(
-              admin(m.source, {"CLUSTER", "COUNTKEYSINSLOT", s}), "CLUSTER COUNTKEYSINSLOT");
+              admin(node(m.source), {"CLUSTER", "COUNTKEYSINSLOT", s}), "CLUSTER COUNTKEYSINSLOT");
           why = std::to_string(left) + " keys are left";
           return left == 0;
         } catch (const Error& e) {
@@ -482,7 +491,7 @@ void RedisCluster::finish_migration() {
   }
   for (int port : order) {
     try {
-      admin(port, {"CLUSTER", "SETSLOT", s, "NODE", target_id});
+      admin(node(port), {"CLUSTER", "SETSLOT", s, "NODE", target_id});
     } catch (const Error& e) {
       fail("CLUSTER SETSLOT " + s + " NODE <127.0.0.1:" + std::to_string(m.target) +
            "> on 127.0.0.1:" + std::to_string(port) + " failed: " + e.what());
@@ -520,14 +529,14 @@ int RedisCluster::failover(int master_port) {
   bool promoted = false;
   for (int attempt = 0; attempt < 3 && !promoted; ++attempt) {
     try {
-      admin(replica, {"CLUSTER", "FAILOVER"});
+      admin(node(replica), {"CLUSTER", "FAILOVER"});
     } catch (const Error& e) {
       fail("CLUSTER FAILOVER on " + who + " failed: " + e.what());
     }
     promoted = wait_until(
         [&] {
           try {
-            const std::string role = role_of(replica).role;
+            const std::string role = role_of(node(replica)).role;
             why = "its role is " + role;
             return role == "master";
           } catch (const std::exception& e) {
@@ -541,7 +550,7 @@ int RedisCluster::failover(int master_port) {
   const bool settled = wait_until(
       [&] {
         try {
-          const Role old = role_of(master_port);
+          const Role old = role_of(node(master_port));
           if (old.role != "slave" || old.master_port != replica || old.link_state != "connected") {
             why = "the old master 127.0.0.1:" + std::to_string(master_port) + " is " + old.role +
                   " of " + std::to_string(old.master_port) + " (" + old.link_state + ")";
@@ -566,7 +575,7 @@ std::string RedisCluster::logs() const {
     std::string role = "stopped";
     if (n->running()) {
       try {
-        const Role r = role_of(port);
+        const Role r = role_of(*n);
         role = r.role == "slave"
                    ? "replica of " + std::to_string(r.master_port) + ", " + r.link_state
                    : r.role;
@@ -581,7 +590,7 @@ std::string RedisCluster::logs() const {
     if (!n->running()) continue;
     try {
       text += "--- CLUSTER NODES as 127.0.0.1:" + std::to_string(n->port()) + " sees it ---\n" +
-              admin(n->port(), {"CLUSTER", "NODES"}).str;
+              admin(*n, {"CLUSTER", "NODES"}).str;
       break;
     } catch (const std::exception&) {
     }

@@ -14,6 +14,10 @@
 // offset is non-zero, which on an idle master takes until the master's first ping, 10 s by
 // default). Forming a 3+3 cluster takes about 3.5 s, a failover about 1 s.
 //
+// With FAIRSEM_TEST_TLS=1 the nodes speak only TLS (see RedisServer), the cluster bus, MIGRATE
+// and replication included, and announce their TLS ports (CLUSTER SLOTS, MOVED, ASK);
+// redis-cli and the harness's own connections reach them as RedisServer::options() says.
+//
 // The accessors ask the nodes (CLUSTER SLOTS, CLUSTER REPLICAS) each time, so they describe the
 // cluster as it is now, after failovers and migrations. The methods keep no mutable state
 // except the migration in progress, so the read-only ones may be called from any thread.
@@ -44,8 +48,9 @@ class RedisCluster {
 
   static constexpr int kSlots = 16384;
 
-  /// "redis://127.0.0.1:P1,127.0.0.1:P2,127.0.0.1:P3": the masters as the cluster was created
-  /// (sorted by first slot). Fixed for the cluster's life, as a client's seed list would be.
+  /// "redis-cluster://127.0.0.1:P1,127.0.0.1:P2,127.0.0.1:P3" ("rediss-cluster://...?cacert=..."
+  /// when the nodes speak TLS): the masters as the cluster was created (sorted by first slot).
+  /// Fixed for the cluster's life, as a client's seed list would be.
   std::string seed_url() const;
 
   /// The master serving `slot` now, from a running node's CLUSTER SLOTS.

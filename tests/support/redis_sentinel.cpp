@@ -4,6 +4,7 @@
 #include <chrono>
 #include <map>
 #include <stdexcept>
+#include <utility>
 
 #include "fairsem/detail/connection.hpp"
 #include "fairsem/detail/text.hpp"
@@ -38,7 +39,7 @@ std::vector<Fields> to_field_list(const Reply& reply, std::string_view what) {
   return list;
 }
 
-int master_port_from(int sentinel) {
+int master_port_from(const RedisServer& sentinel) {
   const Reply reply =
       admin(sentinel, {"SENTINEL", "GET-MASTER-ADDR-BY-NAME", SentinelGroup::kMasterName});
   const auto& addr = detail::expect_array(reply, "SENTINEL GET-MASTER-ADDR-BY-NAME", 2);
@@ -57,7 +58,7 @@ SentinelGroup::SentinelGroup() {
   std::vector<std::string> replica_args = args;
   replica_args.insert(replica_args.end(), {"--replicaof", "127.0.0.1", std::to_string(master)});
   data_.push_back(std::make_unique<RedisServer>(replica_args));
-  const int replica = data_[1]->port();
+  const RedisServer& replica = *data_[1];
   // Sentinels find replicas in the master's INFO: let the replica connect first.
   std::string why;
   if (!wait_until(
@@ -93,7 +94,7 @@ SentinelGroup::~SentinelGroup() {
 
 void SentinelGroup::retune(int port) const {
   try {
-    admin(port, {"SENTINEL", "DEBUG", "info-period", "250", "publish-period", "250"});
+    admin(node(port), {"SENTINEL", "DEBUG", "info-period", "250", "publish-period", "250"});
   } catch (const ReplyError&) {
     // Before Redis 7.0 there is no SENTINEL DEBUG: the default periods only make it slower
     // (failover() makes up for the slowest step).
@@ -102,12 +103,11 @@ void SentinelGroup::retune(int port) const {
 }
 
 std::string SentinelGroup::url() const {
-  std::string url = "redis-sentinel://";
-  for (std::size_t i = 0; i < sentinels_.size(); ++i) {
-    if (i > 0) url += ",";
-    url += address(sentinels_[i]->port());
-  }
-  return url + "/" + kMasterName;
+  // The sentinels and the data nodes were started alike: one's TLS settings are every one's.
+  ConnectionOptions options = sentinels_.front()->options();
+  options.sentinel_master = kMasterName;
+  for (const auto& s : sentinels_) options.sentinels.push_back({"127.0.0.1", s->port()});
+  return options.redacted_url();  // nothing to hide: no password
 }
 
 std::vector<int> SentinelGroup::sentinel_ports() const {
@@ -123,7 +123,7 @@ int SentinelGroup::master_port() const {
   for (const auto& s : sentinels_) {
     if (!s->running()) continue;
     try {
-      return master_port_from(s->port());
+      return master_port_from(*s);
     } catch (const std::exception& e) {
       errors += "\n  sentinel " + address(s->port()) + ": " + e.what();
     }
@@ -137,8 +137,12 @@ int SentinelGroup::replica_port() const {
 }
 
 RedisServer& SentinelGroup::node(int port) {
-  for (auto* group : {&data_, &sentinels_}) {
-    for (auto& n : *group) {
+  return const_cast<RedisServer&>(std::as_const(*this).node(port));
+}
+
+const RedisServer& SentinelGroup::node(int port) const {
+  for (const auto* group : {&data_, &sentinels_}) {
+    for (const auto& n : *group) {
       if (n->port() == port) return *n;
     }
   }
@@ -147,9 +151,9 @@ RedisServer& SentinelGroup::node(int port) {
 
 std::string SentinelGroup::unhealthy_reason(int master, int replica) const {
   try {
-    const Role m = role_of(master);
+    const Role m = role_of(node(master));
     if (m.role != "master") return address(master) + " is " + m.role + ", not master";
-    const Role r = role_of(replica);
+    const Role r = role_of(node(replica));
     if (r.role != "slave" || r.master_port != master || r.link_state != "connected") {
       return address(replica) + " is " + r.role + " of " + std::to_string(r.master_port) +
              " with link '" + r.link_state + "', not a connected replica of " +
@@ -162,16 +166,16 @@ std::string SentinelGroup::unhealthy_reason(int master, int replica) const {
     if (!s->running()) continue;
     const std::string who = "sentinel " + address(s->port());
     try {
-      const int named = master_port_from(s->port());
+      const int named = master_port_from(*s);
       if (named != master) return who + " names " + std::to_string(named) + " as master";
       const Fields info =
-          to_fields(admin(s->port(), {"SENTINEL", "MASTER", kMasterName}), "SENTINEL MASTER");
+          to_fields(admin(*s, {"SENTINEL", "MASTER", kMasterName}), "SENTINEL MASTER");
       if (info.at("flags") != "master") return who + ": master flags " + info.at("flags");
       if (info.at("num-other-sentinels") != "2") {
         return who + " knows " + info.at("num-other-sentinels") + " other sentinels";
       }
-      const auto replicas = to_field_list(admin(s->port(), {"SENTINEL", "REPLICAS", kMasterName}),
-                                          "SENTINEL REPLICAS");
+      const auto replicas =
+          to_field_list(admin(*s, {"SENTINEL", "REPLICAS", kMasterName}), "SENTINEL REPLICAS");
       if (replicas.size() != 1) {
         return who + " lists " + std::to_string(replicas.size()) + " replicas";
       }
@@ -182,8 +186,8 @@ std::string SentinelGroup::unhealthy_reason(int master, int replica) const {
                rep.at("flags") + ", link " + rep.at("master-link-status") + ", master port " +
                rep.at("master-port");
       }
-      const auto others = to_field_list(admin(s->port(), {"SENTINEL", "SENTINELS", kMasterName}),
-                                        "SENTINEL SENTINELS");
+      const auto others =
+          to_field_list(admin(*s, {"SENTINEL", "SENTINELS", kMasterName}), "SENTINEL SENTINELS");
       for (const auto& other : sentinels_) {
         if (other == s) continue;
         const auto found = std::find_if(others.begin(), others.end(), [&](const Fields& f) {
@@ -209,8 +213,7 @@ std::string SentinelGroup::replica_lag(int master) const {
   // its replication offset to the end of the stream; WAIT returns once the replica has
   // acknowledged that far.
   try {
-    ConnectionOptions options;
-    options.port = master;
+    ConnectionOptions options = node(master).options();
     options.reconnect_attempts = 1;
     detail::Connection conn(options);
     conn.command({"PUBLISH", "__fairsem_harness__", "sync"});
@@ -247,11 +250,11 @@ void SentinelGroup::wait_healthy(int timeout_ms) const {
 
 void SentinelGroup::demote_old_master(int old_master, int new_master) const {
   try {
-    if (role_of(old_master).role != "master") return;
+    if (role_of(node(old_master)).role != "master") return;
     for (const auto& s : sentinels_) {
-      if (s->running() && master_port_from(s->port()) != new_master) return;
+      if (s->running() && master_port_from(*s) != new_master) return;
     }
-    admin(old_master, {"REPLICAOF", "127.0.0.1", std::to_string(new_master)});
+    admin(node(old_master), {"REPLICAOF", "127.0.0.1", std::to_string(new_master)});
   } catch (const std::exception&) {
     // Not there yet: the next round tries again, and the failure message says what is wrong.
   }
@@ -274,7 +277,7 @@ int SentinelGroup::failover() {
   const bool started = wait_until(
       [&] {
         try {
-          admin(asked, {"SENTINEL", "FAILOVER", kMasterName});
+          admin(node(asked), {"SENTINEL", "FAILOVER", kMasterName});
           return true;
         } catch (const ReplyError& e) {
           why = e.what();
@@ -307,7 +310,7 @@ std::string SentinelGroup::logs() const {
     std::string role = "stopped";
     if (n->running()) {
       try {
-        const Role r = role_of(n->port());
+        const Role r = role_of(*n);
         role = r.role == "slave"
                    ? "replica of " + std::to_string(r.master_port) + ", " + r.link_state
                    : r.role;

@@ -15,6 +15,10 @@
 // data nodes run with repl-diskless-sync-delay 0: the old master's full resync after a failover
 // would otherwise wait 5 s. Forming the group takes about 0.5 s, a failover about 2.5 s.
 //
+// With FAIRSEM_TEST_TLS=1 every process speaks only TLS (see RedisServer): the replica to its
+// master, the sentinels to the data nodes and to each other (tls-replication yes, given on the
+// command line after the config file, so that it is also in the file each sentinel rewrites).
+//
 // Every step waits (polling) until all three sentinels agree before it returns, and throws
 // std::runtime_error with the processes' logs when they do not.
 
@@ -37,7 +41,8 @@ class SentinelGroup {
   SentinelGroup(const SentinelGroup&) = delete;
   SentinelGroup& operator=(const SentinelGroup&) = delete;
 
-  /// "redis-sentinel://127.0.0.1:S1,127.0.0.1:S2,127.0.0.1:S3/mymaster"
+  /// "redis-sentinel://127.0.0.1:S1,127.0.0.1:S2,127.0.0.1:S3/mymaster", or with TLS
+  /// "rediss-sentinel://...?cacert=..." (for the sentinels and the masters they name).
   std::string url() const;
   std::vector<int> sentinel_ports() const;
   /// The master now, as a running sentinel reports it (SENTINEL GET-MASTER-ADDR-BY-NAME).
@@ -68,6 +73,7 @@ class SentinelGroup {
 
   /// The process on `port` (master, replica or sentinel). Throws std::out_of_range.
   RedisServer& node(int port);
+  const RedisServer& node(int port) const;
 
   /// Every process's log tail (and each data node's role now), for failure messages.
   std::string logs() const;

@@ -191,10 +191,17 @@ bool RedisServer::try_start() {
   if (has_config_) args.push_back(config_path());
   // One word per value: Redis 6.2 reads "127.0.0.1 -::1" in one word as one address.
   if (tls_) {
+    // With no plaintext port, its links to its peers are TLS too: a replica's to its master, a
+    // sentinel's to the masters, replicas and other sentinels (both tls-replication), and the
+    // cluster bus and MIGRATE (tls-cluster, which also makes the cluster announce the TLS port
+    // in CLUSTER SLOTS and redirections). Redis presents the server's certificate as its client
+    // certificate there, so peers with --tls-auth-clients yes accept it. Inert on a standalone
+    // server.
     args.insert(args.end(),
                 {"--port", "0", "--tls-port", std::to_string(port_), "--tls-cert-file",
                  tls_->cert_file, "--tls-key-file", tls_->key_file, "--tls-ca-cert-file",
-                 tls_->ca_file, "--tls-auth-clients", tls_->auth_clients ? "yes" : "no"});
+                 tls_->ca_file, "--tls-auth-clients", tls_->auth_clients ? "yes" : "no",
+                 "--tls-replication", "yes", "--tls-cluster", "yes"});
   } else {
     args.insert(args.end(), {"--port", std::to_string(port_)});
   }

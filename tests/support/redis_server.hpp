@@ -15,7 +15,9 @@
 
 namespace fairsem::test {
 
-/// How a TLS server is started: it listens only for TLS (`--port 0 --tls-port PORT`).
+/// How a TLS server is started: it listens only for TLS (`--port 0 --tls-port PORT`), and
+/// replicates, gossips (cluster bus) and, as a sentinel, talks to the nodes it watches over TLS
+/// (`--tls-replication yes --tls-cluster yes`).
 struct ServerTls {
   std::string cert_file;  // the server's certificate and key
   std::string key_file;
