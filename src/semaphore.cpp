@@ -511,6 +511,12 @@ void SemaphoreCore::connect() {
 }
 
 void SemaphoreCore::open() {
+  if (connection_.tls.enabled && connection_.tls.insecure) {
+    log(LogLevel::warning,
+        fmt::format("fairsem: {}: TLS certificate verification is off (insecure): any server "
+                    "can pose as this one",
+                    where()));
+  }
   Borrowed conn(*this);
   detail::decode_open(run(*conn, "open", {}));
 }

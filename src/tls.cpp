@@ -153,14 +153,16 @@ class TlsConfig {
     if (SSL_CTX_use_certificate_chain_file(ctx_.get(), tls.cert.c_str()) != 1) {
       refuse("cert", tls.cert, fmt::format("is not a PEM certificate ({})", take_reason()));
     }
-    if (SSL_CTX_use_PrivateKey_file(ctx_.get(), tls.key.c_str(), SSL_FILETYPE_PEM) != 1) {
-      refuse("key", tls.key,
-             fmt::format("is not an unencrypted PEM private key ({})", take_reason()));
-    }
-    if (SSL_CTX_check_private_key(ctx_.get()) != 1) {
-      refuse("key", tls.key,
-             fmt::format("does not match the certificate in cert '{}' ({})", printable(tls.cert),
-                         take_reason()));
+    // OpenSSL checks the key against the certificate as it loads it.
+    if (SSL_CTX_use_PrivateKey_file(ctx_.get(), tls.key.c_str(), SSL_FILETYPE_PEM) != 1 ||
+        SSL_CTX_check_private_key(ctx_.get()) != 1) {
+      const std::string reason = take_reason();
+      if (reason.find("mismatch") != std::string::npos) {
+        refuse("key", tls.key,
+               fmt::format("does not match the certificate in cert '{}' ({})", printable(tls.cert),
+                           reason));
+      }
+      refuse("key", tls.key, fmt::format("is not an unencrypted PEM private key ({})", reason));
     }
   }
 

@@ -113,7 +113,7 @@ RedisServer::RedisServer(std::vector<std::string> extra_args, std::function<int(
   launch(std::nullopt);
 }
 
-RedisServer::RedisServer(ServerTls tls, std::vector<std::string> extra_args)
+RedisServer::RedisServer(std::optional<ServerTls> tls, std::vector<std::string> extra_args)
     : extra_args_(std::move(extra_args)), tls_(std::move(tls)), binary_(find_redis_server()) {
   launch(std::nullopt);
 }

@@ -53,9 +53,10 @@ class RedisServer {
   /// As the first constructor, on a port `pick_port` chooses for each start attempt instead of
   /// any free one (a Redis 6.2 cluster node needs port + 10000 free for its bus).
   RedisServer(std::vector<std::string> extra_args, std::function<int()> pick_port);
-  /// As the first constructor, speaking only TLS: port() is its TLS port. Needs a
-  /// redis-server built with TLS (Debian's is).
-  RedisServer(ServerTls tls, std::vector<std::string> extra_args);
+  /// As the first constructor, speaking only TLS as `tls` says (port() is its TLS port; needs a
+  /// redis-server built with TLS, as Debian's is), or with nullopt, plaintext whatever
+  /// FAIRSEM_TEST_TLS says.
+  RedisServer(std::optional<ServerTls> tls, std::vector<std::string> extra_args);
   ~RedisServer();
   RedisServer(const RedisServer&) = delete;
   RedisServer& operator=(const RedisServer&) = delete;
