@@ -311,6 +311,12 @@ class Driver {
   }
   bool uses_proxy() const { return enabled("delay") || enabled("cut") || enabled("blackhole"); }
   std::string direct_url() const { return server_->url(); }
+  /// The server through the fault proxy, over TLS when the server speaks it (FAIRSEM_TEST_TLS).
+  std::string proxied_url() const {
+    ConnectionOptions c = server_->options();
+    c.port = proxy_->port();
+    return c.redacted_url();  // no password: the harness's servers need none
+  }
   ConnectionOptions admin_connection() const {
     ConnectionOptions c = ConnectionOptions::from_url(direct_url());
     c.command_timeout = milliseconds(2000);
@@ -389,8 +395,7 @@ class Driver {
 
 void Driver::spawn(int slot) {
   Worker& w = workers_[slot];
-  const std::string url =
-      w.via_proxy ? "redis://127.0.0.1:" + std::to_string(proxy_->port()) : direct_url();
+  const std::string url = w.via_proxy ? proxied_url() : direct_url();
   std::vector<std::string> args = {"fairsem_stress", "--worker", std::to_string(shm_->fd()),
                                    std::to_string(slot), url};
   std::vector<char*> argv;
