@@ -6,8 +6,10 @@
 #   tsan   ThreadSanitizer
 #   compat hiredis 1.2.0 and the other servers fairsem supports, built from the compat tarballs
 #          (scripts/compat.sh): fairsem built against hiredis 1.2.0 runs every test but the
-#          deployment and stress ones on Debian's redis-server, then the integration, deployment
-#          and stress tests on each of Valkey 8.0.1, Redis 6.2.16 and Redis 7.2.6
+#          deployment and stress ones on Debian's redis-server; with TLS (hiredis_ssl), the
+#          integration, deployment and stress tests again with every server speaking only TLS
+#          (FAIRSEM_TEST_TLS=1); then the integration, deployment and stress tests on each of
+#          Valkey 8.0.1, Redis 6.2.16 and Redis 7.2.6
 #   tidy   clang-tidy 14 over src/ and include/ (scripts/tidy.sh), every finding an error
 #   fuzz   each libFuzzer target for FAIRSEM_FUZZ_SECONDS (30) seconds (scripts/fuzz.sh)
 # plus a clang-format check. Installs missing Debian packages itself; the tests start their
@@ -77,6 +79,9 @@ build_config() {
   cmake --build "$dir" -j "$(fairsem_jobs)"
 }
 
+# Tests that only make sense in plaintext: a proxy that reads the RESP stream, fake servers.
+FAIRSEM_TLS_PLAINTEXT_ONLY='LostReplyTest|SecurityAclTest\.ConnectionAuthAndPermissionErrorsNeverShowThePassword|SecurityAclTest\.LogsNeverShowThePasswordWhenAReconnectReachesAWrongHost'
+
 # The compat stage (see the top of this file and scripts/compat.sh).
 run_compat() {
   local compat hiredis dir=build/ci-compat server name version
@@ -91,7 +96,7 @@ run_compat() {
     fi
     return 0
   fi
-  fairsem_ensure_packages libssl-dev make
+  fairsem_ensure_packages libssl-dev openssl make
   fairsem_log "[compat] building the compat dependencies from $compat"
   if ! fairsem_compat_build "$compat"; then
     failed_configs+=(compat)
@@ -99,13 +104,20 @@ run_compat() {
     return 0
   fi
   hiredis="$FAIRSEM_ROOT/build/compat/hiredis-$FAIRSEM_COMPAT_HIREDIS/prefix"
+  # With TLS (hiredis_ssl is built beside hiredis): ON, so that a missing piece fails here.
   build_config compat dev 17 "-Dhiredis_DIR=$hiredis/lib/cmake/hiredis" \
-    "-DFAIRSEM_TEST_HIREDIS_PREFIX=$hiredis"
+    "-DFAIRSEM_TEST_HIREDIS_PREFIX=$hiredis" -DFAIRSEM_TLS=ON
   # Deployments and stress ran on Debian's server in the configurations before; here they run
   # on each other server.
   run_ctest "compat.hiredis-$FAIRSEM_COMPAT_HIREDIS" "$dir" \
     "FAIRSEM_TEST_EXPECT_SERVER=redis $(redis-server --version | sed -E 's/.* v=([0-9.]+).*/\1/')" \
     -- -LE 'deployment|stress'
+  # TLS: every server the tests start speaks only TLS (Debian's redis-server has it). Not run
+  # there: the tests that put a plaintext RESP-reading proxy (LostReplyTest) or a plaintext
+  # fake server (two SecurityAclTest cases) between fairsem and Redis; they run above.
+  run_ctest "compat.tls" "$dir" FAIRSEM_TEST_TLS=1 \
+    "FAIRSEM_TEST_EXPECT_SERVER=redis $(redis-server --version | sed -E 's/.* v=([0-9.]+).*/\1/')" \
+    -- -L 'integration|deployment|stress' -E "$FAIRSEM_TLS_PLAINTEXT_ONLY"
   for server in "${FAIRSEM_COMPAT_SERVERS[@]}"; do
     read -r name version <<<"$server"
     run_ctest "compat.$name-$version" "$dir" \

@@ -6,7 +6,8 @@
 #   config-1.0  plus share/hiredis with no version file and an exported include directory of
 #               <prefix>/., like hiredis 1.0
 #   no-header   lib/ only
-# Also writes lib/pkgconfig/hiredis.pc.
+# Also writes lib/pkgconfig/hiredis.pc, and for 1.x, as hiredis built with ENABLE_SSL does,
+# hiredis_ssl's header, library and .pc (not when FAKE_HIREDIS_NO_SSL is set).
 include(CMakePackageConfigHelpers)
 
 function(fake_hiredis prefix version layout)
@@ -25,6 +26,13 @@ function(fake_hiredis prefix version layout)
   file(WRITE "${prefix}/lib/pkgconfig/hiredis.pc"
     "prefix=${prefix}\nName: hiredis\nDescription: fake\nVersion: ${version}\n"
     "Libs: -L\${prefix}/lib -lhiredis\nCflags: -I\${prefix}/include\n")
+  if(_major GREATER_EQUAL 1 AND NOT FAKE_HIREDIS_NO_SSL)
+    file(WRITE "${prefix}/include/hiredis/hiredis_ssl.h" "/* fake hiredis_ssl */\n")
+    file(WRITE "${prefix}/lib/libhiredis_ssl.so" "")
+    file(WRITE "${prefix}/lib/pkgconfig/hiredis_ssl.pc"
+      "prefix=${prefix}\nName: hiredis_ssl\nDescription: fake\nVersion: ${version}\n"
+      "Requires: hiredis\nLibs: -L\${prefix}/lib -lhiredis_ssl\n")
+  endif()
 
   if(layout STREQUAL "config")
     set(_dir "${prefix}/lib/cmake/hiredis")

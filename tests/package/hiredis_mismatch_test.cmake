@@ -57,3 +57,17 @@ foreach(case IN LISTS cases)
   endif()
   message(STATUS "hiredis ${version}: compatible ${compatible}, as expected")
 endforeach()
+
+# Built with TLS: a compatible hiredis without hiredis_ssl beside it is refused, naming both.
+if(TLS AND NOT major EQUAL 0)
+  set(hiredis "${WORK}/hiredis-${major}.98.0-nossl")
+  set(FAKE_HIREDIS_NO_SSL ON)
+  fake_hiredis("${hiredis}" ${major}.98.0 config)
+  configure_project("${CMAKE_CURRENT_LIST_DIR}/find_package" "${WORK}/consumer-nossl"
+    "-Dfairsem_DIR=${FAIRSEM_CONFIG_DIR}" "-Dhiredis_DIR=${hiredis}/lib/cmake/hiredis")
+  string(REGEX REPLACE "[ \t\r\n]+" " " output "${PROBE_OUTPUT}")
+  if(PROBE_RC EQUAL 0 OR NOT output MATCHES "was built with TLS, against hiredis_ssl .* has no hiredis_ssl beside it")
+    message(FATAL_ERROR "a hiredis without hiredis_ssl was not refused (exit ${PROBE_RC}):\n${PROBE_OUTPUT}")
+  endif()
+  message(STATUS "hiredis ${major}.98.0 without hiredis_ssl: refused, as expected")
+endif()
