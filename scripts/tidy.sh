@@ -11,39 +11,53 @@ cd "$FAIRSEM_ROOT"
 
 fairsem_ensure_packages clang-tidy-14
 
-# FAIRSEM_TIDY_BUILD_DIR: another build directory (default build/ci-tidy).
-dir="${FAIRSEM_TIDY_BUILD_DIR:-build/ci-tidy}"
-fairsem_log "[tidy] configure $dir (compile_commands.json)"
-# clang++-14 compiles what clang-tidy-14 parses, so no flag of another compiler confuses it.
-cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_COMPILER=clang++-14 \
-  -DCMAKE_EXPORT_COMPILE_COMMANDS=ON -DFAIRSEM_BUILD_TESTS=OFF -DFAIRSEM_BUILD_EXAMPLES=OFF \
-  -DFAIRSEM_INSTALL=OFF >/dev/null
+# tidy_pass DIR LABEL [CMAKE ARGS...]: configures DIR (compile_commands.json) and runs
+# clang-tidy on "${files[@]}"; returns 1 on any finding.
+tidy_pass() {
+  local dir=$1 label=$2 log status findings patterns=() f
+  shift 2
+  fairsem_log "[tidy] configure $dir ($label)"
+  # clang++-14 compiles what clang-tidy-14 parses, so no flag of another compiler confuses it.
+  cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_COMPILER=clang++-14 \
+    -DCMAKE_EXPORT_COMPILE_COMMANDS=ON -DFAIRSEM_BUILD_TESTS=OFF -DFAIRSEM_BUILD_EXAMPLES=OFF \
+    -DFAIRSEM_INSTALL=OFF "$@" >/dev/null
+  # run-clang-tidy takes regular expressions over the database's absolute paths.
+  for f in "${files[@]}"; do
+    patterns+=("^$(realpath "$f" | sed 's/[.[\*^$]/\\&/g')\$")
+  done
+  fairsem_log "[tidy] clang-tidy-14 on ${#files[@]} file(s) ($label)"
+  log="$dir/tidy.log"
+  set +e
+  # run-clang-tidy always asks for colour; the log is kept plain.
+  run-clang-tidy-14 -p "$dir" -quiet -j "$(fairsem_jobs)" "${patterns[@]}" 2>&1 |
+    sed 's/\x1b\[[0-9;]*m//g' >"$log"
+  status=${PIPESTATUS[0]}
+  set -e
+  # Everything but run-clang-tidy's own progress lines: the findings, with their source lines.
+  grep -v -E '^(clang-tidy-14 |Enabled checks:|[0-9]+ warnings? (and [0-9]+ errors? )?generated|Suppressed [0-9]+ warnings|Use -header-filter|Running clang-tidy)' "$log" || true
+  # A finding in a header is reported for every source that includes it: count each once.
+  findings=$({ grep -E '(warning|error): .*\[[a-z0-9.,-]+\]$' "$log" || true; } | sort -u | wc -l)
+  echo
+  if [ "$status" -ne 0 ] || [ "$findings" -gt 0 ]; then
+    echo "clang-tidy: $findings finding(s) in ${#files[@]} file(s) ($label); see $log"
+    return 1
+  fi
+  echo "clang-tidy: no findings in ${#files[@]} file(s) ($label)"
+}
 
 files=("$@")
 if [ "${#files[@]}" -eq 0 ]; then
   mapfile -t files < <(find src -maxdepth 1 -name '*.cpp' | sort)
 fi
-# run-clang-tidy takes regular expressions over the database's absolute paths.
-patterns=()
-for f in "${files[@]}"; do
-  patterns+=("^$(realpath "$f" | sed 's/[.[\*^$]/\\&/g')\$")
-done
-
-fairsem_log "[tidy] clang-tidy-14 on ${#files[@]} file(s)"
-log="$dir/tidy.log"
-set +e
-# run-clang-tidy always asks for colour; the log is kept plain.
-run-clang-tidy-14 -p "$dir" -quiet -j "$(fairsem_jobs)" "${patterns[@]}" 2>&1 |
-  sed 's/\x1b\[[0-9;]*m//g' >"$log"
-status=${PIPESTATUS[0]}
-set -e
-# Everything but run-clang-tidy's own progress lines: the findings, with their source lines.
-grep -v -E '^(clang-tidy-14 |Enabled checks:|[0-9]+ warnings? (and [0-9]+ errors? )?generated|Suppressed [0-9]+ warnings|Use -header-filter|Running clang-tidy)' "$log" || true
-# A finding in a header is reported for every source that includes it: count each once.
-findings=$({ grep -E '(warning|error): .*\[[a-z0-9.,-]+\]$' "$log" || true; } | sort -u | wc -l)
-echo
-if [ "$status" -ne 0 ] || [ "$findings" -gt 0 ]; then
-  echo "clang-tidy: $findings finding(s) in ${#files[@]} file(s); see $log"
-  exit 1
+# FAIRSEM_TIDY_BUILD_DIR: another build directory (default build/ci-tidy).
+status=0
+tidy_pass "${FAIRSEM_TIDY_BUILD_DIR:-build/ci-tidy}" "Debian's hiredis" || status=1
+# src/tls.cpp's TLS code is compiled only against hiredis 1.x with hiredis_ssl: when the compat
+# stage has built one, check that file again with TLS on.
+hiredis="build/compat/hiredis-${FAIRSEM_COMPAT_HIREDIS:-1.2.0}/prefix"
+if [ -d "$hiredis/lib/cmake/hiredis" ] && [[ " ${files[*]} " == *" src/tls.cpp "* ]]; then
+  files=(src/tls.cpp)
+  tidy_pass "${FAIRSEM_TIDY_BUILD_DIR:-build/ci-tidy}-tls" "hiredis 1.x with TLS" \
+    "-Dhiredis_DIR=$PWD/$hiredis/lib/cmake/hiredis" -DFAIRSEM_TLS=ON || status=1
 fi
-echo "clang-tidy: no findings in ${#files[@]} file(s)"
+exit "$status"

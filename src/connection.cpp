@@ -258,22 +258,26 @@ void Connection::handshake() {
   if (router_ && router_->sentinel()) {
     check_master_role();
   } else if (tls_ && !auth && options_.db == 0) {
-    // A server that wants a client certificate refuses its absence only after the TLS 1.3
-    // handshake, at the first read: make that read part of connecting. An error reply
-    // (NOAUTH) is the next command's business, as on a plaintext connection.
-    try {
-      send({"PING"});
-      (void)receive("PING");
-    } catch (const TimeoutError&) {
-      throw;
-    } catch (const ConnectionError& e) {
-      // The refusal races the PING: the connection can be reset before the alert is read.
-      const std::string what = e.what();
-      if (!options_.tls.cert.empty() || what.find("certificate") != std::string::npos) throw;
-      throw ConnectionError(what +
-                            " (the server closed the TLS connection after the handshake: if it "
-                            "requires a client certificate, set cert and key)");
-    }
+    probe_tls();
+  }
+}
+
+void Connection::probe_tls() {
+  // A server that wants a client certificate refuses its absence only after the TLS 1.3
+  // handshake, at the first read: make that read part of connecting. An error reply (NOAUTH)
+  // is the next command's business, as on a plaintext connection.
+  try {
+    send({"PING"});
+    (void)receive("PING");
+  } catch (const TimeoutError&) {
+    throw;
+  } catch (const ConnectionError& e) {
+    // The refusal races the PING: the connection can be reset before the alert is read.
+    const std::string what = e.what();
+    if (!options_.tls.cert.empty() || what.find("certificate") != std::string::npos) throw;
+    throw ConnectionError(what +
+                          " (the server closed the TLS connection after the handshake: if it "
+                          "requires a client certificate, set cert and key)");
   }
 }
 

@@ -21,9 +21,9 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstring>
 #include <map>
 #include <mutex>
+#include <system_error>
 #include <tuple>
 #endif
 
@@ -78,13 +78,13 @@ void check_readable(std::string_view option, const std::string& path, bool direc
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) {
     const int saved = errno;
-    refuse(option, path, fmt::format("cannot be read: {}", std::strerror(saved)));
+    refuse(option, path, fmt::format("cannot be read: {}", std::generic_category().message(saved)));
   }
   if (directory && !S_ISDIR(st.st_mode)) refuse(option, path, "is not a directory");
   if (!directory && S_ISDIR(st.st_mode)) refuse(option, path, "is a directory, not a file");
   if (::access(path.c_str(), R_OK) != 0) {
     const int saved = errno;
-    refuse(option, path, fmt::format("cannot be read: {}", std::strerror(saved)));
+    refuse(option, path, fmt::format("cannot be read: {}", std::generic_category().message(saved)));
   }
 }
 
@@ -186,7 +186,7 @@ std::shared_ptr<const TlsConfig> tls_config(const TlsOptions& tls) {
     std::mutex mutex;
     std::map<ConfigKey, std::weak_ptr<const TlsConfig> > loaded;
   };
-  static Cache* const cache = new Cache;  // never destroyed: see above
+  static auto* const cache = new Cache;  // never destroyed: see above
   auto& loaded = cache->loaded;
   const ConfigKey key = key_of(tls);
   const std::lock_guard<std::mutex> lock(cache->mutex);
@@ -238,7 +238,7 @@ void start_tls(redisContext& ctx, const TlsConfig& config, const TlsOptions& tls
         fmt::format("fairsem: connecting to {} timed out after {} ms (TLS handshake)", endpoint,
                     timeout.count()));
   } else if (reason.empty()) {
-    reason = saved_errno != 0 ? std::strerror(saved_errno)
+    reason = saved_errno != 0 ? std::generic_category().message(saved_errno)
                               : std::string("the server closed the connection");
   }
   throw ConnectionError(

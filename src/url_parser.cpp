@@ -228,37 +228,43 @@ struct UrlParser {
       const std::string_view name = param.substr(0, eq);
       const std::string_view value =
           eq == std::string_view::npos ? std::string_view{} : param.substr(eq + 1);
-      const bool tls_name = name == "cacert" || name == "cacertdir" || name == "cert" ||
-                            name == "key" || name == "sni" || name == "insecure";
-      if (unix_socket && name == "db") {
-        if (value.empty()) fail("query parameter 'db' needs a value (db=N)");
-        out.db = parse_db(value);
-      } else if (tls_name && out.tls.enabled) {
-        if (name == "insecure") {
-          if (seen_insecure) fail("query parameter 'insecure' is given twice");
-          seen_insecure = true;
-        }
-        parse_tls_parameter(name, value, out);
-      } else if (tls_name) {
-        fail(fmt::format(
-            "query parameter '{}' is a TLS setting: use rediss:// (or rediss-cluster://, "
-            "rediss-sentinel://)",
-            detail::printable(name)));
-      } else if (unix_socket) {
-        fail(fmt::format("unknown query parameter '{}' (only db=N is supported)",
-                         detail::printable(name)));
-      } else if (out.tls.enabled) {
-        fail(
-            fmt::format("unknown query parameter '{}' (a TLS URL takes {}; the database goes "
-                        "in the path)",
-                        detail::printable(name), kTlsParameters));
-      } else {
-        fail(
-            "query parameters are not supported in redis:// URLs; put the database in the path "
-            "(redis://host:6379/2)");
+      if (name == "insecure" && out.tls.enabled) {
+        if (seen_insecure) fail("query parameter 'insecure' is given twice");
+        seen_insecure = true;
       }
+      parse_parameter(name, value, out, unix_socket);
       if (amp == std::string_view::npos) break;
       query = query.substr(amp + 1);
+    }
+  }
+
+  /// One "name=value" of a query.
+  void parse_parameter(std::string_view name, std::string_view value, ConnectionOptions& out,
+                       bool unix_socket) const {
+    const bool tls_name = name == "cacert" || name == "cacertdir" || name == "cert" ||
+                          name == "key" || name == "sni" || name == "insecure";
+    if (unix_socket && name == "db") {
+      if (value.empty()) fail("query parameter 'db' needs a value (db=N)");
+      out.db = parse_db(value);
+    } else if (tls_name && out.tls.enabled) {
+      parse_tls_parameter(name, value, out);
+    } else if (tls_name) {
+      fail(
+          fmt::format("query parameter '{}' is a TLS setting: use rediss:// (or rediss-cluster://, "
+                      "rediss-sentinel://)",
+                      detail::printable(name)));
+    } else if (unix_socket) {
+      fail(fmt::format("unknown query parameter '{}' (only db=N is supported)",
+                       detail::printable(name)));
+    } else if (out.tls.enabled) {
+      fail(
+          fmt::format("unknown query parameter '{}' (a TLS URL takes {}; the database goes "
+                      "in the path)",
+                      detail::printable(name), kTlsParameters));
+    } else {
+      fail(
+          "query parameters are not supported in redis:// URLs; put the database in the path "
+          "(redis://host:6379/2)");
     }
   }
 

@@ -118,6 +118,9 @@ class Connection {
   void connect_node(const std::string& host, int port);
   /// AUTH, SELECT and, for Sentinel, check_master_role() on a new socket.
   void handshake();
+  /// Over TLS, when the handshake sent nothing: one PING, so that a server refusing a missing
+  /// client certificate fails the connect rather than the first command.
+  void probe_tls();
   /// Throws ConnectionError unless ROLE says this node is a master.
   void check_master_role();
   void ensure_connected();
@@ -135,7 +138,7 @@ class Connection {
   bool last_reply_elsewhere_ = false;
   ContextPtr ctx_;
   bool broken_ = false;
-  std::shared_ptr<const TlsConfig> tls_;  // null: plaintext
+  std::shared_ptr<const TlsConfig> tls_;                    // null: plaintext
   std::shared_ptr<std::atomic<std::uint64_t>> reconnects_;  // null: not counted
 };
 
