@@ -37,18 +37,6 @@ std::string info_field(const std::string& text, std::string_view key) {
   return "";
 }
 
-std::string find_in_path(const std::string& program, const std::string& hint) {
-  const char* path = std::getenv("PATH");
-  std::stringstream dirs(path != nullptr ? path : "/usr/bin:/bin");
-  std::string dir;
-  while (std::getline(dirs, dir, ':')) {
-    if (dir.empty()) continue;
-    std::string candidate = dir + "/" + program;
-    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
-  }
-  throw std::runtime_error(program + " was not found in PATH. " + hint);
-}
-
 /// Drops terminal colour codes (redis-cli prints them even into a pipe).
 std::string strip_ansi(const std::string& text) {
   std::string out;

@@ -23,6 +23,7 @@
 
 #include "fairsem/detail/connection.hpp"
 #include "fairsem/detail/text.hpp"
+#include "run_captured.hpp"
 #include "server_build.hpp"
 #include "test_certs.hpp"
 
@@ -59,18 +60,11 @@ bool loopback_port_free(int port) {
 }
 
 std::string find_redis_server() {
-  const char* path = std::getenv("PATH");
-  std::stringstream dirs(path != nullptr ? path : "/usr/bin:/bin");
-  std::string dir;
-  while (std::getline(dirs, dir, ':')) {
-    if (dir.empty()) continue;
-    std::string candidate = dir + "/redis-server";
-    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
-  }
-  throw std::runtime_error(
-      "redis-server was not found in PATH. The integration tests need a real Redis: install the "
-      "Debian package (apt-get install redis-server; scripts/test.sh does this), or point "
-      "FAIRSEM_TEST_REDIS_URL at a server you run.");
+  return find_in_path(
+      "redis-server",
+      "The integration tests need a real Redis: install the Debian package (apt-get install "
+      "redis-server; scripts/test.sh does this), or point FAIRSEM_TEST_REDIS_URL at a server "
+      "you run.");
 }
 
 namespace {

@@ -9,10 +9,24 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
+#include <sstream>
 #include <stdexcept>
 
 namespace fairsem::test {
+
+std::string find_in_path(const std::string& program, const std::string& hint) {
+  const char* path = std::getenv("PATH");
+  std::stringstream dirs(path != nullptr ? path : "/usr/bin:/bin");
+  std::string dir;
+  while (std::getline(dirs, dir, ':')) {
+    if (dir.empty()) continue;
+    std::string candidate = dir + "/" + program;
+    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+  }
+  throw std::runtime_error(program + " was not found in PATH. " + hint);
+}
 
 RunResult run_captured(const std::vector<std::string>& argv, std::chrono::milliseconds timeout) {
   std::vector<std::string> strings = argv;

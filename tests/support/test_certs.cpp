@@ -22,17 +22,9 @@ namespace fairsem::test {
 namespace {
 
 std::string find_openssl() {
-  const char* path = std::getenv("PATH");
-  std::stringstream dirs(path != nullptr ? path : "/usr/bin:/bin");
-  std::string dir;
-  while (std::getline(dirs, dir, ':')) {
-    if (dir.empty()) continue;
-    const std::string candidate = dir + "/openssl";
-    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
-  }
-  throw std::runtime_error(
-      "openssl was not found in PATH; the TLS tests make their certificates with it "
-      "(apt-get install openssl; scripts/test.sh does this)");
+  return find_in_path("openssl",
+                      "The TLS tests make their certificates with it (apt-get install openssl; "
+                      "scripts/test.sh does this).");
 }
 
 class Maker {
