@@ -11,6 +11,8 @@
 # the tarball's stem and what INFO server reports (server_name, or "redis" when it has none).
 FAIRSEM_COMPAT_SERVERS=("valkey 8.0.1" "redis 6.2.16" "redis 7.2.6")
 FAIRSEM_COMPAT_HIREDIS="1.2.0"
+# How they are built: part of each build's stamp, so that changing it rebuilds a cached build.
+FAIRSEM_COMPAT_RECIPE="tls malloc=libc"
 
 # Prints the compat directory, or nothing when there is none.
 fairsem_compat_dir() {
@@ -24,10 +26,10 @@ fairsem_compat_dir() {
 }
 
 # _fairsem_compat_unpack TARBALL DEST: unpacks TARBALL into DEST (its top directory stripped)
-# unless DEST already holds a build of exactly this tarball. Returns 1 when DEST is current.
+# unless DEST already holds a build of exactly this tarball and recipe. Returns 1 when DEST is current.
 _fairsem_compat_unpack() {
   local tarball=$1 dest=$2 sum
-  sum=$(sha256sum "$tarball" | cut -d' ' -f1)
+  sum="$(sha256sum "$tarball" | cut -d' ' -f1) $FAIRSEM_COMPAT_RECIPE"
   if [ -f "$dest/.fairsem-built" ] && [ "$(cat "$dest/.fairsem-built")" = "$sum" ]; then
     return 1
   fi
@@ -41,7 +43,7 @@ _fairsem_compat_done() { mv "$1/.fairsem-sum" "$1/.fairsem-built"; }
 
 # fairsem_compat_build COMPAT_DIR: builds everything; prints nothing but progress on stderr.
 #   build/compat/hiredis-1.2.0/prefix            hiredis and hiredis_ssl, with CMake config
-#   build/compat/<name>-<version>/bin/           redis-server and redis-cli (for Valkey, links
+#   build/compat/<name>-<version>/bin/           redis-server and redis-cli with TLS (for Valkey, links
 #                                                to valkey-server and valkey-cli)
 fairsem_compat_build() {
   local compat=$1 root="$FAIRSEM_ROOT/build/compat" dest server name version bin
@@ -60,10 +62,12 @@ fairsem_compat_build() {
     if _fairsem_compat_unpack "$compat/$name-$version.tar.gz" "$dest"; then
       fairsem_log "[compat] building $name-server $version"
       # Only the server and the CLI (cluster creation), with libc's malloc: no jemalloc build.
+      # With TLS built in (Debian's libssl-dev): the TLS tests start TLS-only servers on each
+      # server fairsem supports, as they do on Debian's.
       # One make in src/: the top Makefile starts a sub-make per goal, and under -j each of them
       # runs `make distclean` in deps/ while the other builds there (Redis 6.2 then links without
       # its liblua.a).
-      make -C "$dest/src/src" -j "$(fairsem_jobs)" MALLOC=libc BUILD_TLS=no \
+      make -C "$dest/src/src" -j "$(fairsem_jobs)" MALLOC=libc BUILD_TLS=yes \
         "$name-server" "$name-cli" >"$dest/build.log" 2>&1 ||
         { tail -n 30 "$dest/build.log" >&2; return 1; }
       bin="$dest/bin"
