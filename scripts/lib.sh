@@ -7,7 +7,7 @@ FAIRSEM_PACKAGES=(g++ cmake ninja-build pkg-config libhiredis-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev redis-server redis-tools clang-format faketime
   libcli11-dev nlohmann-json3-dev dpkg-dev)
 
-fairsem_log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
+fairsem_log() { printf '\033[1m==> %s %s\033[0m\n' "$(date +%T)" "$*" >&2; }
 
 fairsem_ensure_packages() {
   local missing=() pkg
