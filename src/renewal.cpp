@@ -1,0 +1,230 @@
+// Renewing held permits: one script call per chunk of permits, by Permit::renew, renew_all and
+// the watchdog thread; a permit found gone is marked lost. Part of SemaphoreCore
+// (semaphore_core.hpp).
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "semaphore_core.hpp"
+
+namespace fairsem::detail {
+
+namespace {
+
+// Ids per renew call: a few thousand keep one script run in the low milliseconds.
+constexpr std::size_t kRenewChunk = 2000;
+
+}  // namespace
+
+void SemaphoreCore::mark_lost(PermitState& state, const std::string& reason) {
+  if (state.lost.exchange(true)) return;
+  MetricCounters::add(metrics_.permits_lost);
+  forget(state);
+  if (options_.on_lost) {
+    try {
+      options_.on_lost(state.id, reason);
+    } catch (const std::exception& e) {
+      log(LogLevel::error, fmt::format("fairsem: {}: on_lost threw: {}", where(), e.what()));
+    } catch (...) {
+      log(LogLevel::error, fmt::format("fairsem: {}: on_lost threw", where()));
+    }
+  } else {
+    log(LogLevel::warning,
+        fmt::format("fairsem: {}: permit {} was lost: {}", where(), state.id, reason));
+  }
+}
+
+void SemaphoreCore::renew_chunk(Connection& conn, const std::vector<PermitState*>& permits) {
+  std::vector<std::string> tickets;
+  tickets.reserve(permits.size());
+  for (const PermitState* p : permits) tickets.push_back(std::to_string(p->ticket));
+  Args args;  // id, ticket, id, ticket...
+  args.reserve(2 * permits.size());
+  for (std::size_t i = 0; i < permits.size(); ++i) {
+    args.push_back(permits[i]->id);
+    args.push_back(tickets[i]);
+  }
+  const auto sent = Clock::now();
+  detail::RenewReply renewed;
+  // With min_replicas, a renewal only counts once replicas have it: a failover to one of them
+  // must not bring back an older deadline than the holder believes in.
+  std::string unacknowledged;  // why not, when too few replicas acknowledged
+  try {
+    Reply reply = run(conn, "renew", args);
+    renewed = detail::decode_renew(reply, permits.size());
+    const long long acked = options_.min_replicas > 0 ? wait_replicas(conn) : 0;
+    if (acked < options_.min_replicas) {
+      unacknowledged = fmt::format(
+          "fairsem: {}: only {} of {} replicas acknowledged the renewal of {} permits within {} "
+          "ms; their deadlines stay as they were",
+          where(), acked, options_.min_replicas, permits.size(), options_.replica_timeout.count());
+      log(LogLevel::warning, unacknowledged);
+    }
+  } catch (const std::exception& e) {
+    renewal_failed(permits, e.what());
+    throw;
+  }
+  const auto deadline = sent + renewed.lease;
+  std::vector<PermitState*> unconfirmed;  // still held, but replicas lack the renewal
+  std::uint64_t extended = 0;
+  for (std::size_t i = 0; i < permits.size(); ++i) {
+    PermitState& state = *permits[i];
+    if (state.done.load()) continue;
+    switch (renewed.states[i]) {
+      case detail::RenewState::held:
+        if (unacknowledged.empty()) {
+          state.set_deadline(deadline);
+          ++extended;
+        } else {
+          unconfirmed.push_back(&state);
+        }
+        break;
+      case detail::RenewState::evicted:
+        mark_lost(state, "the permit was evicted (removed on purpose, e.g. by `fairsem evict`)");
+        break;
+      case detail::RenewState::gone:
+        mark_lost(state,
+                  "the permit is no longer in Redis (its lease ran out or its keys were removed)");
+        break;
+      case detail::RenewState::waiting:
+        // Only when the slot bookkeeping was rebuilt after keys were changed behind its back.
+        mark_lost(state,
+                  "the permit's entry is queued again, without a slot (the semaphore's "
+                  "keys were changed behind its back)");
+        break;
+    }
+  }
+  MetricCounters::add(metrics_.renewals, extended);
+  if (!unconfirmed.empty()) renewal_failed(unconfirmed, unacknowledged);
+}
+
+void SemaphoreCore::renewal_failed(const std::vector<PermitState*>& permits,
+                                   const std::string& error) noexcept {
+  const auto now = Clock::now();
+  std::uint64_t failed = 0;
+  for (const PermitState* state : permits) {
+    if (state->done.load() || state->lost.load()) continue;
+    ++failed;
+    const auto left = state->get_deadline() - now;
+    // A lease already run out is reported as lost instead (by the caller, or at the next try).
+    if (!options_.on_renew_failure || left <= Clock::duration::zero()) continue;
+    try {
+      PermitInfo info;
+      info.id = state->id;
+      info.ticket = state->ticket;
+      info.lease_left = std::chrono::ceil<milliseconds>(left);
+      info.owner = owner_info_;
+      info.slot = state->slot;
+      options_.on_renew_failure(info, error);
+    } catch (const std::exception& e) {
+      log(LogLevel::error,
+          fmt::format("fairsem: {}: on_renew_failure threw: {}", where(), e.what()));
+    } catch (...) {
+      log(LogLevel::error, fmt::format("fairsem: {}: on_renew_failure threw", where()));
+    }
+  }
+  MetricCounters::add(metrics_.renewal_failures, failed);
+}
+
+bool SemaphoreCore::renew(PermitState& state) {
+  if (state.done.load() || state.lost.load()) return false;
+  Borrowed conn(*this);
+  renew_chunk(*conn, {&state});
+  return !state.lost.load();
+}
+
+std::size_t SemaphoreCore::renew_all() {
+  std::vector<std::shared_ptr<PermitState>> permits;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    permits.reserve(live_.size());
+    for (const auto& entry : live_) permits.push_back(entry.second);
+  }
+  if (permits.empty()) return 0;
+  {
+    Borrowed conn(*this);
+    std::vector<PermitState*> chunk;
+    for (std::size_t begin = 0; begin < permits.size(); begin += kRenewChunk) {
+      const std::size_t end = std::min(permits.size(), begin + kRenewChunk);
+      chunk.clear();
+      for (std::size_t i = begin; i < end; ++i) chunk.push_back(permits[i].get());
+      renew_chunk(*conn, chunk);
+    }
+  }
+  return static_cast<std::size_t>(std::count_if(permits.begin(), permits.end(), [](const auto& p) {
+    return !p->done.load() && !p->lost.load();
+  }));
+}
+
+void SemaphoreCore::renew_round(Connection* conn,
+                                const std::vector<std::shared_ptr<PermitState>>& permits) {
+  for (std::size_t begin = 0; begin < permits.size(); begin += kRenewChunk) {
+    const std::size_t end = std::min(permits.size(), begin + kRenewChunk);
+    std::vector<PermitState*> chunk;
+    chunk.reserve(end - begin);
+    for (std::size_t i = begin; i < end; ++i) chunk.push_back(permits[i].get());
+    try {
+      if (conn == nullptr) {
+        const std::string error = fmt::format("fairsem: cannot connect to {}", endpoint_);
+        renewal_failed(chunk, error);  // renew_chunk reports its own failures
+        throw ConnectionError(error);
+      }
+      renew_chunk(*conn, chunk);
+    } catch (const std::exception& e) {
+      const auto now = Clock::now();
+      log(LogLevel::warning, fmt::format("fairsem: {}: renewing {} permits failed: {}", where(),
+                                         chunk.size(), e.what()));
+      for (PermitState* state : chunk) {
+        if (!state->done.load() && now >= state->get_deadline()) {
+          mark_lost(*state, fmt::format("the lease ran out while renewals failed ({})", e.what()));
+        }
+      }
+    }
+  }
+}
+
+void SemaphoreCore::refresh_watchdog_connection(std::unique_ptr<Connection>& conn,
+                                                bool& connected) {
+  if (conn && !conn->broken()) return;
+  try {
+    conn = new_connection();
+    if (std::exchange(connected, true)) MetricCounters::add(*metrics_.reconnects);
+  } catch (const std::exception& e) {
+    conn.reset();
+    log(LogLevel::warning,
+        fmt::format("fairsem: {}: watchdog cannot connect: {}", where(), e.what()));
+  }
+}
+
+void SemaphoreCore::watchdog_main(const std::weak_ptr<SemaphoreCore>& weak, SemaphoreCore* core) {
+  std::unique_ptr<Connection> conn;
+  bool connected = false;  // the watchdog has had a connection
+  std::unique_lock<std::mutex> lock(core->mu_);
+  auto next = Clock::now() + core->renew_interval_;
+  for (;;) {
+    core->cv_.wait_until(lock, next, [&] { return core->stop_; });
+    if (core->stop_) return;
+    if (Clock::now() < next) continue;  // woken for a new permit; keep the cadence
+    std::shared_ptr<SemaphoreCore> self = weak.lock();
+    if (!self) return;  // being destroyed elsewhere; the destructor sets stop_ and joins
+    const auto round = Clock::now();
+    std::vector<std::shared_ptr<PermitState>> permits;
+    permits.reserve(core->live_.size());
+    for (const auto& entry : core->live_) permits.push_back(entry.second);
+    lock.unlock();
+    if (!permits.empty()) {
+      core->refresh_watchdog_connection(conn, connected);
+      core->renew_round(conn.get(), permits);
+    }
+    permits.clear();
+    self.reset();
+    // If that was the last reference, the destructor ran on this thread and detached it.
+    if (weak.expired()) return;
+    lock.lock();
+    next = round + core->renew_interval_;
+  }
+}
+
+}  // namespace fairsem::detail

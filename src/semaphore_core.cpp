@@ -1,0 +1,264 @@
+#include "semaphore_core.hpp"
+
+#include <fmt/format.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "fairsem/detail/scripts.hpp"
+#include "fairsem/detail/server_support.hpp"
+#include "fairsem/detail/text.hpp"
+
+namespace fairsem::detail {
+
+namespace {
+
+// A script whose reply was lost is run again (it is idempotent per permit id).
+constexpr int kScriptAttempts = 3;
+// Transient refusals (is_transient) are retried with backoff this often.
+constexpr int kTransientAttempts = 12;
+constexpr auto kTransientBackoffMax = std::chrono::milliseconds(500);
+constexpr std::size_t kMaxIdleConnections = 8;
+
+/// Long enough for every retry of a release to find the receipt of a run whose reply was lost:
+/// each attempt may wait for a reply and then reconnect with backoff.
+milliseconds receipt_lifetime(const ConnectionOptions& c, milliseconds lease) {
+  const auto reconnect = c.reconnect_attempts * (c.connect_timeout + c.reconnect_backoff_max);
+  return std::max(lease, kScriptAttempts * (c.command_timeout + reconnect));
+}
+
+}  // namespace
+
+bool is_transient(const std::string& server_message) {
+  return detail::starts_with(server_message, "LOADING") ||
+         detail::starts_with(server_message, "BUSY ") ||
+         detail::starts_with(server_message, "MASTERDOWN") ||
+         // Redis Cluster: a slot being migrated, or a cluster that lost a shard for a moment.
+         detail::starts_with(server_message, "TRYAGAIN") ||
+         detail::starts_with(server_message, "CLUSTERDOWN");
+}
+
+std::string default_owner_info() {
+  std::array<char, 256> host{};
+  if (gethostname(host.data(), host.size() - 1) != 0) host[0] = '\0';
+  std::string name = host[0] != '\0' ? std::string(host.data()) : std::string("unknown-host");
+  return fmt::format("{}:{}", name, static_cast<long>(getpid()));
+}
+
+/// 128 random bits as 32 hex digits, from the kernel: a forked child never repeats its
+/// parent's ids (a seeded generator copied by fork() would).
+std::string random_id() {
+  std::array<std::uint64_t, 2> bits{};
+  std::size_t got = 0;
+  auto* bytes = reinterpret_cast<unsigned char*>(bits.data());
+  while (got < sizeof(bits)) {
+    const ssize_t n = getrandom(bytes + got, sizeof(bits) - got, 0);
+    if (n > 0) {
+      got += static_cast<std::size_t>(n);
+    } else if (errno != EINTR) {
+      throw std::system_error(errno, std::generic_category(), "fairsem: getrandom");
+    }
+  }
+  return fmt::format("{:016x}{:016x}", bits[0], bits[1]);
+}
+
+SemaphoreCore::SemaphoreCore(ConnectionOptions connection, std::string name,
+                             SemaphoreOptions options, bool admin)
+    : connection_((connection.validate(), std::move(connection))),
+      name_((validate_name(name, "semaphore name"), std::move(name))),
+      options_((options.validate(), std::move(options))),
+      endpoint_(connection_.endpoint()),
+      where_(fmt::format("semaphore '{}' on {}", name_, endpoint_)),
+      owner_info_(options_.owner_info.empty() ? default_owner_info() : options_.owner_info),
+      limit_arg_(admin ? std::string("0") : std::to_string(options_.limit)),
+      lease_arg_(std::to_string(options_.lease.count())),
+      receipt_arg_(std::to_string(receipt_lifetime(connection_, options_.lease).count())),
+      min_replicas_arg_(std::to_string(options_.min_replicas)),
+      replica_timeout_arg_(std::to_string(options_.replica_timeout.count())),
+      renew_interval_(options_.effective_renew_interval()),
+      poll_interval_(std::max(milliseconds(1), std::min(options_.lease / 3, renew_interval_))),
+      direct_grant_margin_(renew_interval_ + (options_.lease - renew_interval_) / 2),
+      wait_allowance_(options_.min_replicas > 0 ? options_.replica_timeout : milliseconds(0)) {
+  keys_ = detail::semaphore_keys(options_.key_prefix, name_);
+  for (const std::string& k : keys_) key_args_.push_back(k);
+  if (connection_.routed()) {
+    router_ = std::make_shared<detail::Router>(connection_);
+    slot_ = detail::key_slot(keys_[0]);
+  }
+}
+
+SemaphoreCore::~SemaphoreCore() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (watchdog_.joinable()) {
+    // The last reference can be dropped on the watchdog thread itself (in on_lost); it then
+    // sees stop_ and leaves without touching this object again.
+    if (watchdog_.get_id() == std::this_thread::get_id()) {
+      watchdog_.detach();
+    } else {
+      watchdog_.join();
+    }
+  }
+}
+
+void SemaphoreCore::log(LogLevel level, const std::string& message) const noexcept {
+  // Off unless the application asked: a library does not write to its host's stderr.
+  if (!options_.logger) return;
+  try {
+    options_.logger(level, message);
+  } catch (...) {
+    // A logger that throws must not turn a destructor into std::terminate.
+  }
+}
+
+std::unique_ptr<Connection> SemaphoreCore::take_connection() {
+  {
+    std::lock_guard<std::mutex> lock(pool_mu_);
+    if (!idle_.empty()) {
+      auto conn = std::move(idle_.back());
+      idle_.pop_back();
+      return conn;
+    }
+  }
+  return new_connection();  // outside the lock
+}
+
+std::unique_ptr<Connection> SemaphoreCore::new_connection() {
+  auto conn = std::make_unique<Connection>(connection_, router_, slot_);
+  conn->count_reconnects(metrics_.reconnects);
+  return conn;
+}
+
+void SemaphoreCore::give_back(std::unique_ptr<Connection> conn) noexcept {
+  if (!conn) return;
+  std::lock_guard<std::mutex> lock(pool_mu_);
+  if (idle_.size() < kMaxIdleConnections) idle_.push_back(std::move(conn));
+}
+
+Reply SemaphoreCore::run(Connection& conn, std::string_view op, const Args& extra) {
+  Args args;
+  args.reserve(3 + extra.size());
+  args.push_back(op);
+  args.push_back(limit_arg_);
+  args.push_back(lease_arg_);
+  args.insert(args.end(), extra.begin(), extra.end());
+  Reply reply;
+  auto backoff = std::chrono::milliseconds(20);
+  for (int attempt = 1, transient = 1;; ++attempt) {
+    try {
+      reply = conn.eval(detail::scripts::semaphore, key_args_, args);
+      break;
+    } catch (const AuthError&) {
+      throw;
+    } catch (const ConnectionError& e) {
+      // The script may have run and only its reply been lost; every operation is idempotent
+      // per permit id, so running it again cannot grant or free a second permit.
+      if (attempt >= kScriptAttempts) throw;
+      log(LogLevel::warning,
+          fmt::format("fairsem: {}: {} interrupted ({}); running it again", where(), op, e.what()));
+    } catch (const ReplyError& e) {
+      if (is_transient(e.server_message()) && transient < kTransientAttempts) {
+        // The script did not run; waiting does not use up the lost-reply attempts.
+        ++transient;
+        --attempt;
+        std::this_thread::sleep_for(backoff);
+        backoff = std::min(backoff * 2, std::chrono::milliseconds(kTransientBackoffMax));
+        continue;
+      }
+      if (const auto feature = detail::missing_server_feature(e.server_message())) {
+        throw ReplyError(detail::unsupported_server_message(
+                             fmt::format("fairsem: {}: {} failed", where(), op), *feature,
+                             detail::describe_server(conn), e.server_message()),
+                         e.server_message());
+      }
+      throw ReplyError(fmt::format("fairsem: {}: {} failed: {}", where(), op, e.server_message()),
+                       e.server_message());
+    }
+  }
+  detail::check_script_reply(reply, {where_, keys_[3], options_.limit});
+  return reply;
+}
+
+void SemaphoreCore::connect() {
+  Borrowed conn(*this);  // connects now, so a bad address or password is reported here
+}
+
+void SemaphoreCore::open() {
+  if (connection_.tls.enabled && connection_.tls.insecure) {
+    log(LogLevel::warning,
+        fmt::format("fairsem: {}: TLS certificate verification is off (insecure): any server "
+                    "can pose as this one",
+                    where()));
+  }
+  Borrowed conn(*this);
+  detail::decode_open(run(*conn, "open", {}));
+}
+
+void SemaphoreCore::forget(PermitState& state) {
+  std::lock_guard<std::mutex> lock(mu_);
+  live_.erase(&state);
+}
+
+ReleaseResult SemaphoreCore::release(PermitState& state) {
+  if (state.done.exchange(true)) return ReleaseResult::already_released;
+  forget(state);
+  Reply reply = [&] {
+    Borrowed conn(*this);
+    const std::string ticket = std::to_string(state.ticket);
+    return run(*conn, "release", {state.id, ticket, receipt_arg_});
+  }();
+  // released_before: an earlier run whose reply was lost released it (it left a receipt).
+  if (detail::decode_release(reply) != detail::ReleaseState::not_present) {
+    MetricCounters::add(metrics_.releases);
+    return ReleaseResult::released;
+  }
+  // Gone before anyone noticed (e.g. an expired lease without auto_renew): lost all the same.
+  if (!state.lost.exchange(true)) MetricCounters::add(metrics_.permits_lost);
+  return ReleaseResult::expired;
+}
+
+Status SemaphoreCore::status() {
+  Reply reply = [&] {
+    Borrowed conn(*this);
+    return run(*conn, "status", {});
+  }();
+  return detail::decode_status(reply);
+}
+
+EvictResult SemaphoreCore::evict(const std::string& permit_id) {
+  validate_name(permit_id, "permit id");
+  Reply reply = [&] {
+    Borrowed conn(*this);
+    return run(*conn, "evict", {permit_id});
+  }();
+  return detail::decode_evict(reply);
+}
+
+ResizeResult SemaphoreCore::resize(long long new_limit) {
+  if (new_limit < 1 || new_limit > kMaxLimit) {
+    throw InvalidArgument(
+        fmt::format("fairsem: {}: a new limit must be at least 1 and at most {}, "
+                    "got {}",
+                    where(), kMaxLimit, new_limit));
+  }
+  const std::string limit = std::to_string(new_limit);
+  Reply reply = [&] {
+    Borrowed conn(*this);
+    return run(*conn, "resize", {limit});
+  }();
+  const detail::ResizeReply r = detail::decode_resize(reply);
+  return {r.old_limit, r.new_limit, r.promoted};
+}
+
+std::vector<std::string> semaphore_keys(std::string_view key_prefix, std::string_view name) {
+  const std::string base = fmt::format("{}:{{{}}}:", key_prefix, name);
+  return {base + "owner", base + "time",      base + "counter", base + "meta", base + "info",
+          base + "wake:", base + "released:", base + "slots",   base + "free"};
+}
+
+}  // namespace fairsem::detail

@@ -1,0 +1,265 @@
+#pragma once
+
+// The engine behind FairSemaphore and SemaphoreAdmin, one per handle: the script calls of one
+// semaphore (open, acquire, release, renew, status, evict, resize), its held permits and their
+// renewal, and its counters. Internal: nothing public includes this header. Defined in
+// semaphore_core.cpp (set-up, script calls, release and the admin calls), acquire.cpp (the
+// queue and its wake-ups) and renewal.cpp (renewing held permits, the watchdog).
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "fairsem/detail/connection.hpp"
+#include "fairsem/detail/replies.hpp"
+#include "fairsem/detail/router.hpp"
+#include "fairsem/semaphore.hpp"
+
+namespace fairsem::detail {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+// Upper bounds of the acquire wait histogram's buckets (Metrics::acquire_wait); a last bucket,
+// +infinity, takes the rest.
+constexpr std::array<std::chrono::nanoseconds, 11> kWaitBounds = {
+    milliseconds(1),     milliseconds(5),     milliseconds(10),   milliseconds(50),
+    milliseconds(100),   milliseconds(500),   milliseconds(1000), milliseconds(5000),
+    milliseconds(10000), milliseconds(30000), milliseconds(60000)};
+
+/// 128 random bits as 32 hex digits, from the kernel: a forked child never repeats its
+/// parent's ids (a seeded generator copied by fork() would).
+std::string random_id();
+/// "hostname:pid", the owner info of a permit whose options give none.
+std::string default_owner_info();
+/// True for the replies that say the server did not run the script yet (loading its data,
+/// busy with another script, a replica without its master, a slot in migration, a cluster
+/// without a shard for a moment): retried with backoff.
+bool is_transient(const std::string& server_message);
+
+struct PermitState {
+  PermitState(std::string permit_id, long long permit_ticket, long long permit_slot,
+              Clock::time_point permit_deadline)
+      : id(std::move(permit_id)),
+        ticket(permit_ticket),
+        slot(permit_slot),
+        deadline(permit_deadline.time_since_epoch().count()) {}
+
+  Clock::time_point get_deadline() const noexcept {
+    return Clock::time_point(Clock::duration(deadline.load(std::memory_order_acquire)));
+  }
+  void set_deadline(Clock::time_point t) noexcept {
+    deadline.store(t.time_since_epoch().count(), std::memory_order_release);
+  }
+
+  const std::string id;
+  const long long ticket;
+  const long long slot;
+  std::atomic<Clock::rep> deadline;
+  std::atomic<bool> lost{false};
+  std::atomic<bool> done{false};  // released, or dropped after a failed release
+};
+
+/// The counters behind FairSemaphore::metrics(). Relaxed atomics: each is a count on its own,
+/// and orders nothing else, so counting takes no lock and no fence.
+struct MetricCounters {
+  using Counter = std::atomic<std::uint64_t>;
+
+  static void add(Counter& counter, std::uint64_t n = 1) noexcept {
+    counter.fetch_add(n, std::memory_order_relaxed);
+  }
+  static std::uint64_t get(const Counter& counter) noexcept {
+    return counter.load(std::memory_order_relaxed);
+  }
+
+  void record_grant(Clock::duration waited) noexcept {
+    add(grants);
+    const auto ns = std::max(std::chrono::nanoseconds(0),
+                             std::chrono::duration_cast<std::chrono::nanoseconds>(waited));
+    std::size_t bucket = 0;
+    while (bucket < kWaitBounds.size() && ns > kWaitBounds[bucket]) ++bucket;
+    add(wait_buckets[bucket]);
+    add(wait_nanoseconds, static_cast<std::uint64_t>(ns.count()));
+  }
+
+  Metrics snapshot() const {
+    Metrics m;
+    m.acquire_attempts = get(acquire_attempts);
+    m.grants = get(grants);
+    m.rejections = get(rejections);
+    m.timeouts = get(timeouts);
+    m.evictions_seen = get(evictions_seen);
+    m.errors = get(errors);
+    m.renewals = get(renewals);
+    m.renewal_failures = get(renewal_failures);
+    m.permits_lost = get(permits_lost);
+    m.releases = get(releases);
+    m.reconnects = get(*reconnects);
+    Histogram& h = m.acquire_wait;
+    h.bounds_seconds.reserve(wait_buckets.size());
+    h.counts.reserve(wait_buckets.size());
+    for (const auto bound : kWaitBounds) {
+      h.bounds_seconds.push_back(std::chrono::duration<double>(bound).count());
+    }
+    h.bounds_seconds.push_back(std::numeric_limits<double>::infinity());
+    // Cumulative, summed from one read of each bucket: the +infinity bucket is the count.
+    for (const Counter& bucket : wait_buckets) {
+      h.count += get(bucket);
+      h.counts.push_back(h.count);
+    }
+    h.sum_seconds = static_cast<double>(get(wait_nanoseconds)) / 1e9;
+    return m;
+  }
+
+  Counter acquire_attempts{0};
+  Counter grants{0};
+  Counter rejections{0};
+  Counter timeouts{0};
+  Counter evictions_seen{0};
+  Counter errors{0};
+  Counter renewals{0};
+  Counter renewal_failures{0};
+  Counter permits_lost{0};
+  Counter releases{0};
+  // Shared with every connection of the semaphore (Connection::count_reconnects).
+  const std::shared_ptr<Counter> reconnects = std::make_shared<Counter>(0);
+  std::array<Counter, kWaitBounds.size() + 1> wait_buckets{};  // one per bucket, not cumulative
+  Counter wait_nanoseconds{0};
+};
+
+class SemaphoreCore : public std::enable_shared_from_this<SemaphoreCore> {
+ public:
+  /// `admin`: for SemaphoreAdmin, whose calls pass limit 0 ("whatever Redis stores"); the
+  /// script then accepts only status and evict.
+  SemaphoreCore(ConnectionOptions connection, std::string name, SemaphoreOptions options,
+                bool admin = false);
+  ~SemaphoreCore();
+  SemaphoreCore(const SemaphoreCore&) = delete;
+  SemaphoreCore& operator=(const SemaphoreCore&) = delete;
+
+  void open();
+  void connect();
+  std::optional<Permit> try_acquire();
+  std::optional<Permit> acquire(std::optional<Clock::time_point> deadline);
+  /// What the public calls run: try_acquire (`wait` false), or acquire until `deadline` (none:
+  /// no limit), counted in the metrics.
+  std::optional<Permit> measured_acquire(bool wait, std::optional<Clock::time_point> deadline);
+  ReleaseResult release(PermitState& state);
+  bool renew(PermitState& state);
+  std::size_t renew_all();
+  Status status();
+  EvictResult evict(const std::string& permit_id);
+  ResizeResult resize(long long new_limit);
+
+  const std::string& name() const noexcept { return name_; }
+  const SemaphoreOptions& options() const noexcept { return options_; }
+  Metrics metrics() const { return metrics_.snapshot(); }
+  void log(LogLevel level, const std::string& message) const noexcept;
+
+ private:
+  /// A connection borrowed from the pool for one operation; returned by the destructor.
+  class Borrowed {
+   public:
+    explicit Borrowed(SemaphoreCore& core) : core_(core), conn_(core.take_connection()) {}
+    ~Borrowed() { core_.give_back(std::move(conn_)); }
+    Borrowed(const Borrowed&) = delete;
+    Borrowed& operator=(const Borrowed&) = delete;
+    Connection& operator*() noexcept { return *conn_; }
+    Connection* operator->() noexcept { return conn_.get(); }
+
+   private:
+    SemaphoreCore& core_;
+    std::unique_ptr<Connection> conn_;
+  };
+
+  std::unique_ptr<Connection> take_connection();
+  void give_back(std::unique_ptr<Connection> conn) noexcept;
+  /// A new connection whose reconnects count in the metrics.
+  std::unique_ptr<Connection> new_connection();
+
+  /// Runs one operation of the semaphore script, again after a lost reply (up to
+  /// kScriptAttempts in all). Refusals become LimitMismatchError / ReplyError.
+  Reply run(Connection& conn, std::string_view op, const Args& extra);
+  /// `ticket`: the ticket a polling waiter already has (0 on its first call).
+  AcquireReply run_acquire(Connection& conn, const std::string& id, std::string_view mode,
+                           long long ticket = 0);
+  [[noreturn]] void throw_evicted(const std::string& id) const;
+  /// WAIT for min_replicas replicas to have what this connection wrote; returns how many did.
+  long long wait_replicas(Connection& conn);
+  /// One wait (up to `wait`) for the wake-up of the queued request `id`, whose last call got
+  /// `reply` and was sent at `sent`. True: promoted, and the permit can be taken as that call
+  /// left it (its slot filled in). False: poll. Throws EvictedError.
+  bool wait_for_wake_up(Connection& conn, const std::string& id, milliseconds wait,
+                        AcquireReply& reply, Clock::time_point sent);
+  /// After a grant: throws ReplicationError unless min_replicas acknowledged it.
+  void await_replicas(Connection& conn, const std::string& id);
+  Permit make_permit(const std::string& id, const AcquireReply& reply, Clock::time_point sent);
+  /// Leaves the queue: removes the entry of `id` with `ticket` (0: whatever entry it has).
+  void give_up(Connection& conn, const std::string& id, long long ticket) noexcept;
+  std::string next_id() const {
+    return options_.permit_id.empty() ? random_id() : options_.permit_id;
+  }
+  /// "semaphore 'NAME' on ENDPOINT", for messages (built once: every script call needs it).
+  const std::string& where() const noexcept { return where_; }
+
+  void mark_lost(PermitState& state, const std::string& reason);
+  void forget(PermitState& state);
+  static void watchdog_main(const std::weak_ptr<SemaphoreCore>& weak, SemaphoreCore* core);
+  /// Before a watchdog round: a new connection in place of a broken (or missing) `conn`, counted
+  /// as a reconnect once the watchdog had one (`connected`). Left null, and logged, on failure.
+  void refresh_watchdog_connection(std::unique_ptr<Connection>& conn, bool& connected);
+  void renew_round(Connection* conn, const std::vector<std::shared_ptr<PermitState>>& permits);
+  /// One renew call for `permits`; marks those found gone as lost. Throws what run() throws.
+  void renew_chunk(Connection& conn, const std::vector<PermitState*>& permits);
+  /// Renewing `permits` failed with `error`: counted for each one still held, and reported to
+  /// on_renew_failure for each whose lease has not run out yet.
+  void renewal_failed(const std::vector<PermitState*>& permits, const std::string& error) noexcept;
+
+  const ConnectionOptions connection_;
+  const std::string name_;
+  const SemaphoreOptions options_;
+  const std::string endpoint_;
+  const std::string where_;
+  const std::string owner_info_;
+  const std::string limit_arg_;
+  const std::string lease_arg_;
+  const std::string receipt_arg_;  // how long a release receipt outlives the release, in ms
+  const std::string min_replicas_arg_;
+  const std::string replica_timeout_arg_;
+  const milliseconds renew_interval_;
+  const milliseconds poll_interval_;
+  // A woken waiter takes its permit without another call when more than this is left of it.
+  const milliseconds direct_grant_margin_;
+  // How long a grant's WAIT may take (replica_timeout with min_replicas, else 0).
+  const milliseconds wait_allowance_;
+  std::vector<std::string> keys_;
+  Args key_args_;
+  // Cluster and Sentinel: where the connections go (shared by all of them); null standalone.
+  std::shared_ptr<detail::Router> router_;
+  int slot_ = -1;  // the cluster hash slot of every key of the semaphore
+
+  std::mutex pool_mu_;
+  std::vector<std::unique_ptr<Connection>> idle_;
+
+  std::atomic<bool> old_server_reported_{false};  // a too old server was logged once
+  std::mutex mu_;                                 // guards live_, stop_, watchdog_
+  std::condition_variable cv_;
+  std::unordered_map<PermitState*, std::shared_ptr<PermitState>> live_;
+  bool stop_ = false;
+  std::thread watchdog_;
+
+  MetricCounters metrics_;
+};
+
+}  // namespace fairsem::detail
