@@ -376,7 +376,7 @@ class Driver {
   /// Redis hands it on (bounded above by the status reply's arrival + its lease_left).
   std::int64_t latest_deadline_ns_ = 0;
   std::size_t reclaims_ = 0;
-  std::size_t receipts_ = 0;
+  std::size_t expiring_ = 0;                // receipts and wake lists left with a TTL
   std::vector<std::size_t> proxy_windows_;  // indexes into input_.disturbances
   std::vector<int> proxied_pids_;  // every worker that ever used the proxy  // release receipts
                                    // still expiring at the end
@@ -757,16 +757,19 @@ std::size_t Driver::leaked_entries() {
 }
 
 std::vector<std::string> Driver::leftover_keys() {
-  // Only the counter and the stored limit outlive the permits, and release receipts, which
-  // must be on their way out (a TTL). Wake lists expire within a lease or two.
+  // Only the counter and the stored limit outlive the permits, and keys on their way out (a
+  // TTL): release receipts, and wake lists of waiters promoted after they died. A wake list's TTL
+  // is the lease of the call that promoted, and the admin's status calls (leaked_entries) promote
+  // with SemaphoreAdmin's lease (10 s), longer than this loop waits.
   const std::string base = prefix_ + ":{" + name_ + "}:";
   const std::set<std::string> allowed = {base + "counter", base + "meta"};
   const std::string receipts = base + "released:";
+  const std::string wake_lists = base + "wake:";
   const std::int64_t deadline = now_ns() + ms_to_ns(3 * s_.lease_ms + 5000);
   std::vector<std::string> extra;
   do {
     extra.clear();
-    receipts_ = 0;
+    expiring_ = 0;
     try {
       if (!raw_) raw_.emplace(admin_connection());
       std::string cursor = "0";
@@ -776,12 +779,12 @@ std::vector<std::string> Driver::leftover_keys() {
         cursor = reply.elements.at(0).str;
         for (const auto& k : reply.elements.at(1).elements) {
           if (allowed.count(k.str) != 0) continue;
-          if (k.str.rfind(receipts, 0) == 0) {
+          if (k.str.rfind(receipts, 0) == 0 || k.str.rfind(wake_lists, 0) == 0) {
             // -2: it expired between SCAN and PTTL; > 0: on its way out; -1 would be a leak.
             const long long ttl = raw_->command({"PTTL", k.str}).integer;
             if (ttl == -2) continue;
             if (ttl > 0) {
-              ++receipts_;
+              ++expiring_;
               continue;
             }
           }
@@ -909,8 +912,8 @@ void Driver::print_summary(const CheckResult& r, std::size_t leaked,
              "worst order inversion observed", ms(r.worst_inversion_ns), ms(input_.order_slack_ns),
              r.inversions_over_10ms);
   fmt::print("{:<44} {}\n", "leaked permits (after every worker stopped)", leaked);
-  fmt::print("{:<44} {} (and {} release receipts expiring)\n", "keys left besides counter and meta",
-             keys.size(), receipts_);
+  fmt::print("{:<44} {} (and {} receipts and wake lists expiring)\n",
+             "keys left besides counter and meta", keys.size(), expiring_);
   fmt::print("{:<44} {:.0f} ms over {} permits (lease {} ms; Redis lease deadline {:.0f} ms)\n",
              "longest reclaim of a killed holder's permit", ms(longest_reclaim_ns_), reclaims_,
              s_.lease_ms, ms(latest_deadline_ns_));
