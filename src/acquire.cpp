@@ -67,12 +67,14 @@ Permit SemaphoreCore::make_permit(const std::string& id, const AcquireReply& rep
                                   Clock::time_point sent) {
   // The lease is counted from when the request left, never from this machine's wall clock.
   auto state = std::make_shared<PermitState>(id, reply.ticket, reply.slot, sent + reply.lease);
+  // Watched first: if the Client's watchdog cannot start, no orphan entry is left to be renewed
+  // forever.
+  if (options_.auto_renew && !watched_.load()) {
+    runtime_->watch(shared_from_this(), renew_interval_);
+    watched_.store(true);
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
-    // The thread first: if it cannot start, no orphan entry is left to be renewed forever.
-    if (options_.auto_renew && !watchdog_.joinable()) {
-      watchdog_ = std::thread(&SemaphoreCore::watchdog_main, weak_from_this(), this);
-    }
     live_.emplace(state.get(), state);
   }
   return {shared_from_this(), std::move(state)};

@@ -136,12 +136,7 @@ bool SemaphoreCore::renew(PermitState& state) {
 }
 
 std::size_t SemaphoreCore::renew_all() {
-  std::vector<std::shared_ptr<PermitState>> permits;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    permits.reserve(live_.size());
-    for (const auto& entry : live_) permits.push_back(entry.second);
-  }
+  const std::vector<std::shared_ptr<PermitState>> permits = held_permits();
   if (permits.empty()) return 0;
   {
     Borrowed conn(*this);
@@ -185,46 +180,12 @@ void SemaphoreCore::renew_round(Connection* conn,
   }
 }
 
-void SemaphoreCore::refresh_watchdog_connection(std::unique_ptr<Connection>& conn,
-                                                bool& connected) {
-  if (conn && !conn->broken()) return;
-  try {
-    conn = new_connection();
-    if (std::exchange(connected, true)) MetricCounters::add(*metrics_.reconnects);
-  } catch (const std::exception& e) {
-    conn.reset();
-    log(LogLevel::warning,
-        fmt::format("fairsem: {}: watchdog cannot connect: {}", where(), e.what()));
-  }
-}
-
-void SemaphoreCore::watchdog_main(const std::weak_ptr<SemaphoreCore>& weak, SemaphoreCore* core) {
-  std::unique_ptr<Connection> conn;
-  bool connected = false;  // the watchdog has had a connection
-  std::unique_lock<std::mutex> lock(core->mu_);
-  auto next = Clock::now() + core->renew_interval_;
-  for (;;) {
-    core->cv_.wait_until(lock, next, [&] { return core->stop_; });
-    if (core->stop_) return;
-    if (Clock::now() < next) continue;  // woken for a new permit; keep the cadence
-    std::shared_ptr<SemaphoreCore> self = weak.lock();
-    if (!self) return;  // being destroyed elsewhere; the destructor sets stop_ and joins
-    const auto round = Clock::now();
-    std::vector<std::shared_ptr<PermitState>> permits;
-    permits.reserve(core->live_.size());
-    for (const auto& entry : core->live_) permits.push_back(entry.second);
-    lock.unlock();
-    if (!permits.empty()) {
-      core->refresh_watchdog_connection(conn, connected);
-      core->renew_round(conn.get(), permits);
-    }
-    permits.clear();
-    self.reset();
-    // If that was the last reference, the destructor ran on this thread and detached it.
-    if (weak.expired()) return;
-    lock.lock();
-    next = round + core->renew_interval_;
-  }
+std::vector<std::shared_ptr<PermitState>> SemaphoreCore::held_permits() {
+  std::vector<std::shared_ptr<PermitState>> permits;
+  std::lock_guard<std::mutex> lock(mu_);
+  permits.reserve(live_.size());
+  for (const auto& entry : live_) permits.push_back(entry.second);
+  return permits;
 }
 
 }  // namespace fairsem::detail

@@ -170,12 +170,15 @@ ReleaseResult Permit::release() {
 
 // --- FairSemaphore --------------------------------------------------------------------------
 
-FairSemaphore::FairSemaphore(ConnectionOptions connection, std::string name,
-                             SemaphoreOptions options)
-    : core_(std::make_shared<detail::SemaphoreCore>(std::move(connection), std::move(name),
+FairSemaphore::FairSemaphore(const Client& client, std::string name, SemaphoreOptions options)
+    : core_(std::make_shared<detail::SemaphoreCore>(client.runtime_, std::move(name),
                                                     std::move(options))) {
   core_->open();
 }
+
+FairSemaphore::FairSemaphore(ConnectionOptions connection, std::string name,
+                             SemaphoreOptions options)
+    : FairSemaphore(Client(std::move(connection)), std::move(name), std::move(options)) {}
 
 FairSemaphore::FairSemaphore(FairSemaphore&&) noexcept = default;
 FairSemaphore& FairSemaphore::operator=(FairSemaphore&&) noexcept = default;
@@ -218,13 +221,16 @@ SemaphoreOptions admin_options(std::string key_prefix) {
 
 }  // namespace
 
-SemaphoreAdmin::SemaphoreAdmin(ConnectionOptions connection, std::string name,
-                               std::string key_prefix)
-    : core_(std::make_shared<detail::SemaphoreCore>(std::move(connection), std::move(name),
+SemaphoreAdmin::SemaphoreAdmin(const Client& client, std::string name, std::string key_prefix)
+    : core_(std::make_shared<detail::SemaphoreCore>(client.runtime_, std::move(name),
                                                     admin_options(std::move(key_prefix)),
                                                     /*admin=*/true)) {
   core_->connect();
 }
+
+SemaphoreAdmin::SemaphoreAdmin(ConnectionOptions connection, std::string name,
+                               std::string key_prefix)
+    : SemaphoreAdmin(Client(std::move(connection)), std::move(name), std::move(key_prefix)) {}
 
 SemaphoreAdmin::SemaphoreAdmin(SemaphoreAdmin&&) noexcept = default;
 SemaphoreAdmin& SemaphoreAdmin::operator=(SemaphoreAdmin&&) noexcept = default;

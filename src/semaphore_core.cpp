@@ -20,7 +20,6 @@ constexpr int kScriptAttempts = 3;
 // Transient refusals (is_transient) are retried with backoff this often.
 constexpr int kTransientAttempts = 12;
 constexpr auto kTransientBackoffMax = std::chrono::milliseconds(500);
-constexpr std::size_t kMaxIdleConnections = 8;
 
 /// Long enough for every retry of a release to find the receipt of a run whose reply was lost:
 /// each attempt may wait for a reply and then reconnect with backoff.
@@ -64,9 +63,10 @@ std::string random_id() {
   return fmt::format("{:016x}{:016x}", bits[0], bits[1]);
 }
 
-SemaphoreCore::SemaphoreCore(ConnectionOptions connection, std::string name,
+SemaphoreCore::SemaphoreCore(std::shared_ptr<Runtime> runtime, std::string name,
                              SemaphoreOptions options, bool admin)
-    : connection_((connection.validate(), std::move(connection))),
+    : runtime_(std::move(runtime)),
+      connection_(runtime_->options()),
       name_((validate_name(name, "semaphore name"), std::move(name))),
       options_((options.validate(), std::move(options))),
       endpoint_(connection_.endpoint()),
@@ -83,27 +83,7 @@ SemaphoreCore::SemaphoreCore(ConnectionOptions connection, std::string name,
       wait_allowance_(options_.min_replicas > 0 ? options_.replica_timeout : milliseconds(0)) {
   keys_ = detail::semaphore_keys(options_.key_prefix, name_);
   for (const std::string& k : keys_) key_args_.push_back(k);
-  if (connection_.routed()) {
-    router_ = std::make_shared<detail::Router>(connection_);
-    slot_ = detail::key_slot(keys_[0]);
-  }
-}
-
-SemaphoreCore::~SemaphoreCore() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
-  }
-  cv_.notify_all();
-  if (watchdog_.joinable()) {
-    // The last reference can be dropped on the watchdog thread itself (in on_lost); it then
-    // sees stop_ and leaves without touching this object again.
-    if (watchdog_.get_id() == std::this_thread::get_id()) {
-      watchdog_.detach();
-    } else {
-      watchdog_.join();
-    }
-  }
+  if (connection_.routed()) slot_ = detail::key_slot(keys_[0]);
 }
 
 void SemaphoreCore::log(LogLevel level, const std::string& message) const noexcept {
@@ -117,27 +97,9 @@ void SemaphoreCore::log(LogLevel level, const std::string& message) const noexce
 }
 
 std::unique_ptr<Connection> SemaphoreCore::take_connection() {
-  {
-    std::lock_guard<std::mutex> lock(pool_mu_);
-    if (!idle_.empty()) {
-      auto conn = std::move(idle_.back());
-      idle_.pop_back();
-      return conn;
-    }
-  }
-  return new_connection();  // outside the lock
-}
-
-std::unique_ptr<Connection> SemaphoreCore::new_connection() {
-  auto conn = std::make_unique<Connection>(connection_, router_, slot_);
+  auto conn = runtime_->take(slot_);
   conn->count_reconnects(metrics_.reconnects);
   return conn;
-}
-
-void SemaphoreCore::give_back(std::unique_ptr<Connection> conn) noexcept {
-  if (!conn) return;
-  std::lock_guard<std::mutex> lock(pool_mu_);
-  if (idle_.size() < kMaxIdleConnections) idle_.push_back(std::move(conn));
 }
 
 Reply SemaphoreCore::run(Connection& conn, std::string_view op, const Args& extra) {

@@ -4,12 +4,12 @@
 // semaphore (open, acquire, release, renew, status, evict, resize), its held permits and their
 // renewal, and its counters. Internal: nothing public includes this header. Defined in
 // semaphore_core.cpp (set-up, script calls, release and the admin calls), acquire.cpp (the
-// queue and its wake-ups) and renewal.cpp (renewing held permits, the watchdog).
+// queue and its wake-ups) and renewal.cpp (renewing held permits). Its connections and the
+// watchdog thread that renews its permits are its Client's (runtime.hpp).
 
 #include <array>
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <limits>
 #include <memory>
@@ -17,7 +17,6 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -25,6 +24,7 @@
 #include "fairsem/detail/replies.hpp"
 #include "fairsem/detail/router.hpp"
 #include "fairsem/semaphore.hpp"
+#include "runtime.hpp"
 
 namespace fairsem::detail {
 
@@ -142,9 +142,9 @@ class SemaphoreCore : public std::enable_shared_from_this<SemaphoreCore> {
  public:
   /// `admin`: for SemaphoreAdmin, whose calls pass limit 0 ("whatever Redis stores"); the
   /// script then accepts only status and evict.
-  SemaphoreCore(ConnectionOptions connection, std::string name, SemaphoreOptions options,
+  SemaphoreCore(std::shared_ptr<Runtime> runtime, std::string name, SemaphoreOptions options,
                 bool admin = false);
-  ~SemaphoreCore();
+  ~SemaphoreCore() = default;
   SemaphoreCore(const SemaphoreCore&) = delete;
   SemaphoreCore& operator=(const SemaphoreCore&) = delete;
 
@@ -166,6 +166,19 @@ class SemaphoreCore : public std::enable_shared_from_this<SemaphoreCore> {
   const SemaphoreOptions& options() const noexcept { return options_; }
   Metrics metrics() const { return metrics_.snapshot(); }
   void log(LogLevel level, const std::string& message) const noexcept;
+  /// "semaphore 'NAME' on ENDPOINT", for messages (built once: every script call needs it).
+  const std::string& where() const noexcept { return where_; }
+
+  // For the watchdog (Runtime): what it renews, on which slot's connection, and the counter a
+  // reconnect of that connection counts in.
+  int slot() const noexcept { return slot_; }
+  std::vector<std::shared_ptr<PermitState>> held_permits();
+  /// One watchdog round: renews `permits` on `conn` (null: none could be made), chunk by chunk;
+  /// a chunk that fails marks those whose lease ran out as lost.
+  void renew_round(Connection* conn, const std::vector<std::shared_ptr<PermitState>>& permits);
+  const std::shared_ptr<MetricCounters::Counter>& reconnect_counter() const noexcept {
+    return metrics_.reconnects;
+  }
 
  private:
   /// A connection borrowed from the pool for one operation; returned by the destructor.
@@ -183,10 +196,11 @@ class SemaphoreCore : public std::enable_shared_from_this<SemaphoreCore> {
     std::unique_ptr<Connection> conn_;
   };
 
+  /// A connection of the Client's pool whose reconnects count in this semaphore's metrics.
   std::unique_ptr<Connection> take_connection();
-  void give_back(std::unique_ptr<Connection> conn) noexcept;
-  /// A new connection whose reconnects count in the metrics.
-  std::unique_ptr<Connection> new_connection();
+  void give_back(std::unique_ptr<Connection> conn) noexcept {
+    runtime_->give_back(std::move(conn));
+  }
 
   /// Runs one operation of the semaphore script, again after a lost reply (up to
   /// kScriptAttempts in all). Refusals become LimitMismatchError / ReplyError.
@@ -210,23 +224,16 @@ class SemaphoreCore : public std::enable_shared_from_this<SemaphoreCore> {
   std::string next_id() const {
     return options_.permit_id.empty() ? random_id() : options_.permit_id;
   }
-  /// "semaphore 'NAME' on ENDPOINT", for messages (built once: every script call needs it).
-  const std::string& where() const noexcept { return where_; }
-
   void mark_lost(PermitState& state, const std::string& reason);
   void forget(PermitState& state);
-  static void watchdog_main(const std::weak_ptr<SemaphoreCore>& weak, SemaphoreCore* core);
-  /// Before a watchdog round: a new connection in place of a broken (or missing) `conn`, counted
-  /// as a reconnect once the watchdog had one (`connected`). Left null, and logged, on failure.
-  void refresh_watchdog_connection(std::unique_ptr<Connection>& conn, bool& connected);
-  void renew_round(Connection* conn, const std::vector<std::shared_ptr<PermitState>>& permits);
   /// One renew call for `permits`; marks those found gone as lost. Throws what run() throws.
   void renew_chunk(Connection& conn, const std::vector<PermitState*>& permits);
   /// Renewing `permits` failed with `error`: counted for each one still held, and reported to
   /// on_renew_failure for each whose lease has not run out yet.
   void renewal_failed(const std::vector<PermitState*>& permits, const std::string& error) noexcept;
 
-  const ConnectionOptions connection_;
+  const std::shared_ptr<Runtime> runtime_;
+  const ConnectionOptions& connection_;  // the Client's (runtime_ keeps it)
   const std::string name_;
   const SemaphoreOptions options_;
   const std::string endpoint_;
@@ -245,19 +252,12 @@ class SemaphoreCore : public std::enable_shared_from_this<SemaphoreCore> {
   const milliseconds wait_allowance_;
   std::vector<std::string> keys_;
   Args key_args_;
-  // Cluster and Sentinel: where the connections go (shared by all of them); null standalone.
-  std::shared_ptr<detail::Router> router_;
-  int slot_ = -1;  // the cluster hash slot of every key of the semaphore
-
-  std::mutex pool_mu_;
-  std::vector<std::unique_ptr<Connection>> idle_;
+  int slot_ = -1;  // the cluster hash slot of every key of the semaphore (-1 standalone)
 
   std::atomic<bool> old_server_reported_{false};  // a too old server was logged once
-  std::mutex mu_;                                 // guards live_, stop_, watchdog_
-  std::condition_variable cv_;
+  std::atomic<bool> watched_{false};              // the Client's watchdog renews its permits
+  std::mutex mu_;                                 // guards live_
   std::unordered_map<PermitState*, std::shared_ptr<PermitState>> live_;
-  bool stop_ = false;
-  std::thread watchdog_;
 
   MetricCounters metrics_;
 };

@@ -2,6 +2,7 @@
 
 // The whole public API of fairsem.
 
+#include "fairsem/client.hpp"
 #include "fairsem/connection_options.hpp"
 #include "fairsem/errors.hpp"
 #include "fairsem/metrics.hpp"

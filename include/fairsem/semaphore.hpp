@@ -14,6 +14,7 @@
 #include <system_error>
 #include <vector>
 
+#include "fairsem/client.hpp"
 #include "fairsem/connection_options.hpp"
 #include "fairsem/errors.hpp"
 #include "fairsem/metrics.hpp"
@@ -61,8 +62,8 @@ struct SemaphoreOptions {
   std::string key_prefix = "fairsem";
   /// How often the watchdog renews held permits; zero means lease / 3. Must be below lease.
   std::chrono::milliseconds renew_interval = std::chrono::milliseconds(0);
-  /// Renew held permits in the background (one thread per FairSemaphore). Off: a permit lives
-  /// one lease unless Permit::renew() is called.
+  /// Renew held permits in the background (on the Client's one watchdog thread, shared by all
+  /// its semaphores). Off: a permit lives one lease unless Permit::renew() is called.
   bool auto_renew = true;
   /// Empty: a lost permit is reported to the logger.
   LostCallback on_lost;
@@ -208,6 +209,10 @@ class FairSemaphore {
   /// Validates everything (InvalidArgument), connects (ConnectionError, TimeoutError,
   /// AuthError), checks the key types (ReplyError) and the limit (LimitMismatchError), and
   /// stores the limit when this is the semaphore's first use. Nothing is written when it throws.
+  /// Opened through `client`, it starts no thread and shares the Client's connections and
+  /// watchdog with every other semaphore of that Client.
+  FairSemaphore(const Client& client, std::string name, SemaphoreOptions options = {});
+  /// As above, with a Client of its own.
   FairSemaphore(ConnectionOptions connection, std::string name, SemaphoreOptions options = {});
   FairSemaphore(FairSemaphore&&) noexcept;
   FairSemaphore& operator=(FairSemaphore&&) noexcept;
@@ -287,6 +292,8 @@ class FairSemaphore {
 class SemaphoreAdmin {
  public:
   /// Validates the arguments (InvalidArgument) and connects (ConnectionError, AuthError).
+  SemaphoreAdmin(const Client& client, std::string name, std::string key_prefix = "fairsem");
+  /// As above, with a Client of its own.
   SemaphoreAdmin(ConnectionOptions connection, std::string name,
                  std::string key_prefix = "fairsem");
   SemaphoreAdmin(SemaphoreAdmin&&) noexcept;

@@ -99,6 +99,8 @@ class Connection {
   }
 
   const ConnectionOptions& options() const noexcept { return options_; }
+  /// The cluster hash slot it was made for (-1: any).
+  int slot() const noexcept { return slot_; }
   /// "host:port" or "unix:/path" of the node connected to, as quoted in error messages.
   const std::string& endpoint() const noexcept { return endpoint_; }
 

@@ -1,0 +1,151 @@
+#include "runtime.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "fairsem/client.hpp"
+#include "semaphore_core.hpp"
+
+namespace fairsem {
+
+namespace detail {
+
+namespace {
+
+// Idle connections kept per cluster slot (standalone: in all); more are closed when returned.
+constexpr std::size_t kMaxIdleConnections = 8;
+
+}  // namespace
+
+Runtime::Runtime(ConnectionOptions options)
+    : options_((options.validate(), std::move(options))),
+      router_(options_.routed() ? std::make_shared<Router>(options_) : nullptr) {}
+
+Runtime::~Runtime() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (watchdog_.joinable()) {
+    // The last reference can be dropped on the watchdog thread itself (a permit released in
+    // on_lost); it then sees the Runtime gone and leaves without touching it again.
+    if (watchdog_.get_id() == std::this_thread::get_id()) {
+      watchdog_.detach();
+    } else {
+      watchdog_.join();
+    }
+  }
+}
+
+std::unique_ptr<Connection> Runtime::take(int slot) {
+  {
+    std::lock_guard<std::mutex> lock(pool_mu_);
+    const auto it = idle_.find(slot);
+    if (it != idle_.end() && !it->second.empty()) {
+      auto conn = std::move(it->second.back());
+      it->second.pop_back();
+      return conn;
+    }
+  }
+  return std::make_unique<Connection>(options_, router_, slot);  // outside the lock
+}
+
+void Runtime::give_back(std::unique_ptr<Connection> conn) noexcept {
+  if (!conn) return;
+  try {
+    std::lock_guard<std::mutex> lock(pool_mu_);
+    auto& idle = idle_[conn->slot()];
+    if (idle.size() < kMaxIdleConnections) idle.push_back(std::move(conn));
+  } catch (...) {
+    // No memory for the pool's bookkeeping: the connection is closed instead.
+  }
+}
+
+void Runtime::watch(const std::shared_ptr<SemaphoreCore>& core,
+                    std::chrono::milliseconds interval) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const Watched& w : watched_) {
+    if (w.key == core.get() && !w.core.expired()) return;
+  }
+  // The thread first: if it cannot start, nothing is left watched that nobody renews.
+  if (!watchdog_.joinable()) {
+    watchdog_ = std::thread(&Runtime::watchdog_main, weak_from_this(), this);
+  }
+  watched_.push_back({core, core.get(), interval, Clock::now() + interval});
+  ++generation_;
+  cv_.notify_all();
+}
+
+void Runtime::watchdog_main(const std::weak_ptr<Runtime>& weak, Runtime* runtime) {
+  std::unordered_map<int, WatchdogConnection> connections;
+  std::unique_lock<std::mutex> lock(runtime->mu_);
+  for (;;) {
+    if (runtime->stop_) return;
+    auto& watched = runtime->watched_;
+    watched.erase(std::remove_if(watched.begin(), watched.end(),
+                                 [](const Watched& w) { return w.core.expired(); }),
+                  watched.end());
+    const std::uint64_t generation = runtime->generation_;
+    const auto changed = [&] { return runtime->stop_ || runtime->generation_ != generation; };
+    if (watched.empty()) {
+      runtime->cv_.wait(lock, changed);
+      continue;
+    }
+    const auto next =
+        std::min_element(watched.begin(), watched.end(), [](const Watched& a, const Watched& b) {
+          return a.next < b.next;
+        })->next;
+    if (Clock::now() < next) {
+      // Woken early for a semaphore newly watched: its first round may come sooner.
+      runtime->cv_.wait_until(lock, next, changed);
+      continue;
+    }
+    std::shared_ptr<Runtime> self = weak.lock();
+    if (!self) return;  // being destroyed elsewhere; the destructor sets stop_ and joins
+    const auto round = Clock::now();
+    std::vector<std::shared_ptr<SemaphoreCore>> due;
+    for (Watched& w : watched) {
+      if (w.next > round) continue;
+      w.next = round + w.interval;  // the cadence holds however long the round takes
+      if (auto core = w.core.lock()) due.push_back(std::move(core));
+    }
+    lock.unlock();
+    for (const auto& core : due) runtime->renew(*core, connections);
+    due.clear();
+    self.reset();
+    // If that was the last reference, the destructor ran on this thread and detached it.
+    if (weak.expired()) return;
+    lock.lock();
+  }
+}
+
+void Runtime::renew(SemaphoreCore& core, std::unordered_map<int, WatchdogConnection>& connections) {
+  const auto permits = core.held_permits();
+  if (permits.empty()) return;
+  WatchdogConnection& w = connections[core.slot()];
+  if (!w.conn || w.conn->broken()) {
+    try {
+      w.conn = std::make_unique<Connection>(options_, router_, core.slot());
+      if (std::exchange(w.connected, true)) MetricCounters::add(*core.reconnect_counter());
+    } catch (const std::exception& e) {
+      w.conn.reset();
+      core.log(LogLevel::warning,
+               fmt::format("fairsem: {}: watchdog cannot connect: {}", core.where(), e.what()));
+    }
+  }
+  // Reconnects during the round count for the semaphore whose permits it renews.
+  if (w.conn) w.conn->count_reconnects(core.reconnect_counter());
+  core.renew_round(w.conn.get(), permits);
+}
+
+}  // namespace detail
+
+Client::Client(ConnectionOptions connection)
+    : runtime_(std::make_shared<detail::Runtime>(std::move(connection))) {}
+
+const ConnectionOptions& Client::connection() const noexcept { return runtime_->options(); }
+
+}  // namespace fairsem

@@ -1,0 +1,81 @@
+#pragma once
+
+// What a Client shares among its semaphores: the options, the router, a pool of idle
+// connections per cluster slot, and one watchdog thread that renews every watched semaphore's
+// permits at that semaphore's own interval. Internal.
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "fairsem/connection_options.hpp"
+#include "fairsem/detail/connection.hpp"
+#include "fairsem/detail/router.hpp"
+
+namespace fairsem::detail {
+
+class SemaphoreCore;
+
+class Runtime : public std::enable_shared_from_this<Runtime> {
+ public:
+  /// Validates the options (InvalidArgument); connects nothing.
+  explicit Runtime(ConnectionOptions options);
+  /// Stops the watchdog (joined, or detached when the last reference is dropped on it).
+  ~Runtime();
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+  const ConnectionOptions& options() const noexcept { return options_; }
+  /// Cluster and Sentinel: where connections go (shared by all of them); null standalone.
+  const std::shared_ptr<Router>& router() const noexcept { return router_; }
+
+  /// A connection for commands on cluster hash slot `slot` (-1 standalone): an idle one from the
+  /// pool, else a new one (which may throw what connecting throws).
+  std::unique_ptr<Connection> take(int slot);
+  /// Back to the pool, unless the pool of its slot is full or it is broken.
+  void give_back(std::unique_ptr<Connection> conn) noexcept;
+
+  /// From now on the watchdog renews `core`'s held permits every `interval` (the thread starts
+  /// with the first semaphore watched; throws std::system_error if it cannot). Watching the
+  /// same semaphore again changes nothing; a semaphore destroyed is no longer watched.
+  void watch(const std::shared_ptr<SemaphoreCore>& core, std::chrono::milliseconds interval);
+
+ private:
+  struct Watched {
+    std::weak_ptr<SemaphoreCore> core;
+    const SemaphoreCore* key;  // identity only, never dereferenced
+    std::chrono::milliseconds interval;
+    std::chrono::steady_clock::time_point next;
+  };
+  /// The watchdog's connection per slot, and whether it ever had one (a new one after that is a
+  /// reconnect).
+  struct WatchdogConnection {
+    std::unique_ptr<Connection> conn;
+    bool connected = false;
+  };
+
+  static void watchdog_main(const std::weak_ptr<Runtime>& weak, Runtime* runtime);
+  /// One round for `core`: a connection of its slot (new in place of a broken one, counted as
+  /// a reconnect of `core`), then its permits renewed.
+  void renew(SemaphoreCore& core, std::unordered_map<int, WatchdogConnection>& connections);
+
+  const ConnectionOptions options_;
+  const std::shared_ptr<Router> router_;
+
+  std::mutex pool_mu_;
+  std::unordered_map<int, std::vector<std::unique_ptr<Connection>>> idle_;
+
+  std::mutex mu_;  // guards watched_, generation_, stop_, watchdog_
+  std::condition_variable cv_;
+  std::vector<Watched> watched_;
+  std::uint64_t generation_ = 0;  // counts watch() calls, so that the watchdog sees them
+  bool stop_ = false;
+  std::thread watchdog_;
+};
+
+}  // namespace fairsem::detail

@@ -1,0 +1,168 @@
+// Client: what the semaphores opened through one Client share. One watchdog thread renews the
+// permits of all of them, each at its own interval; their connections come from one pool; and
+// what they share outlives the Client and the semaphores as long as a permit needs it.
+
+#include <dirent.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "fairsem/detail/connection.hpp"
+#include "fairsem/fairsem.hpp"
+#include "redis_server.hpp"
+#include "test_env.hpp"
+#include "wait.hpp"
+
+namespace fairsem {
+namespace {
+
+using namespace std::chrono_literals;
+using detail::Connection;
+using test::RedisServer;
+using test::wait_until;
+using ::testing::HasSubstr;
+
+/// Threads of this process now.
+std::size_t thread_count() {
+  std::size_t n = 0;
+  DIR* dir = opendir("/proc/self/task");
+  if (dir == nullptr) return 0;
+  while (const dirent* entry = readdir(dir)) {
+    if (entry->d_name[0] != '.') ++n;
+  }
+  closedir(dir);
+  return n;
+}
+
+/// Client connections `server` has besides the one asking.
+long long connections_on(const RedisServer& server) {
+  Connection admin(server.options());
+  const std::string clients = admin.command({"CLIENT", "LIST"}).str;
+  return static_cast<long long>(std::count(clients.begin(), clients.end(), '\n')) - 1;
+}
+
+SemaphoreOptions options(std::chrono::milliseconds lease) {
+  SemaphoreOptions o;
+  o.limit = 1;
+  o.lease = lease;
+  o.key_prefix = test::unique_prefix();
+  return o;
+}
+
+TEST(ClientTest, ManySemaphoresOfOneClientShareOneWatchdogThreadAndItsConnections) {
+  RedisServer server;  // its own: every connection on it is this test's
+  Client client(server.options());
+  constexpr int kSemaphores = 40;
+  const std::size_t threads_before = thread_count();
+  std::vector<std::unique_ptr<FairSemaphore>> semaphores;
+  std::vector<Permit> permits;
+  for (int i = 0; i < kSemaphores; ++i) {
+    semaphores.push_back(
+        std::make_unique<FairSemaphore>(client, "shared-" + std::to_string(i), options(600ms)));
+    permits.push_back(semaphores.back()->acquire());
+  }
+  // Every permit renewed twice (each every 200 ms): they outlive their first 600 ms lease.
+  ASSERT_TRUE(wait_until([&] {
+    return std::all_of(semaphores.begin(), semaphores.end(),
+                       [](const auto& s) { return s->metrics().renewals >= 2; });
+  }));
+  for (const Permit& p : permits) EXPECT_FALSE(p.lost()) << p.id();
+  EXPECT_EQ(thread_count(), threads_before + 1) << "one watchdog thread for every semaphore";
+  // One connection for the calls (made one at a time) and one for the watchdog.
+  EXPECT_EQ(connections_on(server), 2);
+  for (Permit& p : permits) EXPECT_EQ(p.release(), ReleaseResult::released);
+}
+
+TEST(ClientTest, SemaphoresOpenedWithoutAClientEachHaveTheirOwn) {
+  // The contrast to the test above: what one Client saves.
+  RedisServer server;
+  const std::size_t threads_before = thread_count();
+  std::vector<std::unique_ptr<FairSemaphore>> semaphores;
+  std::vector<Permit> permits;
+  for (int i = 0; i < 3; ++i) {
+    semaphores.push_back(std::make_unique<FairSemaphore>(
+        server.options(), "own-" + std::to_string(i), options(600ms)));
+    permits.push_back(semaphores.back()->acquire());
+  }
+  ASSERT_TRUE(wait_until([&] {
+    return std::all_of(semaphores.begin(), semaphores.end(),
+                       [](const auto& s) { return s->metrics().renewals >= 1; });
+  }));
+  EXPECT_EQ(thread_count(), threads_before + 3);
+  EXPECT_EQ(connections_on(server), 6);
+}
+
+TEST(ClientTest, EachSemaphoreIsRenewedAtItsOwnInterval) {
+  Client client(test::redis_options());
+  // Opened first, with a watchdog round due only every 20 s...
+  FairSemaphore slow(client, "slow", options(60s));
+  Permit slow_permit = slow.acquire();
+  // ...and then one whose lease is 300 ms: the watchdog must not wait for the slow one's round.
+  FairSemaphore fast(client, "fast", options(300ms));
+  Permit fast_permit = fast.acquire();
+  ASSERT_TRUE(wait_until([&] { return fast.metrics().renewals >= 5; }));
+  EXPECT_FALSE(fast_permit.lost());
+  EXPECT_EQ(fast.status().holders.size(), 1u);
+  EXPECT_EQ(slow.metrics().renewals, 0u);
+  EXPECT_EQ(fast_permit.release(), ReleaseResult::released);
+  EXPECT_EQ(slow_permit.release(), ReleaseResult::released);
+}
+
+TEST(ClientTest, PermitsOutliveTheirSemaphoreAndTheirClient) {
+  const SemaphoreOptions o = options(300ms);
+  std::optional<Permit> permit;
+  {
+    Client client(test::redis_options());
+    FairSemaphore sem(client, "outlived", o);
+    permit = sem.acquire();
+  }
+  // Still renewed by the watchdog the permit keeps alive: it outlives several leases.
+  const auto first_deadline = permit->deadline();
+  ASSERT_TRUE(wait_until([&] { return permit->deadline() > first_deadline + 600ms; }));
+  EXPECT_FALSE(permit->lost());
+  SemaphoreAdmin admin(test::redis_options(), "outlived", o.key_prefix);
+  ASSERT_EQ(admin.status().holders.size(), 1u);
+  EXPECT_EQ(admin.status().holders[0].id, permit->id());
+  EXPECT_EQ(permit->release(), ReleaseResult::released);
+  EXPECT_TRUE(admin.status().holders.empty());
+}
+
+TEST(ClientTest, CopiesShareOneClientAndAnAdminUsesItToo) {
+  RedisServer server;
+  Client client(server.options());
+  const Client copy = client;  // NOLINT(performance-unnecessary-copy-initialization): the point
+  FairSemaphore a(client, "copy-a", options(10s));
+  FairSemaphore b(copy, "copy-b", options(10s));
+  SemaphoreAdmin admin(copy, "copy-a", a.options().key_prefix);
+  auto p = a.try_acquire();
+  auto q = b.try_acquire();
+  ASSERT_TRUE(p && q);
+  EXPECT_EQ(admin.status().holders.size(), 1u);
+  EXPECT_EQ(connections_on(server), 1) << "calls made one at a time share one connection";
+  EXPECT_EQ(&client.connection(), &copy.connection());
+}
+
+TEST(ClientTest, BadOptionsAreRefusedWhenTheClientIsMadeAndNothingConnects) {
+  ConnectionOptions bad = test::redis_options();
+  bad.connect_timeout = 0ms;
+  try {
+    Client client(bad);
+    FAIL() << "a zero connect timeout was accepted";
+  } catch (const InvalidArgument& e) {
+    EXPECT_THAT(e.what(), HasSubstr("connect_timeout"));
+  }
+  ConnectionOptions nobody;
+  nobody.host = "127.0.0.1";
+  nobody.port = test::free_loopback_port();
+  Client lazy(nobody);  // connects nothing yet
+  EXPECT_THROW(FairSemaphore(lazy, "nobody", options(1s)), ConnectionError);
+}
+
+}  // namespace
+}  // namespace fairsem
