@@ -8,8 +8,8 @@
 #          (scripts/compat.sh): fairsem built against hiredis 1.2.0 runs every test but the
 #          deployment and stress ones on Debian's redis-server; with TLS (hiredis_ssl), the
 #          integration, deployment and stress tests again with every server speaking only TLS
-#          (FAIRSEM_TEST_TLS=1); then the integration, deployment and stress tests on each of
-#          Valkey 8.0.1, Redis 6.2.16 and Redis 7.2.6
+#          (FAIRSEM_TEST_TLS=1); then the integration, deployment and stress tests (the TLS
+#          tests among them) on each of Valkey 8.0.1, Redis 6.2.16 and Redis 7.2.6, built with TLS
 #   tidy   clang-tidy 14 over src/ and include/ (scripts/tidy.sh), every finding an error
 #   fuzz   each libFuzzer target for FAIRSEM_FUZZ_SECONDS (30) seconds (scripts/fuzz.sh)
 # plus a clang-format check. Installs missing Debian packages itself; the tests start their
@@ -112,7 +112,7 @@ run_compat() {
   run_ctest "compat.hiredis-$FAIRSEM_COMPAT_HIREDIS" "$dir" \
     "FAIRSEM_TEST_EXPECT_SERVER=redis $(redis-server --version | sed -E 's/.* v=([0-9.]+).*/\1/')" \
     -- -LE 'deployment|stress'
-  # TLS: every server the tests start speaks only TLS (Debian's redis-server has it). Not run
+  # TLS: every server the tests start speaks only TLS (here Debian's redis-server, built with it). Not run
   # there: the tests that put a plaintext RESP-reading proxy (LostReplyTest) or a plaintext
   # fake server (two SecurityAclTest cases) between fairsem and Redis; they run above.
   run_ctest "compat.tls" "$dir" FAIRSEM_TEST_TLS=1 \

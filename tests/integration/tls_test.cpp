@@ -17,6 +17,7 @@
 
 #include "fairsem/detail/connection.hpp"
 #include "fairsem/semaphore.hpp"
+#include "fake_peer.hpp"
 #include "redis_server.hpp"
 #include "test_certs.hpp"
 #include "test_env.hpp"
@@ -29,12 +30,15 @@ using fairsem::ConnectionOptions;
 using fairsem::FairSemaphore;
 using fairsem::InvalidArgument;
 using fairsem::SemaphoreOptions;
+using fairsem::TimeoutError;
 using fairsem::TlsOptions;
 using fairsem::detail::Connection;
+using fairsem::test::FakePeer;
 using fairsem::test::RedisServer;
 using fairsem::test::ServerTls;
 using fairsem::test::TestCerts;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using namespace std::chrono_literals;
 
 const TestCerts& certs() { return TestCerts::get(); }
@@ -170,6 +174,37 @@ TEST(TlsTest, PlaintextToATlsPortAndTlsToAPlaintextPortAreClearErrors) {
   const std::string to_plain = error_of<ConnectionError>(
       [&] { Connection c(with_tls(plain_server, certs().client_tls())); });
   EXPECT_THAT(to_plain, HasSubstr("TLS handshake")) << to_plain;
+}
+
+// A peer that accepts and never answers the ClientHello: the handshake is bounded by the connect
+// timeout (300 ms here), not the command timeout (a minute), and is a TimeoutError. Neither it
+// nor a refused certificate quotes the password of the URL.
+TEST(TlsTest, ASilentPeerTimesOutInTheHandshakeAndNoRefusalShowsThePassword) {
+  const std::string password = "tls-hunter2-secret";
+  FakePeer silent(FakePeer::Mode::silent);
+  ConnectionOptions o = ConnectionOptions::from_url("rediss://:" + password +
+                                                    "@127.0.0.1:" + std::to_string(silent.port()));
+  o.tls = certs().client_tls();
+  o.connect_timeout = 300ms;
+  o.command_timeout = 60s;
+  o.reconnect_attempts = 1;
+  const auto started = std::chrono::steady_clock::now();
+  const std::string timed_out = error_of<TimeoutError>([&] { Connection c(o); });
+  // Not a speed bound: a hundred times the connect timeout, half the command timeout that a
+  // handshake left unbounded by the connect timeout would wait for.
+  EXPECT_LT(std::chrono::steady_clock::now() - started, 30s);
+  EXPECT_THAT(timed_out, HasSubstr("connecting to 127.0.0.1:" + std::to_string(silent.port()) +
+                                   " timed out after 300 ms (TLS handshake)"));
+  EXPECT_THAT(timed_out, Not(HasSubstr(password)));
+
+  RedisServer server(certs().server_tls(), {});
+  TlsOptions stranger = certs().client_tls();
+  stranger.cacert = certs().stranger_ca_cert;
+  ConnectionOptions refused_options = with_tls(server, stranger);
+  refused_options.password = password;
+  const std::string refused = error_of<ConnectionError>([&] { Connection c(refused_options); });
+  EXPECT_THAT(refused, HasSubstr("certificate verify failed"));
+  EXPECT_THAT(refused, Not(HasSubstr(password)));
 }
 
 TEST(TlsTest, UnreadableOrUnusableFilesAreInvalidArgumentNamingThemAndReachNoServer) {
