@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "acl_rule.hpp"
+#include "error_of.hpp"
 #include "fairsem/detail/connection.hpp"
 #include "fairsem/detail/scripts.hpp"
 #include "fairsem/fairsem.hpp"
@@ -35,6 +36,7 @@ namespace {
 using namespace std::chrono_literals;
 using detail::Connection;
 using detail::Reply;
+using test::error_of;
 using test::FakePeer;
 using test::RedisServer;
 using test::wait_until;
@@ -88,18 +90,6 @@ class Reports {
   std::vector<std::string> logs_;
   std::vector<std::string> lost_;
 };
-
-/// Runs `f`, which must throw a fairsem::Error, and returns its message.
-template <class F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no fairsem::Error was thrown";
-  return {};
-}
 
 /// Whether a waiting acquire has returned (or thrown) already.
 bool ended(const std::future<Permit>& waiter) {

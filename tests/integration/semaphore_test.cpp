@@ -341,6 +341,11 @@ TEST_F(SemaphoreTest, PermitDeletedBehindItsBackIsReportedLost) {
   Permit p = sem.acquire();
   admin_.command({"DEL", key("deleted", "owner"), key("deleted", "time")});
   ASSERT_TRUE(wait_until([&] { return p.lost(); }));
+  // lost() turns true just before on_lost is called, on the watchdog's thread.
+  ASSERT_TRUE(wait_until([&] {
+    std::lock_guard<std::mutex> lock(mu);
+    return !lost_ids.empty();
+  }));
   {
     std::lock_guard<std::mutex> lock(mu);
     ASSERT_EQ(1u, lost_ids.size());

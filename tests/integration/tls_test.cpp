@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "error_of.hpp"
 #include "fairsem/detail/connection.hpp"
 #include "fairsem/semaphore.hpp"
 #include "fake_peer.hpp"
@@ -33,6 +34,7 @@ using fairsem::SemaphoreOptions;
 using fairsem::TimeoutError;
 using fairsem::TlsOptions;
 using fairsem::detail::Connection;
+using fairsem::test::error_of;
 using fairsem::test::FakePeer;
 using fairsem::test::RedisServer;
 using fairsem::test::ServerTls;
@@ -51,18 +53,6 @@ ConnectionOptions with_tls(const RedisServer& server, TlsOptions tls) {
   o.command_timeout = 5s;
   o.reconnect_attempts = 1;
   return o;
-}
-
-/// what() of the exception of type E that `f` throws; fails the test if it throws none.
-template <typename E, typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  }
-  ADD_FAILURE() << "no exception";
-  return "";
 }
 
 /// Connections the server has accepted so far (INFO stats).
