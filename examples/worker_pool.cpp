@@ -5,11 +5,11 @@
 //   fairsem-worker-pool [--url URL] [--name NAME] [--processes P] [--threads T]
 //                       [--permits N] [--calls C]
 //
-// The parent forks P processes (before it creates any semaphore or thread); each opens the
-// semaphore and runs T threads, and each thread makes C calls. The "API call" is a short sleep.
-// To show the limit holds, every call counts itself in a counter shared by all processes
-// (anonymous shared memory): up on entry, down on exit, and the highest value seen is kept.
-// The parent prints one line and checks it:
+// The parent forks P processes (before it creates any semaphore or thread); each makes its
+// Client, opens the semaphore through it and runs T threads, and each thread makes C calls. The
+// "API call" is a short sleep. To show the limit holds, every call counts itself in a counter
+// shared by all processes (anonymous shared memory): up on entry, down on exit, and the highest
+// value seen is kept. The parent prints one line and checks it:
 //
 //   calls=<total> max_concurrent=<highest> permits=<N>
 //
@@ -107,8 +107,10 @@ int run_process(const Options& opt, Shared& shared) {
   try {
     fairsem::SemaphoreOptions sem_options;
     sem_options.limit = opt.permits;
-    fairsem::FairSemaphore sem(fairsem::ConnectionOptions::from_url(opt.url), opt.name,
-                               sem_options);
+    // One Client per process: every semaphore opened through it shares its connections and
+    // its watchdog thread.
+    const fairsem::Client client(fairsem::ConnectionOptions::from_url(opt.url));
+    fairsem::FairSemaphore sem(client, opt.name, sem_options);
     std::mutex error_mu;
     std::string error;
     int error_code = 0;

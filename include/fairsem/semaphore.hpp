@@ -241,7 +241,7 @@ class FairSemaphore {
   }
 
   /// Renews every permit this semaphore handle holds now, as one watchdog round does: one
-  /// script call per 2,000 permits. For auto_renew = false, or before a long step. Permits
+  /// script call per 100 permits. For auto_renew = false, or before a long step. Permits
   /// found gone are marked lost (on_lost is called). Returns how many are still held. Throws
   /// what a script call throws (ConnectionError...); chunks after a failed one are not renewed.
   std::size_t renew_all();
