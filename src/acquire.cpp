@@ -11,14 +11,6 @@
 
 namespace fairsem::detail {
 
-namespace {
-
-std::string seconds_string(milliseconds ms) {
-  return fmt::format("{}.{:03}", ms.count() / 1000, ms.count() % 1000);
-}
-
-}  // namespace
-
 AcquireReply SemaphoreCore::run_acquire(Connection& conn, const std::string& id,
                                         std::string_view mode, long long ticket) {
   Reply reply = ticket == 0 ? run(conn, "acquire", {id, mode, owner_info_})
@@ -101,15 +93,24 @@ std::optional<Permit> SemaphoreCore::acquire(std::optional<Clock::time_point> de
   // No time to wait: like try_acquire, never queue.
   if (deadline && *deadline <= Clock::now()) return try_acquire();
   const std::string id = next_id();
-  Borrowed conn(*this);  // this waiter's own connection, also for its BRPOP
+  // A connection of the pool for each call, none while waiting: the wake-up comes through the
+  // Client's waker. Borrowed here first, so that a failure to connect leaves nothing to undo.
+  std::optional<Borrowed> conn;
+  conn.emplace(*this);
   auto sent = Clock::now();
   AcquireReply reply;
+  std::unique_ptr<WakeSubscription> wake_up;
   try {
-    reply = run_acquire(*conn, id, "queue");
+    reply = run_acquire(**conn, id, "queue");
+    if (reply.state != AcquireState::granted) {
+      wake_up = runtime_->waker(slot_, keys_[5])->subscribe(keys_[5] + id, **conn);
+    }
     while (reply.state != AcquireState::granted) {
+      conn.reset();
       const auto now = Clock::now();
       if (deadline && now >= *deadline) {
-        give_up(*conn, id, reply.ticket);
+        wake_up.reset();
+        leave(conn, id, reply.ticket);
         return std::nullopt;
       }
       milliseconds wait = poll_interval_;
@@ -117,29 +118,43 @@ std::optional<Permit> SemaphoreCore::acquire(std::optional<Clock::time_point> de
         const auto left = std::chrono::ceil<milliseconds>(*deadline - now);
         wait = std::max(milliseconds(1), std::min(wait, left));
       }
-      if (wait_for_wake_up(*conn, id, wait, reply, sent)) {
-        await_replicas(*conn, id);
-        return make_permit(id, reply, sent);
-      }
+      if (wait_for_wake_up(*wake_up, id, wait, reply, sent)) return make_permit(id, reply, sent);
+      conn.emplace(*this);
       sent = Clock::now();
-      reply = run_acquire(*conn, id, "queue", reply.ticket);
+      reply = run_acquire(**conn, id, "queue", reply.ticket);
+      wake_up->discard();  // popped before this reply: older than what the poll saw
       if (reply.state == AcquireState::evicted) throw_evicted(id);
     }
-    await_replicas(*conn, id);
+    wake_up.reset();
+    // With min_replicas, on the connection whose call granted (or confirmed) the permit.
+    await_replicas(**conn, id);
     return make_permit(id, reply, sent);
   } catch (const EvictedError&) {
     throw;  // the entry is gone already
   } catch (const ReplicationError&) {
     // A caller-chosen id may be another handle's permit, granted to this call as well: it is
     // left to its lease (as try_acquire does), never given up here.
-    if (options_.permit_id.empty()) give_up(*conn, id, reply.ticket);
+    if (options_.permit_id.empty()) leave(conn, id, reply.ticket);
     throw;
   } catch (...) {
     // Without a ticket (the first call failed) only a random id is surely this call's own: a
     // caller-chosen one may name another handle's entry, which then must not be removed.
-    if (reply.ticket != 0 || options_.permit_id.empty()) give_up(*conn, id, reply.ticket);
+    if (reply.ticket != 0 || options_.permit_id.empty()) leave(conn, id, reply.ticket);
     throw;
   }
+}
+
+void SemaphoreCore::leave(std::optional<Borrowed>& conn, const std::string& id,
+                          long long ticket) noexcept {
+  try {
+    if (!conn) conn.emplace(*this);
+  } catch (const std::exception& e) {
+    log(LogLevel::warning, fmt::format("fairsem: {}: could not leave the queue ({}); the entry "
+                                       "expires within one lease",
+                                       where(), e.what()));
+    return;
+  }
+  give_up(**conn, id, ticket);
 }
 
 std::optional<Permit> SemaphoreCore::measured_acquire(bool wait,
@@ -166,53 +181,60 @@ std::optional<Permit> SemaphoreCore::measured_acquire(bool wait,
   }
 }
 
-bool SemaphoreCore::wait_for_wake_up(Connection& conn, const std::string& id, milliseconds wait,
-                                     AcquireReply& reply, Clock::time_point sent) {
-  try {
-    // Woken by the release (or reap) that promotes this waiter; on timeout the acquire after
-    // it renews the queue entry and reports promotion, so a lost wake-up costs one poll.
-    const Reply woken = conn.command({"BRPOP", keys_[5] + id, seconds_string(wait)},
-                                     wait + connection_.command_timeout);
-    const detail::WakeUp wake_up = detail::decode_wake(woken);
-    const detail::WakeReason why = wake_up.reason;
-    // An eviction already removed the entry; its marker is consumed here.
-    if (why == detail::WakeReason::evicted) throw_evicted(id);
-    reply.slot = wake_up.slot;
-    // Promoted: the permit is this entry, with the deadline its last call set (estimated from
-    // when that call was sent). Taken as it is when the watchdog's next round surely comes with
-    // half the usual margin left (and room for the WAIT of min_replicas); otherwise the poll
-    // renews it first. With min_replicas, the WAIT must follow a write of this socket: a
-    // wake-up popped on another node (an ASK during a slot migration) is confirmed by the poll.
-    return why == detail::WakeReason::promoted &&
-           sent + reply.lease - Clock::now() > direct_grant_margin_ + wait_allowance_ &&
-           !(options_.min_replicas > 0 && conn.last_reply_elsewhere());
-  } catch (const ConnectionError&) {
-    // The poll reconnects, or reports why it cannot.
-  } catch (const ReplyError& e) {
-    // BRPOP refused. A transient refusal (a restarted server still loading, a cluster without
-    // this slot's shard for a moment) goes straight to the poll, which retries it with backoff:
-    // sleeping first would leave a promoted waiter unaware of its permit. Anything else (a
-    // foreign key in the way) waits as long as the wake-up could have taken, then polls as on
-    // a timeout.
-    // A server too old for BRPOP's fractional timeout (Redis < 6.0) is said once; its waiters
-    // poll.
-    if (const auto feature = detail::missing_server_feature(e.server_message())) {
+bool SemaphoreCore::wait_for_wake_up(WakeSubscription& wake_up, const std::string& id,
+                                     milliseconds wait, AcquireReply& reply,
+                                     Clock::time_point sent) {
+  // Woken by the release (or reap) that promotes this waiter; on timeout the acquire after it
+  // renews the queue entry and reports promotion, so a lost wake-up costs one poll.
+  const auto until = Clock::now() + wait;
+  bool reported = false;
+  for (;;) {
+    const auto left = std::chrono::ceil<milliseconds>(until - Clock::now());
+    if (left <= milliseconds(0)) return false;
+    const WakeWait waited = wake_up.wait_for(left);
+    if (waited.woken) {
+      const detail::WakeUp woken = detail::decode_wake(*waited.woken);
+      // An eviction already removed the entry; its marker was consumed by the waker.
+      if (woken.reason == detail::WakeReason::evicted) throw_evicted(id);
+      reply.slot = woken.slot;
+      // Promoted: the permit is this entry, with the deadline its last call set (estimated
+      // from when that call was sent). Taken as it is when the watchdog's next round surely
+      // comes with half the usual margin left; otherwise the poll renews it first. With
+      // min_replicas the poll always comes first: its WAIT must follow a write of the
+      // connection it runs on, and the wake-up was popped on the waker's.
+      return woken.reason == detail::WakeReason::promoted && options_.min_replicas == 0 &&
+             sent + reply.lease - Clock::now() > direct_grant_margin_;
+    }
+    if (waited.error.empty()) return false;  // no wake-up within `wait`: poll
+    // The waker's BRPOP was refused. A transient refusal (a restarted server still loading, a
+    // cluster without this slot's shard for a moment) goes straight to the poll, which retries
+    // it with backoff. Anything else (a command the server lacks, an ACL without BRPOP) is said
+    // (a missing command once), and the wait goes on: a wake-up can still come, and the poll
+    // follows as on a timeout.
+    if (is_transient(waited.error)) return false;
+    if (reported) continue;
+    reported = true;
+    if (const auto feature = detail::missing_server_feature(waited.error)) {
       if (!old_server_reported_.exchange(true)) {
+        std::string server = "of an unknown version";
+        try {
+          Borrowed conn(*this);
+          server = detail::describe_server(*conn);
+        } catch (const std::exception&) {
+          // Said without the server's name and version.
+        }
         log(LogLevel::warning,
             detail::unsupported_server_message(
-                fmt::format("fairsem: {}: waiting for a wake-up failed", where()), *feature,
-                detail::describe_server(conn), e.server_message()) +
+                fmt::format("fairsem: {}: waiting for a wake-up failed", where()), *feature, server,
+                waited.error) +
                 "; its waiters poll instead");
       }
-      std::this_thread::sleep_for(wait);
-    } else if (!is_transient(e.server_message())) {
+    } else {
       log(LogLevel::warning,
           fmt::format("fairsem: {}: waiting for a wake-up failed ({}); polling instead", where(),
-                      e.what()));
-      std::this_thread::sleep_for(wait);
+                      waited.error));
     }
   }
-  return false;
 }
 
 void SemaphoreCore::give_up(Connection& conn, const std::string& id, long long ticket) noexcept {

@@ -197,6 +197,8 @@ void Connection::connect_once() {
   connect_node(options_.host, options_.port);
 }
 
+int Connection::socket_fd() const noexcept { return ctx_ ? ctx_->fd : -1; }
+
 void Connection::connect_node(const std::string& host, int port) {
   const timeval connect_tv = to_timeval(options_.connect_timeout);
   errno = 0;

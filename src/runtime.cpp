@@ -24,6 +24,7 @@ Runtime::Runtime(ConnectionOptions options)
       router_(options_.routed() ? std::make_shared<Router>(options_) : nullptr) {}
 
 Runtime::~Runtime() {
+  for (auto& entry : wakers_) entry.second->stop();
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
@@ -62,6 +63,15 @@ void Runtime::give_back(std::unique_ptr<Connection> conn) noexcept {
   } catch (...) {
     // No memory for the pool's bookkeeping: the connection is closed instead.
   }
+}
+
+std::shared_ptr<Waker> Runtime::waker(int slot, const std::string& wake_prefix) {
+  std::lock_guard<std::mutex> lock(wakers_mu_);
+  std::shared_ptr<Waker>& waker = wakers_[slot];
+  if (!waker) {
+    waker = std::make_shared<Waker>(options_, router_, slot, wake_prefix + "kick-" + random_id());
+  }
+  return waker;
 }
 
 void Runtime::watch(const std::shared_ptr<SemaphoreCore>& core,

@@ -1,8 +1,9 @@
 #pragma once
 
 // What a Client shares among its semaphores: the options, the router, a pool of idle
-// connections per cluster slot, and one watchdog thread that renews every watched semaphore's
-// permits at that semaphore's own interval. Internal.
+// connections per cluster slot, the wake-up path of waiting acquires (waker.hpp, one per slot),
+// and one watchdog thread that renews every watched semaphore's permits at that semaphore's own
+// interval. Internal.
 
 #include <chrono>
 #include <condition_variable>
@@ -16,6 +17,7 @@
 #include "fairsem/connection_options.hpp"
 #include "fairsem/detail/connection.hpp"
 #include "fairsem/detail/router.hpp"
+#include "waker.hpp"
 
 namespace fairsem::detail {
 
@@ -39,6 +41,11 @@ class Runtime : public std::enable_shared_from_this<Runtime> {
   std::unique_ptr<Connection> take(int slot);
   /// Back to the pool, unless the pool of its slot is full or it is broken.
   void give_back(std::unique_ptr<Connection> conn) noexcept;
+
+  /// The wake-up path of cluster slot `slot` (-1 standalone): one per slot, made on first use,
+  /// with a kick list under `wake_prefix` (the wake-list prefix of the semaphore that asks
+  /// first, so that the user may write it).
+  std::shared_ptr<Waker> waker(int slot, const std::string& wake_prefix);
 
   /// From now on the watchdog renews `core`'s held permits every `interval` (the thread starts
   /// with the first semaphore watched; throws std::system_error if it cannot). Watching the
@@ -69,6 +76,9 @@ class Runtime : public std::enable_shared_from_this<Runtime> {
 
   std::mutex pool_mu_;
   std::unordered_map<int, std::vector<std::unique_ptr<Connection>>> idle_;
+
+  std::mutex wakers_mu_;
+  std::unordered_map<int, std::shared_ptr<Waker>> wakers_;
 
   std::mutex mu_;  // guards watched_, generation_, stop_, watchdog_
   std::condition_variable cv_;

@@ -214,8 +214,10 @@ class SemaphoreCore : public std::enable_shared_from_this<SemaphoreCore> {
   /// One wait (up to `wait`) for the wake-up of the queued request `id`, whose last call got
   /// `reply` and was sent at `sent`. True: promoted, and the permit can be taken as that call
   /// left it (its slot filled in). False: poll. Throws EvictedError.
-  bool wait_for_wake_up(Connection& conn, const std::string& id, milliseconds wait,
+  bool wait_for_wake_up(WakeSubscription& wake_up, const std::string& id, milliseconds wait,
                         AcquireReply& reply, Clock::time_point sent);
+  /// give_up on `conn`, borrowed first if it is not (a failure to connect is logged).
+  void leave(std::optional<Borrowed>& conn, const std::string& id, long long ticket) noexcept;
   /// After a grant: throws ReplicationError unless min_replicas acknowledged it.
   void await_replicas(Connection& conn, const std::string& id);
   Permit make_permit(const std::string& id, const AcquireReply& reply, Clock::time_point sent);

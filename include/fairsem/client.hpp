@@ -17,16 +17,16 @@ class FairSemaphore;
 class SemaphoreAdmin;
 
 /// What the semaphores opened through it share: the connection options, one pool of idle
-/// connections (per cluster slot), the cluster or sentinel routing, and one watchdog thread that
-/// renews the held permits of all of them, each at its own renew interval. One Client per
-/// process and deployment is the normal use: a hundred semaphores opened through one Client
-/// hold one watchdog thread, not a hundred.
+/// connections (per cluster slot), the cluster or sentinel routing, one wake-up thread and
+/// connection (per cluster slot) whose one BRPOP waits for the wake-ups of every waiting
+/// acquire, and one watchdog thread that renews the held permits of all of them, each at its
+/// own renew interval. One Client per process and deployment is the normal use: a hundred
+/// semaphores opened through one Client hold one watchdog thread, not a hundred, and a
+/// thousand threads waiting in acquire() hold no connection of their own.
 ///
 /// A handle: cheap to copy, and copies share everything. Thread-safe. What it shares lives as
 /// long as its last user: a Client, a semaphore opened through it, or a Permit, so permits keep
 /// being renewed after the Client and the semaphore are gone.
-///
-/// Waiting acquires still hold a connection each while they wait (see FairSemaphore::acquire).
 class Client {
  public:
   /// Validates the options (InvalidArgument naming the bad field). Connects nothing: the first

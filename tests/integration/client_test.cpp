@@ -1,16 +1,19 @@
 // Client: what the semaphores opened through one Client share. One watchdog thread renews the
-// permits of all of them, each at its own interval; their connections come from one pool; and
-// what they share outlives the Client and the semaphores as long as a permit needs it.
+// permits of all of them, each at its own interval; their connections come from one pool; one
+// waker waits for the wake-ups of all their waiting acquires; and what they share outlives the
+// Client and the semaphores as long as a permit needs it.
 
 #include <dirent.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "fairsem/detail/connection.hpp"
@@ -59,13 +62,14 @@ TEST(ClientTest, ManySemaphoresOfOneClientShareOneWatchdogThreadAndItsConnection
   RedisServer server;  // its own: every connection on it is this test's
   Client client(server.options());
   constexpr int kSemaphores = 40;
-  const std::size_t threads_before = thread_count();
   std::vector<std::unique_ptr<FairSemaphore>> semaphores;
   std::vector<Permit> permits;
+  std::size_t threads_with_one = 0;  // after the first permit started the watchdog
   for (int i = 0; i < kSemaphores; ++i) {
     semaphores.push_back(
         std::make_unique<FairSemaphore>(client, "shared-" + std::to_string(i), options(600ms)));
     permits.push_back(semaphores.back()->acquire());
+    if (i == 0) threads_with_one = thread_count();
   }
   // Every permit renewed twice (each every 200 ms): they outlive their first 600 ms lease.
   ASSERT_TRUE(wait_until([&] {
@@ -73,7 +77,7 @@ TEST(ClientTest, ManySemaphoresOfOneClientShareOneWatchdogThreadAndItsConnection
                        [](const auto& s) { return s->metrics().renewals >= 2; });
   }));
   for (const Permit& p : permits) EXPECT_FALSE(p.lost()) << p.id();
-  EXPECT_EQ(thread_count(), threads_before + 1) << "one watchdog thread for every semaphore";
+  EXPECT_EQ(thread_count(), threads_with_one) << "one watchdog thread for every semaphore";
   // One connection for the calls (made one at a time) and one for the watchdog.
   EXPECT_EQ(connections_on(server), 2);
   for (Permit& p : permits) EXPECT_EQ(p.release(), ReleaseResult::released);
@@ -82,20 +86,52 @@ TEST(ClientTest, ManySemaphoresOfOneClientShareOneWatchdogThreadAndItsConnection
 TEST(ClientTest, SemaphoresOpenedWithoutAClientEachHaveTheirOwn) {
   // The contrast to the test above: what one Client saves.
   RedisServer server;
-  const std::size_t threads_before = thread_count();
   std::vector<std::unique_ptr<FairSemaphore>> semaphores;
   std::vector<Permit> permits;
+  std::size_t threads_with_one = 0;
   for (int i = 0; i < 3; ++i) {
     semaphores.push_back(std::make_unique<FairSemaphore>(
         server.options(), "own-" + std::to_string(i), options(600ms)));
     permits.push_back(semaphores.back()->acquire());
+    if (i == 0) threads_with_one = thread_count();
   }
   ASSERT_TRUE(wait_until([&] {
     return std::all_of(semaphores.begin(), semaphores.end(),
                        [](const auto& s) { return s->metrics().renewals >= 1; });
   }));
-  EXPECT_EQ(thread_count(), threads_before + 3);
+  EXPECT_EQ(thread_count(), threads_with_one + 2);
   EXPECT_EQ(connections_on(server), 6);
+}
+
+TEST(ClientTest, WaitingAcquiresShareTheClientsOneWakeUpConnection) {
+  RedisServer server;
+  Client client(server.options());
+  SemaphoreOptions o = options(10s);
+  FairSemaphore sem(client, "waiting", o);
+  std::optional<Permit> holder = sem.acquire();
+  constexpr int kWaiters = 30;
+  std::vector<std::thread> threads;
+  std::atomic<int> granted{0};
+  for (int i = 0; i < kWaiters; ++i) {
+    threads.emplace_back([&] {
+      Permit p = sem.acquire();
+      ++granted;
+    });  // each releases its permit as it ends, which wakes the next
+  }
+  ASSERT_TRUE(wait_until([&] { return sem.status().waiters.size() == kWaiters; }));
+  Connection admin(server.options());
+  const auto blocked = [&] {
+    return admin.command({"INFO", "clients"}).str.find("blocked_clients:1\r") != std::string::npos;
+  };
+  // Thirty threads wait; one BRPOP of the waker waits for all of them, and nobody holds a
+  // connection of their own: at most the pool's idle connections (8), the waker's and the
+  // watchdog's are left.
+  ASSERT_TRUE(wait_until(blocked));
+  EXPECT_LE(connections_on(server), 10);
+  holder.reset();  // releases: the waiters are woken one after another
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(granted.load(), kWaiters);
+  EXPECT_TRUE(sem.status().waiters.empty());
 }
 
 TEST(ClientTest, EachSemaphoreIsRenewedAtItsOwnInterval) {

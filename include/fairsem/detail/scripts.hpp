@@ -21,6 +21,10 @@ namespace scripts {
 /// computed from the same clock, never from a client's.
 extern const Script server_clock;
 
+/// Pushes to a client's kick list (src/lua/kick.lua), so that its wake-up thread's BRPOP starts
+/// over with the wake lists of newly queued waiters.
+extern const Script kick;
+
 /// Every operation on a semaphore (open, acquire, release, renew, status, evict, resize); see
 /// the header comment of src/lua/semaphore.lua for its keys, arguments and replies.
 extern const Script semaphore;

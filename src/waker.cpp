@@ -1,0 +1,203 @@
+#include "waker.hpp"
+
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+#include "fairsem/detail/scripts.hpp"
+#include "fairsem/errors.hpp"
+
+namespace fairsem::detail {
+
+namespace {
+
+// How long one BRPOP waits. A new wake list is added at once by a kick; this bounds how long a
+// lost kick (or a wake list no longer waited for) can go unnoticed.
+constexpr auto kListenSeconds = std::chrono::seconds(1);
+// How long an unpopped kick stays (only when the client is gone before its BRPOP popped it).
+constexpr auto kKickLifetime = std::chrono::seconds(10);
+// After a refused BRPOP or a failed reconnect: waiters poll meanwhile.
+constexpr auto kRetryPause = std::chrono::milliseconds(200);
+
+}  // namespace
+
+// --- WakeSubscription -----------------------------------------------------------------------
+
+WakeSubscription::WakeSubscription(std::shared_ptr<Waker> waker, std::string key)
+    : waker_(std::move(waker)), key_(std::move(key)) {}
+
+WakeSubscription::~WakeSubscription() { waker_->unsubscribe(*this); }
+
+WakeWait WakeSubscription::wait_for(std::chrono::milliseconds wait) {
+  std::unique_lock<std::mutex> lock(waker_->mu_);
+  cv_.wait_for(lock, wait, [&] { return woken_.has_value() || !error_.empty(); });
+  WakeWait result;
+  result.woken = std::exchange(woken_, std::nullopt);
+  result.error = std::exchange(error_, std::string());
+  return result;
+}
+
+void WakeSubscription::discard() {
+  std::lock_guard<std::mutex> lock(waker_->mu_);
+  woken_.reset();
+  error_.clear();
+}
+
+// --- Waker ----------------------------------------------------------------------------------
+
+Waker::Waker(ConnectionOptions options, std::shared_ptr<Router> router, int slot,
+             std::string kick_key)
+    : options_(std::move(options)),
+      router_(std::move(router)),
+      slot_(slot),
+      kick_key_(std::move(kick_key)) {}
+
+Waker::~Waker() { stop(); }
+
+void Waker::stop() noexcept {
+  std::thread thread;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+    thread = std::move(thread_);
+    // Ends a BRPOP in progress at once: its read fails, and the thread sees stop_. Under the
+    // lock, so the socket is the one the BRPOP waits on, never one closed and reused meanwhile.
+    if (fd_ >= 0) ::shutdown(fd_, SHUT_RDWR);
+  }
+  cv_.notify_all();
+  if (thread.joinable()) thread.join();
+}
+
+std::unique_ptr<WakeSubscription> Waker::subscribe(const std::string& key, Connection& conn) {
+  std::unique_ptr<WakeSubscription> sub(new WakeSubscription(shared_from_this(), key));
+  bool kick = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!thread_.joinable() && !stop_) thread_ = std::thread(&Waker::run, this);
+    subs_.emplace(key, sub.get());
+    // A BRPOP under way lacks this key: end it with a push to the kick list, its first key.
+    // Otherwise the thread's next BRPOP has it anyway.
+    kick = listening_;
+  }
+  cv_.notify_all();
+  if (kick) {
+    try {
+      conn.eval(scripts::kick, {kick_key_},
+                {std::to_string(std::chrono::milliseconds(kKickLifetime).count())});
+    } catch (const Error&) {
+      // The next BRPOP, at most kListenSeconds away, has the key; the waiter polls anyway.
+    }
+  }
+  return sub;
+}
+
+void Waker::unsubscribe(const WakeSubscription& sub) noexcept {
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto range = subs_.equal_range(sub.key_);
+  for (auto it = range.first; it != range.second; ++it) {
+    if (it->second == &sub) {
+      subs_.erase(it);
+      return;
+    }
+  }
+}
+
+void Waker::report(const std::string& error) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& entry : subs_) {
+    entry.second->error_ = error;
+    entry.second->cv_.notify_all();
+  }
+}
+
+void Waker::pause() {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait_for(lock, kRetryPause, [&] { return stop_; });
+}
+
+void Waker::run() {
+  std::unique_ptr<Connection> conn;
+  std::vector<std::string> keys;
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      listening_ = false;
+      cv_.wait(lock, [&] { return stop_ || !subs_.empty(); });
+      if (stop_) return;
+      keys.clear();
+      keys.push_back(kick_key_);
+      for (const auto& entry : subs_) {
+        if (keys.back() != entry.first) keys.push_back(entry.first);
+      }
+      listening_ = true;  // from here on, a new subscription kicks
+    }
+    try {
+      if (!conn) conn = std::make_unique<Connection>(options_, router_, slot_);
+      listen(*conn, keys);
+    } catch (const Error&) {
+      // Unreachable or broken: made again (or reconnected) for the next BRPOP; the waiters poll
+      // meanwhile.
+      conn.reset();
+      pause();
+    }
+  }
+}
+
+void Waker::listen(Connection& conn, const std::vector<std::string>& keys) {
+  Args argv;
+  argv.reserve(keys.size() + 2);
+  argv.emplace_back("BRPOP");
+  for (const std::string& k : keys) argv.emplace_back(k);
+  const std::string timeout = std::to_string(kListenSeconds.count());
+  argv.emplace_back(timeout);
+  if (conn.broken()) conn.reconnect();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stop_) return;  // stop() came before the socket was published
+    fd_ = conn.socket_fd();
+  }
+  Reply reply;
+  try {
+    // On the socket as it is (no reconnect, no redirection), so that stop() may shut it down.
+    reply = conn.command_in_place(argv, kListenSeconds + options_.command_timeout);
+  } catch (...) {
+    std::lock_guard<std::mutex> lock(mu_);
+    fd_ = -1;
+    throw;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    fd_ = -1;  // from here on the connection may reconnect or move to another node
+  }
+  if (reply.is_error()) {
+    const std::string& message = reply.str;
+    // Not this node's to answer (MOVED, ASK; a master turned replica: READONLY, UNBLOCKED): a
+    // kick through the routed path follows the redirection, and the next BRPOP goes there.
+    for (const char* redirect : {"MOVED ", "ASK ", "READONLY", "UNBLOCKED"}) {
+      if (message.rfind(redirect, 0) == 0) {
+        conn.eval(scripts::kick, {kick_key_},
+                  {std::to_string(std::chrono::milliseconds(kKickLifetime).count())});
+        return;
+      }
+    }
+    // Refused (an ACL without BRPOP, a slot in migration, a renamed command): each waiter
+    // hears of it and polls, as it does when no wake-up comes.
+    report(message);
+    pause();
+    return;
+  }
+  if (reply.is_nil() || reply.elements.size() != 2) return;  // timed out
+  const std::string& key = reply.elements[0].str;
+  if (key == kick_key_) return;  // a new wake list to add: the next BRPOP has it
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto it = subs_.find(key);
+  // Nobody waits for it any more: the waiter left (its release removes the entry and passes a
+  // permit it was just given on) or polls and finds itself promoted.
+  if (it == subs_.end()) return;
+  it->second->woken_ = std::move(reply);
+  it->second->cv_.notify_all();
+}
+
+}  // namespace fairsem::detail

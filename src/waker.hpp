@@ -1,0 +1,103 @@
+#pragma once
+
+// The Client's wake-up path: one thread and one connection (per cluster slot) wait, with one
+// BRPOP over every subscribed wake list, for the wake-ups the semaphore script pushes, and
+// hand each to the waiting thread it is for. A waiting acquire holds no connection of its own.
+// Internal.
+
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "fairsem/connection_options.hpp"
+#include "fairsem/detail/connection.hpp"
+#include "fairsem/detail/router.hpp"
+
+namespace fairsem::detail {
+
+class Waker;
+
+/// What one wait for a wake-up found.
+struct WakeWait {
+  std::optional<Reply> woken;  // the BRPOP reply that popped this subscription's list
+  std::string error;           // the waker's BRPOP was refused (ReplyError::server_message)
+};
+
+/// One waiting request's interest in its wake list: from subscribe() until destroyed. Used by
+/// the one thread that waits.
+class WakeSubscription {
+ public:
+  ~WakeSubscription();
+  WakeSubscription(const WakeSubscription&) = delete;
+  WakeSubscription& operator=(const WakeSubscription&) = delete;
+
+  /// Waits up to `wait` for the wake-up (or for an error of the waker to report); an empty
+  /// result when neither came.
+  WakeWait wait_for(std::chrono::milliseconds wait);
+  /// Forgets a wake-up (or error) not yet waited for. A waiter calls it when the reply to its
+  /// poll arrives: a wake-up the waker popped before then is stale, since the poll, which saw
+  /// the entry as it was after that pop, found no grant (the entry it was for was reaped, and the
+  /// poll queued a new one).
+  void discard();
+
+ private:
+  friend class Waker;
+  WakeSubscription(std::shared_ptr<Waker> waker, std::string key);
+
+  std::shared_ptr<Waker> waker_;
+  std::string key_;
+  // Guarded by the waker's mutex.
+  std::optional<Reply> woken_;
+  std::string error_;
+  std::condition_variable cv_;
+};
+
+class Waker : public std::enable_shared_from_this<Waker> {
+ public:
+  /// For commands on cluster slot `slot` (-1 standalone); `kick_key` is a list in that slot,
+  /// under a key prefix the user may write, that nobody else uses.
+  Waker(ConnectionOptions options, std::shared_ptr<Router> router, int slot, std::string kick_key);
+  /// Stops the thread: interrupts its BRPOP and joins it.
+  ~Waker();
+  Waker(const Waker&) = delete;
+  Waker& operator=(const Waker&) = delete;
+
+  /// Starts listening on wake list `key`, and tells the waker's BRPOP so through `conn` (a
+  /// pool connection in the same slot; if that fails, its next BRPOP, at most a second later,
+  /// includes the key). Throws std::system_error if the thread cannot start.
+  std::unique_ptr<WakeSubscription> subscribe(const std::string& key, Connection& conn);
+  /// Stops the thread (the destructor does); subscriptions left wait out their time.
+  void stop() noexcept;
+
+ private:
+  friend class WakeSubscription;
+  void unsubscribe(const WakeSubscription& sub) noexcept;
+  void run();
+  /// One BRPOP over `keys` (the kick list first); hands a wake-up to its subscription.
+  void listen(Connection& conn, const std::vector<std::string>& keys);
+  /// Tells every subscription that the BRPOP was refused with `error`.
+  void report(const std::string& error);
+  /// Waits a moment (or until stopped) before trying again.
+  void pause();
+
+  const ConnectionOptions options_;
+  const std::shared_ptr<Router> router_;
+  const int slot_;
+  const std::string kick_key_;
+
+  std::mutex mu_;  // guards subs_, stop_, thread_ and every subscription's result
+  std::condition_variable cv_;
+  std::unordered_multimap<std::string, WakeSubscription*> subs_;  // by wake list
+  bool stop_ = false;
+  bool listening_ = false;  // a BRPOP is under way with the keys it had when it began
+  int fd_ = -1;             // the socket a BRPOP waits on, for stop() to shut down
+  std::thread thread_;
+};
+
+}  // namespace fairsem::detail
