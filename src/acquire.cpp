@@ -122,8 +122,9 @@ std::optional<Permit> SemaphoreCore::acquire(std::optional<Clock::time_point> de
       conn.emplace(*this);
       sent = Clock::now();
       reply = run_acquire(**conn, id, "queue", reply.ticket);
-      wake_up->discard();  // popped before this reply: older than what the poll saw
       if (reply.state == AcquireState::evicted) throw_evicted(id);
+      // Still queued: a wake-up popped before this reply is older than what the poll saw.
+      if (reply.state != AcquireState::granted) wake_up->rearm(**conn);
     }
     wake_up.reset();
     // With min_replicas, on the connection whose call granted (or confirmed) the permit.

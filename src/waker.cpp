@@ -39,10 +39,14 @@ WakeWait WakeSubscription::wait_for(std::chrono::milliseconds wait) {
   return result;
 }
 
-void WakeSubscription::discard() {
-  std::lock_guard<std::mutex> lock(waker_->mu_);
-  woken_.reset();
-  error_.clear();
+void WakeSubscription::rearm(Connection& conn) {
+  {
+    std::lock_guard<std::mutex> lock(waker_->mu_);
+    woken_.reset();
+    error_.clear();
+    if (listed_) return;
+  }
+  waker_->list(*this, conn);
 }
 
 // --- Waker ----------------------------------------------------------------------------------
@@ -72,25 +76,29 @@ void Waker::stop() noexcept {
 
 std::unique_ptr<WakeSubscription> Waker::subscribe(const std::string& key, Connection& conn) {
   std::unique_ptr<WakeSubscription> sub(new WakeSubscription(shared_from_this(), key));
+  list(*sub, conn);
+  return sub;
+}
+
+void Waker::list(WakeSubscription& sub, Connection& conn) {
   bool kick = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!thread_.joinable() && !stop_) thread_ = std::thread(&Waker::run, this);
-    subs_.emplace(key, sub.get());
+    subs_.emplace(sub.key_, &sub);
+    sub.listed_ = true;
     // A BRPOP under way lacks this key: end it with a push to the kick list, its first key.
     // Otherwise the thread's next BRPOP has it anyway.
     kick = listening_;
   }
   cv_.notify_all();
-  if (kick) {
-    try {
-      conn.eval(scripts::kick, {kick_key_},
-                {std::to_string(std::chrono::milliseconds(kKickLifetime).count())});
-    } catch (const Error&) {
-      // The next BRPOP, at most kListenSeconds away, has the key; the waiter polls anyway.
-    }
+  if (!kick) return;
+  try {
+    conn.eval(scripts::kick, {kick_key_},
+              {std::to_string(std::chrono::milliseconds(kKickLifetime).count())});
+  } catch (const Error&) {
+    // The next BRPOP, at most kListenSeconds away, has the key; the waiter polls anyway.
   }
-  return sub;
 }
 
 void Waker::unsubscribe(const WakeSubscription& sub) noexcept {
@@ -196,8 +204,13 @@ void Waker::listen(Connection& conn, const std::vector<std::string>& keys) {
   // Nobody waits for it any more: the waiter left (its release removes the entry and passes a
   // permit it was just given on) or polls and finds itself promoted.
   if (it == subs_.end()) return;
-  it->second->woken_ = std::move(reply);
-  it->second->cv_.notify_all();
+  // One wake-up ends the listening (a promotion or an eviction is the last word on an entry),
+  // so the next BRPOP goes without this list, and needs no kick to leave it out.
+  WakeSubscription& sub = *it->second;
+  subs_.erase(it);
+  sub.listed_ = false;
+  sub.woken_ = std::move(reply);
+  sub.cv_.notify_all();
 }
 
 }  // namespace fairsem::detail

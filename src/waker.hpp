@@ -40,11 +40,12 @@ class WakeSubscription {
   /// Waits up to `wait` for the wake-up (or for an error of the waker to report); an empty
   /// result when neither came.
   WakeWait wait_for(std::chrono::milliseconds wait);
-  /// Forgets a wake-up (or error) not yet waited for. A waiter calls it when the reply to its
-  /// poll arrives: a wake-up the waker popped before then is stale, since the poll, which saw
-  /// the entry as it was after that pop, found no grant (the entry it was for was reaped, and the
-  /// poll queued a new one).
-  void discard();
+  /// After a poll that found the request still queued: forgets a wake-up (or error) not yet
+  /// waited for, and listens again if a wake-up had ended the listening. A wake-up the waker
+  /// popped before the poll's reply is stale: the poll, which saw the entry after that pop, found
+  /// no grant (the entry it was for was reaped, and the poll queued a new one). `conn`: as for
+  /// Waker::subscribe.
+  void rearm(Connection& conn);
 
  private:
   friend class Waker;
@@ -53,6 +54,7 @@ class WakeSubscription {
   std::shared_ptr<Waker> waker_;
   std::string key_;
   // Guarded by the waker's mutex.
+  bool listed_ = true;  // in the waker's BRPOP; a delivered wake-up ends that
   std::optional<Reply> woken_;
   std::string error_;
   std::condition_variable cv_;
@@ -77,6 +79,8 @@ class Waker : public std::enable_shared_from_this<Waker> {
 
  private:
   friend class WakeSubscription;
+  /// Adds `sub` to the next BRPOP, and kicks a BRPOP under way so that it comes at once.
+  void list(WakeSubscription& sub, Connection& conn);
   void unsubscribe(const WakeSubscription& sub) noexcept;
   void run();
   /// One BRPOP over `keys` (the kick list first); hands a wake-up to its subscription.
