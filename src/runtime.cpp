@@ -17,10 +17,14 @@ namespace {
 // Idle connections kept per cluster slot (standalone: in all); more are closed when returned.
 constexpr std::size_t kMaxIdleConnections = 8;
 
+// Pool connections the current thread holds (of any Client): one that holds some never waits.
+thread_local std::size_t held_by_this_thread = 0;
+
 }  // namespace
 
-Runtime::Runtime(ConnectionOptions options)
+Runtime::Runtime(ConnectionOptions options, ClientOptions client_options)
     : options_((options.validate(), std::move(options))),
+      max_connections_((client_options.validate(), client_options.max_connections)),
       router_(options_.routed() ? std::make_shared<Router>(options_) : nullptr) {}
 
 Runtime::~Runtime() {
@@ -42,27 +46,64 @@ Runtime::~Runtime() {
 }
 
 std::unique_ptr<Connection> Runtime::take(int slot) {
-  {
-    std::lock_guard<std::mutex> lock(pool_mu_);
+  std::unique_lock<std::mutex> lock(pool_mu_);
+  for (;;) {
     const auto it = idle_.find(slot);
     if (it != idle_.end() && !it->second.empty()) {
       auto conn = std::move(it->second.back());
       it->second.pop_back();
+      ++held_by_this_thread;
       return conn;
     }
+    if (open_ < max_connections_ || held_by_this_thread > 0) break;
+    // At the bound: an idle connection of another slot makes room, else one comes back.
+    if (close_an_idle_one()) continue;
+    pool_cv_.wait(lock);
   }
-  return std::make_unique<Connection>(options_, router_, slot);  // outside the lock
+  ++open_;
+  lock.unlock();
+  try {
+    auto conn = std::make_unique<Connection>(options_, router_, slot);
+    ++held_by_this_thread;
+    return conn;
+  } catch (...) {
+    lock.lock();
+    --open_;
+    pool_cv_.notify_one();
+    throw;
+  }
 }
 
 void Runtime::give_back(std::unique_ptr<Connection> conn) noexcept {
   if (!conn) return;
-  try {
+  --held_by_this_thread;
+  std::unique_ptr<Connection> closing;
+  {
     std::lock_guard<std::mutex> lock(pool_mu_);
-    auto& idle = idle_[conn->slot()];
-    if (idle.size() < kMaxIdleConnections) idle.push_back(std::move(conn));
-  } catch (...) {
-    // No memory for the pool's bookkeeping: the connection is closed instead.
+    try {
+      auto& idle = idle_[conn->slot()];
+      if (idle.size() < kMaxIdleConnections) idle.push_back(std::move(conn));
+    } catch (...) {
+      // No memory for the pool's bookkeeping: the connection is closed instead.
+    }
+    if (conn) {
+      closing = std::move(conn);
+      --open_;
+    }
   }
+  pool_cv_.notify_one();
+  // `closing` is closed here, outside the lock.
+}
+
+bool Runtime::close_an_idle_one() {
+  for (auto& entry : idle_) {
+    if (!entry.second.empty()) {
+      entry.second.pop_back();
+      --open_;
+      return true;
+    }
+  }
+  return false;
 }
 
 std::shared_ptr<Waker> Runtime::waker(int slot, const std::string& wake_prefix) {
@@ -153,8 +194,15 @@ void Runtime::renew(SemaphoreCore& core, std::unordered_map<int, WatchdogConnect
 
 }  // namespace detail
 
-Client::Client(ConnectionOptions connection)
-    : runtime_(std::make_shared<detail::Runtime>(std::move(connection))) {}
+void ClientOptions::validate() const {
+  if (max_connections < 1) {
+    throw InvalidArgument(
+        fmt::format("fairsem: max_connections must be at least 1, got {}", max_connections));
+  }
+}
+
+Client::Client(ConnectionOptions connection, ClientOptions options)
+    : runtime_(std::make_shared<detail::Runtime>(std::move(connection), options)) {}
 
 const ConnectionOptions& Client::connection() const noexcept { return runtime_->options(); }
 

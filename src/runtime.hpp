@@ -14,6 +14,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "fairsem/client.hpp"
 #include "fairsem/connection_options.hpp"
 #include "fairsem/detail/connection.hpp"
 #include "fairsem/detail/router.hpp"
@@ -26,7 +27,7 @@ class SemaphoreCore;
 class Runtime : public std::enable_shared_from_this<Runtime> {
  public:
   /// Validates the options (InvalidArgument); connects nothing.
-  explicit Runtime(ConnectionOptions options);
+  Runtime(ConnectionOptions options, ClientOptions client_options);
   /// Stops the watchdog (joined, or detached when the last reference is dropped on it).
   ~Runtime();
   Runtime(const Runtime&) = delete;
@@ -37,9 +38,11 @@ class Runtime : public std::enable_shared_from_this<Runtime> {
   const std::shared_ptr<Router>& router() const noexcept { return router_; }
 
   /// A connection for commands on cluster hash slot `slot` (-1 standalone): an idle one from the
-  /// pool, else a new one (which may throw what connecting throws).
+  /// pool, else a new one (which may throw what connecting throws), waiting while
+  /// max_connections are taken unless this thread holds one already. Give it back with
+  /// give_back, on the same thread.
   std::unique_ptr<Connection> take(int slot);
-  /// Back to the pool, unless the pool of its slot is full or it is broken.
+  /// Back to the pool (closed if the pool of its slot holds enough idle ones).
   void give_back(std::unique_ptr<Connection> conn) noexcept;
 
   /// The wake-up path of cluster slot `slot` (-1 standalone): one per slot, made on first use,
@@ -71,11 +74,17 @@ class Runtime : public std::enable_shared_from_this<Runtime> {
   /// a reconnect of `core`), then its permits renewed.
   void renew(SemaphoreCore& core, std::unordered_map<int, WatchdogConnection>& connections);
 
+  /// With pool_mu_ held: closes an idle connection of any slot; false if there is none.
+  bool close_an_idle_one();
+
   const ConnectionOptions options_;
+  const std::size_t max_connections_;
   const std::shared_ptr<Router> router_;
 
-  std::mutex pool_mu_;
+  std::mutex pool_mu_;  // guards idle_ and open_
+  std::condition_variable pool_cv_;
   std::unordered_map<int, std::vector<std::unique_ptr<Connection>>> idle_;
+  std::size_t open_ = 0;  // connections of the pool, idle or taken
 
   std::mutex wakers_mu_;
   std::unordered_map<int, std::shared_ptr<Waker>> wakers_;

@@ -3,6 +3,7 @@
 // Client: one process's way to one Redis deployment, shared by every semaphore opened through
 // it.
 
+#include <cstddef>
 #include <memory>
 
 #include "fairsem/connection_options.hpp"
@@ -16,8 +17,21 @@ class Runtime;
 class FairSemaphore;
 class SemaphoreAdmin;
 
-/// What the semaphores opened through it share: the connection options, one pool of idle
-/// connections (per cluster slot), the cluster or sentinel routing, one wake-up thread and
+struct ClientOptions {
+  /// At most this many connections make script calls at once, for every semaphore of the
+  /// Client together (its waker and watchdog have their own); a call that finds them all busy
+  /// waits for one. At least 1. A thread that already holds one (a callback such as on_lost
+  /// that releases a permit, called during Permit::renew) is never made to wait for a second,
+  /// so nesting cannot deadlock; it may exceed the bound by that much.
+  std::size_t max_connections = 16;
+
+  /// Throws InvalidArgument naming the bad field.
+  void validate() const;
+};
+
+/// What the semaphores opened through it share: the connection options, one pool of
+/// connections (at most ClientOptions::max_connections busy at once; idle ones kept per cluster
+/// slot), the cluster or sentinel routing, one wake-up thread and
 /// connection (per cluster slot) whose one BRPOP waits for the wake-ups of every waiting
 /// acquire, and one watchdog thread that renews the held permits of all of them, each at its
 /// own renew interval. One Client per process and deployment is the normal use: a hundred
@@ -31,7 +45,7 @@ class Client {
  public:
   /// Validates the options (InvalidArgument naming the bad field). Connects nothing: the first
   /// semaphore opened through the Client does, and reports a bad address or password then.
-  explicit Client(ConnectionOptions connection);
+  explicit Client(ConnectionOptions connection, ClientOptions options = {});
 
   /// The options every connection of this Client uses.
   const ConnectionOptions& connection() const noexcept;

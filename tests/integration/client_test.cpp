@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <future>
 #include <memory>
 #include <optional>
 #include <string>
@@ -134,6 +135,66 @@ TEST(ClientTest, WaitingAcquiresShareTheClientsOneWakeUpConnection) {
   EXPECT_TRUE(sem.status().waiters.empty());
 }
 
+/// INFO stats' total_connections_received of `server`.
+long long connections_received(const RedisServer& server) {
+  Connection admin(server.options());
+  const std::string stats = admin.command({"INFO", "stats"}).str;
+  const std::string field = "total_connections_received:";
+  return std::stoll(stats.substr(stats.find(field) + field.size()));
+}
+
+TEST(ClientTest, ScriptCallsShareAtMostMaxConnections) {
+  RedisServer server;
+  ClientOptions co;
+  co.max_connections = 3;
+  Client client(server.options(), co);
+  SemaphoreOptions o = options(10s);
+  o.limit = 1000;
+  o.auto_renew = false;  // no watchdog connection: only the pool's count
+  FairSemaphore sem(client, "bounded", o);
+  const long long before = connections_received(server);
+  std::vector<std::thread> threads;
+  std::atomic<int> granted{0};
+  for (int t = 0; t < 20; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 30; ++i) {
+        if (std::optional<Permit> p = sem.try_acquire()) {
+          ++granted;
+          p->release();
+        }
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(granted.load(), 600);
+  // The pool made at most three connections for 1,200 calls from 20 threads (and, below the
+  // idle bound, closed none), plus the one connections_received itself opens.
+  EXPECT_LE(connections_received(server) - before, 3 + 1);
+}
+
+TEST(ClientTest, AThreadHoldingAConnectionIsNeverMadeToWaitForASecond) {
+  ClientOptions co;
+  co.max_connections = 1;
+  Client client(test::redis_options(), co);
+  SemaphoreOptions o = options(10s);
+  o.limit = 2;
+  o.auto_renew = false;
+  std::optional<Permit> other;
+  o.on_lost = [&](const std::string&, const std::string&) { other->release(); };
+  FairSemaphore sem(client, "nested", o);
+  std::optional<Permit> p = sem.try_acquire();
+  other = sem.try_acquire();
+  ASSERT_TRUE(p && other);
+  ASSERT_EQ(sem.evict(p->id()), EvictResult::holder);
+  // Permit::renew holds the only connection when it finds p evicted; on_lost releases the other
+  // permit, which takes a second one on the same thread instead of waiting forever.
+  auto renewed = std::async(std::launch::async, [&] { return p->renew(); });
+  ASSERT_EQ(renewed.wait_for(30s), std::future_status::ready) << "deadlocked";
+  EXPECT_FALSE(renewed.get());
+  EXPECT_FALSE(other->held());
+  EXPECT_TRUE(sem.status().holders.empty());
+}
+
 TEST(ClientTest, EachSemaphoreIsRenewedAtItsOwnInterval) {
   Client client(test::redis_options());
   // Opened first, with a watchdog round due only every 20 s...
@@ -196,6 +257,14 @@ TEST(ClientTest, BadOptionsAreRefusedWhenTheClientIsMadeAndNothingConnects) {
   ConnectionOptions nobody;
   nobody.host = "127.0.0.1";
   nobody.port = test::free_loopback_port();
+  ClientOptions none;
+  none.max_connections = 0;
+  try {
+    Client client(test::redis_options(), none);
+    FAIL() << "max_connections 0 was accepted";
+  } catch (const InvalidArgument& e) {
+    EXPECT_THAT(e.what(), HasSubstr("max_connections must be at least 1, got 0"));
+  }
   Client lazy(nobody);  // connects nothing yet
   EXPECT_THROW(FairSemaphore(lazy, "nobody", options(1s)), ConnectionError);
 }
