@@ -193,49 +193,51 @@ bool SemaphoreCore::wait_for_wake_up(WakeSubscription& wake_up, const std::strin
     const auto left = std::chrono::ceil<milliseconds>(until - Clock::now());
     if (left <= milliseconds(0)) return false;
     const WakeWait waited = wake_up.wait_for(left);
-    if (waited.woken) {
-      const detail::WakeUp woken = detail::decode_wake(*waited.woken);
-      // An eviction already removed the entry; its marker was consumed by the waker.
-      if (woken.reason == detail::WakeReason::evicted) throw_evicted(id);
-      reply.slot = woken.slot;
-      // Promoted: the permit is this entry, with the deadline its last call set (estimated
-      // from when that call was sent). Taken as it is when the watchdog's next round surely
-      // comes with half the usual margin left; otherwise the poll renews it first. With
-      // min_replicas the poll always comes first: its WAIT must follow a write of the
-      // connection it runs on, and the wake-up was popped on the waker's.
-      return woken.reason == detail::WakeReason::promoted && options_.min_replicas == 0 &&
-             sent + reply.lease - Clock::now() > direct_grant_margin_;
-    }
+    if (waited.woken) return take_wake_up(*waited.woken, id, reply, sent);
     if (waited.error.empty()) return false;  // no wake-up within `wait`: poll
-    // The waker's BRPOP was refused. A transient refusal (a restarted server still loading, a
-    // cluster without this slot's shard for a moment) goes straight to the poll, which retries
-    // it with backoff. Anything else (a command the server lacks, an ACL without BRPOP) is said
-    // (a missing command once), and the wait goes on: a wake-up can still come, and the poll
-    // follows as on a timeout.
+    // A transient refusal goes straight to the poll; after any other the wait goes on: a
+    // wake-up can still come, and the poll follows as on a timeout.
     if (is_transient(waited.error)) return false;
-    if (reported) continue;
-    reported = true;
-    if (const auto feature = detail::missing_server_feature(waited.error)) {
-      if (!old_server_reported_.exchange(true)) {
-        std::string server = "of an unknown version";
-        try {
-          Borrowed conn(*this);
-          server = detail::describe_server(*conn);
-        } catch (const std::exception&) {
-          // Said without the server's name and version.
-        }
-        log(LogLevel::warning,
-            detail::unsupported_server_message(
-                fmt::format("fairsem: {}: waiting for a wake-up failed", where()), *feature, server,
-                waited.error) +
-                "; its waiters poll instead");
-      }
-    } else {
-      log(LogLevel::warning,
-          fmt::format("fairsem: {}: waiting for a wake-up failed ({}); polling instead", where(),
-                      waited.error));
-    }
+    if (!std::exchange(reported, true)) wake_up_refused(waited.error);
   }
+}
+
+bool SemaphoreCore::take_wake_up(const Reply& woken_reply, const std::string& id,
+                                 AcquireReply& reply, Clock::time_point sent) {
+  const detail::WakeUp woken = detail::decode_wake(woken_reply);
+  // An eviction already removed the entry; its marker was consumed by the waker.
+  if (woken.reason == detail::WakeReason::evicted) throw_evicted(id);
+  reply.slot = woken.slot;
+  // Promoted: the permit is this entry, with the deadline its last call set (estimated from
+  // when that call was sent). Taken as it is when the watchdog's next round surely comes with
+  // half the usual margin left; otherwise the poll renews it first. With min_replicas the poll
+  // always comes first: its WAIT must follow a write of the connection it runs on, and the
+  // wake-up was popped on the waker's.
+  return woken.reason == detail::WakeReason::promoted && options_.min_replicas == 0 &&
+         sent + reply.lease - Clock::now() > direct_grant_margin_;
+}
+
+void SemaphoreCore::wake_up_refused(const std::string& error) {
+  // The waker's BRPOP was refused: a command the server lacks is said once per semaphore,
+  // anything else (an ACL without BRPOP) each time a waiter meets it.
+  if (const auto feature = detail::missing_server_feature(error)) {
+    if (old_server_reported_.exchange(true)) return;
+    std::string server = "of an unknown version";
+    try {
+      Borrowed conn(*this);
+      server = detail::describe_server(*conn);
+    } catch (const std::exception&) {
+      // Said without the server's name and version.
+    }
+    log(LogLevel::warning, detail::unsupported_server_message(
+                               fmt::format("fairsem: {}: waiting for a wake-up failed", where()),
+                               *feature, server, error) +
+                               "; its waiters poll instead");
+    return;
+  }
+  log(LogLevel::warning,
+      fmt::format("fairsem: {}: waiting for a wake-up failed ({}); polling instead", where(),
+                  error));
 }
 
 void SemaphoreCore::give_up(Connection& conn, const std::string& id, long long ticket) noexcept {

@@ -13,6 +13,7 @@ ProtocolError::~ProtocolError() = default;
 LimitMismatchError::~LimitMismatchError() = default;
 EvictedError::~EvictedError() = default;
 ReplicationError::~ReplicationError() = default;
+CancelledError::~CancelledError() = default;
 InvalidArgument::~InvalidArgument() = default;
 
 }  // namespace fairsem

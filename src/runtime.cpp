@@ -25,7 +25,8 @@ thread_local std::size_t held_by_this_thread = 0;
 Runtime::Runtime(ConnectionOptions options, ClientOptions client_options)
     : options_((options.validate(), std::move(options))),
       max_connections_((client_options.validate(), client_options.max_connections)),
-      router_(options_.routed() ? std::make_shared<Router>(options_) : nullptr) {}
+      router_(options_.routed() ? std::make_shared<Router>(options_) : nullptr),
+      executor_(client_options.worker_threads) {}
 
 Runtime::~Runtime() {
   for (auto& entry : wakers_) entry.second->stop();
@@ -198,6 +199,10 @@ void ClientOptions::validate() const {
   if (max_connections < 1) {
     throw InvalidArgument(
         fmt::format("fairsem: max_connections must be at least 1, got {}", max_connections));
+  }
+  if (worker_threads < 1) {
+    throw InvalidArgument(
+        fmt::format("fairsem: worker_threads must be at least 1, got {}", worker_threads));
   }
 }
 

@@ -14,6 +14,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "executor.hpp"
 #include "fairsem/client.hpp"
 #include "fairsem/connection_options.hpp"
 #include "fairsem/detail/connection.hpp"
@@ -44,6 +45,9 @@ class Runtime : public std::enable_shared_from_this<Runtime> {
   std::unique_ptr<Connection> take(int slot);
   /// Back to the pool (closed if the pool of its slot holds enough idle ones).
   void give_back(std::unique_ptr<Connection> conn) noexcept;
+
+  /// The worker threads of asynchronous acquires.
+  Executor& executor() noexcept { return executor_; }
 
   /// The wake-up path of cluster slot `slot` (-1 standalone): one per slot, made on first use,
   /// with a kick list under `wake_prefix` (the wake-list prefix of the semaphore that asks
@@ -85,6 +89,8 @@ class Runtime : public std::enable_shared_from_this<Runtime> {
   std::condition_variable pool_cv_;
   std::unordered_map<int, std::vector<std::unique_ptr<Connection>>> idle_;
   std::size_t open_ = 0;  // connections of the pool, idle or taken
+
+  Executor executor_;
 
   std::mutex wakers_mu_;
   std::unordered_map<int, std::shared_ptr<Waker>> wakers_;

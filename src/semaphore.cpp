@@ -7,6 +7,7 @@
 
 #include <utility>
 
+#include "async_acquire.hpp"
 #include "fairsem/detail/text.hpp"
 #include "semaphore_core.hpp"
 
@@ -180,9 +181,76 @@ FairSemaphore::FairSemaphore(ConnectionOptions connection, std::string name,
                              SemaphoreOptions options)
     : FairSemaphore(Client(std::move(connection)), std::move(name), std::move(options)) {}
 
+namespace {
+
+/// What the asynchronous requests of a FairSemaphore handle that goes away end with.
+void cancel_pending(const std::shared_ptr<detail::SemaphoreCore>& core) noexcept {
+  if (!core) return;  // moved from
+  try {
+    core->cancel_requests(std::make_exception_ptr(
+        CancelledError(fmt::format("fairsem: semaphore '{}': the FairSemaphore was destroyed "
+                                   "while the acquire waited",
+                                   core->name()))));
+  } catch (...) {
+    // No memory for the error: the requests complete on their own (deadline or grant).
+  }
+}
+
+}  // namespace
+
 FairSemaphore::FairSemaphore(FairSemaphore&&) noexcept = default;
-FairSemaphore& FairSemaphore::operator=(FairSemaphore&&) noexcept = default;
-FairSemaphore::~FairSemaphore() = default;
+
+FairSemaphore& FairSemaphore::operator=(FairSemaphore&& other) noexcept {
+  if (this != &other) {
+    cancel_pending(core_);
+    core_ = std::move(other.core_);
+  }
+  return *this;
+}
+
+FairSemaphore::~FairSemaphore() { cancel_pending(core_); }
+
+std::future<Permit> FairSemaphore::acquire_async() {
+  auto promise = std::make_shared<std::promise<Permit>>();
+  std::future<Permit> future = promise->get_future();
+  core_->acquire_async(std::nullopt,
+                       [promise](std::exception_ptr error, std::optional<Permit> permit) {
+                         if (error) {
+                           promise->set_exception(error);
+                         } else {
+                           promise->set_value(std::move(*permit));
+                         }
+                       });
+  return future;
+}
+
+std::future<std::optional<Permit>> FairSemaphore::acquire_future_until(Clock::time_point deadline) {
+  auto promise = std::make_shared<std::promise<std::optional<Permit>>>();
+  std::future<std::optional<Permit>> future = promise->get_future();
+  core_->acquire_async(deadline, [promise](std::exception_ptr error, std::optional<Permit> permit) {
+    if (error) {
+      promise->set_exception(error);
+    } else {
+      promise->set_value(std::move(permit));
+    }
+  });
+  return future;
+}
+
+AcquireRequest FairSemaphore::acquire_async(AcquireCallback done) {
+  return AcquireRequest(core_->acquire_async(std::nullopt, std::move(done)));
+}
+
+AcquireRequest FairSemaphore::acquire_async_until(Clock::time_point deadline,
+                                                  AcquireCallback done) {
+  return AcquireRequest(core_->acquire_async(deadline, std::move(done)));
+}
+
+bool AcquireRequest::cancel() {
+  if (!request_) return false;
+  return request_->cancel(
+      std::make_exception_ptr(CancelledError("fairsem: the asynchronous acquire was cancelled")));
+}
 
 std::optional<Permit> FairSemaphore::try_acquire() {
   return core_->measured_acquire(false, std::nullopt);

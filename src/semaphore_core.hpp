@@ -38,6 +38,8 @@ constexpr std::array<std::chrono::nanoseconds, 11> kWaitBounds = {
     milliseconds(100),   milliseconds(500),   milliseconds(1000), milliseconds(5000),
     milliseconds(10000), milliseconds(30000), milliseconds(60000)};
 
+class AsyncAcquire;
+
 /// 128 random bits as 32 hex digits, from the kernel: a forked child never repeats its
 /// parent's ids (a seeded generator copied by fork() would).
 std::string random_id();
@@ -140,6 +142,8 @@ struct MetricCounters {
 
 class SemaphoreCore : public std::enable_shared_from_this<SemaphoreCore> {
  public:
+  friend class AsyncAcquire;  // the asynchronous acquire, step by step (async_acquire.cpp)
+
   /// `admin`: for SemaphoreAdmin, whose calls pass limit 0 ("whatever Redis stores"); the
   /// script then accepts only status and evict.
   SemaphoreCore(std::shared_ptr<Runtime> runtime, std::string name, SemaphoreOptions options,
@@ -161,6 +165,11 @@ class SemaphoreCore : public std::enable_shared_from_this<SemaphoreCore> {
   Status status();
   EvictResult evict(const std::string& permit_id);
   ResizeResult resize(long long new_limit);
+  /// Starts an asynchronous acquire (until `deadline`, if any); see FairSemaphore.
+  std::shared_ptr<AsyncAcquire> acquire_async(std::optional<Clock::time_point> deadline,
+                                              AcquireCallback done);
+  /// Ends every asynchronous acquire still pending with `why`.
+  void cancel_requests(const std::exception_ptr& why);
 
   const std::string& name() const noexcept { return name_; }
   const SemaphoreOptions& options() const noexcept { return options_; }
@@ -216,6 +225,12 @@ class SemaphoreCore : public std::enable_shared_from_this<SemaphoreCore> {
   /// left it (its slot filled in). False: poll. Throws EvictedError.
   bool wait_for_wake_up(WakeSubscription& wake_up, const std::string& id, milliseconds wait,
                         AcquireReply& reply, Clock::time_point sent);
+  /// A wake-up popped for the queued request `id`, whose last call got `reply` and was sent at
+  /// `sent`: as wait_for_wake_up's result. Throws EvictedError.
+  bool take_wake_up(const Reply& woken, const std::string& id, AcquireReply& reply,
+                    Clock::time_point sent);
+  /// Logs that the waker's BRPOP was refused with `error` (transient refusals are not).
+  void wake_up_refused(const std::string& error);
   /// give_up on `conn`, borrowed first if it is not (a failure to connect is logged).
   void leave(std::optional<Borrowed>& conn, const std::string& id, long long ticket) noexcept;
   /// After a grant: throws ReplicationError unless min_replicas acknowledged it.
@@ -226,6 +241,7 @@ class SemaphoreCore : public std::enable_shared_from_this<SemaphoreCore> {
   std::string next_id() const {
     return options_.permit_id.empty() ? random_id() : options_.permit_id;
   }
+  void forget_request(AsyncAcquire* request);
   void mark_lost(PermitState& state, const std::string& reason);
   void forget(PermitState& state);
   /// One renew call for `permits`; marks those found gone as lost. Throws what run() throws.
@@ -258,8 +274,9 @@ class SemaphoreCore : public std::enable_shared_from_this<SemaphoreCore> {
 
   std::atomic<bool> old_server_reported_{false};  // a too old server was logged once
   std::atomic<bool> watched_{false};              // the Client's watchdog renews its permits
-  std::mutex mu_;                                 // guards live_
+  std::mutex mu_;                                 // guards live_ and requests_
   std::unordered_map<PermitState*, std::shared_ptr<PermitState>> live_;
+  std::unordered_map<AsyncAcquire*, std::weak_ptr<AsyncAcquire>> requests_;  // pending
 
   MetricCounters metrics_;
 };

@@ -25,8 +25,9 @@ constexpr auto kRetryPause = std::chrono::milliseconds(200);
 
 // --- WakeSubscription -----------------------------------------------------------------------
 
-WakeSubscription::WakeSubscription(std::shared_ptr<Waker> waker, std::string key)
-    : waker_(std::move(waker)), key_(std::move(key)) {}
+WakeSubscription::WakeSubscription(std::shared_ptr<Waker> waker, std::string key,
+                                   std::function<void()> hook)
+    : waker_(std::move(waker)), key_(std::move(key)), hook_(std::move(hook)) {}
 
 WakeSubscription::~WakeSubscription() { waker_->unsubscribe(*this); }
 
@@ -74,8 +75,10 @@ void Waker::stop() noexcept {
   if (thread.joinable()) thread.join();
 }
 
-std::unique_ptr<WakeSubscription> Waker::subscribe(const std::string& key, Connection& conn) {
-  std::unique_ptr<WakeSubscription> sub(new WakeSubscription(shared_from_this(), key));
+std::unique_ptr<WakeSubscription> Waker::subscribe(const std::string& key, Connection& conn,
+                                                   std::function<void()> hook) {
+  std::unique_ptr<WakeSubscription> sub(
+      new WakeSubscription(shared_from_this(), key, std::move(hook)));
   list(*sub, conn);
   return sub;
 }
@@ -113,11 +116,16 @@ void Waker::unsubscribe(const WakeSubscription& sub) noexcept {
 }
 
 void Waker::report(const std::string& error) {
-  std::lock_guard<std::mutex> lock(mu_);
-  for (auto& entry : subs_) {
-    entry.second->error_ = error;
-    entry.second->cv_.notify_all();
+  std::vector<std::function<void()>> hooks;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& entry : subs_) {
+      entry.second->error_ = error;
+      entry.second->cv_.notify_all();
+      if (entry.second->hook_) hooks.push_back(entry.second->hook_);
+    }
   }
+  for (const auto& hook : hooks) hook();
 }
 
 void Waker::pause() {
@@ -199,18 +207,23 @@ void Waker::listen(Connection& conn, const std::vector<std::string>& keys) {
   if (reply.is_nil() || reply.elements.size() != 2) return;  // timed out
   const std::string& key = reply.elements[0].str;
   if (key == kick_key_) return;  // a new wake list to add: the next BRPOP has it
-  std::lock_guard<std::mutex> lock(mu_);
-  const auto it = subs_.find(key);
-  // Nobody waits for it any more: the waiter left (its release removes the entry and passes a
-  // permit it was just given on) or polls and finds itself promoted.
-  if (it == subs_.end()) return;
-  // One wake-up ends the listening (a promotion or an eviction is the last word on an entry),
-  // so the next BRPOP goes without this list, and needs no kick to leave it out.
-  WakeSubscription& sub = *it->second;
-  subs_.erase(it);
-  sub.listed_ = false;
-  sub.woken_ = std::move(reply);
-  sub.cv_.notify_all();
+  std::function<void()> hook;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const auto it = subs_.find(key);
+    // Nobody waits for it any more: the waiter left (its release removes the entry and passes
+    // a permit it was just given on) or polls and finds itself promoted.
+    if (it == subs_.end()) return;
+    // One wake-up ends the listening (a promotion or an eviction is the last word on an
+    // entry), so the next BRPOP goes without this list, and needs no kick to leave it out.
+    WakeSubscription& sub = *it->second;
+    subs_.erase(it);
+    sub.listed_ = false;
+    sub.woken_ = std::move(reply);
+    sub.cv_.notify_all();
+    hook = sub.hook_;
+  }
+  if (hook) hook();
 }
 
 }  // namespace fairsem::detail

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -40,6 +41,8 @@ class WakeSubscription {
   /// Waits up to `wait` for the wake-up (or for an error of the waker to report); an empty
   /// result when neither came.
   WakeWait wait_for(std::chrono::milliseconds wait);
+  /// What came so far, without waiting (for a subscription with a hook).
+  WakeWait take() { return wait_for(std::chrono::milliseconds(0)); }
   /// After a poll that found the request still queued: forgets a wake-up (or error) not yet
   /// waited for, and listens again if a wake-up had ended the listening. A wake-up the waker
   /// popped before the poll's reply is stale: the poll, which saw the entry after that pop, found
@@ -49,10 +52,11 @@ class WakeSubscription {
 
  private:
   friend class Waker;
-  WakeSubscription(std::shared_ptr<Waker> waker, std::string key);
+  WakeSubscription(std::shared_ptr<Waker> waker, std::string key, std::function<void()> hook);
 
   std::shared_ptr<Waker> waker_;
   std::string key_;
+  std::function<void()> hook_;  // called (on the waker's thread) when something came
   // Guarded by the waker's mutex.
   bool listed_ = true;  // in the waker's BRPOP; a delivered wake-up ends that
   std::optional<Reply> woken_;
@@ -73,7 +77,8 @@ class Waker : public std::enable_shared_from_this<Waker> {
   /// Starts listening on wake list `key`, and tells the waker's BRPOP so through `conn` (a
   /// pool connection in the same slot; if that fails, its next BRPOP, at most a second later,
   /// includes the key). Throws std::system_error if the thread cannot start.
-  std::unique_ptr<WakeSubscription> subscribe(const std::string& key, Connection& conn);
+  std::unique_ptr<WakeSubscription> subscribe(const std::string& key, Connection& conn,
+                                              std::function<void()> hook = {});
   /// Stops the thread (the destructor does); subscriptions left wait out their time.
   void stop() noexcept;
 
@@ -85,7 +90,8 @@ class Waker : public std::enable_shared_from_this<Waker> {
   void run();
   /// One BRPOP over `keys` (the kick list first); hands a wake-up to its subscription.
   void listen(Connection& conn, const std::vector<std::string>& keys);
-  /// Tells every subscription that the BRPOP was refused with `error`.
+  /// Tells every subscription that the BRPOP was refused with `error` (their hooks are called
+  /// after the lock is let go).
   void report(const std::string& error);
   /// Waits a moment (or until stopped) before trying again.
   void pause();

@@ -24,6 +24,9 @@ struct ClientOptions {
   /// that releases a permit, called during Permit::renew) is never made to wait for a second,
   /// so nesting cannot deadlock; it may exceed the bound by that much.
   std::size_t max_connections = 16;
+  /// Threads that run asynchronous acquires (their script calls and completion callbacks),
+  /// started with the first one. At least 1.
+  std::size_t worker_threads = 2;
 
   /// Throws InvalidArgument naming the bad field.
   void validate() const;

@@ -106,6 +106,15 @@ class ReplicationError : public Error {
   long long wanted_;
 };
 
+/// An asynchronous acquire ended without a permit because it was cancelled: by
+/// AcquireRequest::cancel, or because its FairSemaphore was destroyed (or assigned to) while it
+/// waited. Its queue entry was removed (a permit granted to it in the last instant passed on).
+class CancelledError : public Error {
+ public:
+  using Error::Error;
+  ~CancelledError() override;
+};
+
 /// An argument or option was invalid; nothing was sent to Redis.
 class InvalidArgument : public Error {
  public:

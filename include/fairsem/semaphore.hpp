@@ -6,7 +6,9 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <exception>
 #include <functional>
+#include <future>
 #include <memory>
 #include <optional>
 #include <string>
@@ -141,6 +143,7 @@ struct Status {
 namespace detail {
 class SemaphoreCore;
 struct PermitState;
+class AsyncAcquire;
 }  // namespace detail
 
 /// A granted permit. Move-only; the destructor releases it and never throws (a failed
@@ -197,6 +200,31 @@ class Permit {
   std::shared_ptr<detail::PermitState> state_;
 };
 
+/// How an asynchronous acquire ended: `error` null and `permit` set when granted; both empty
+/// when a timed request gave up at its deadline; `error` set (EvictedError, CancelledError,
+/// ConnectionError...: what the blocking call would throw) and `permit` empty otherwise. Called
+/// once, on one of the Client's worker threads (ClientOptions::worker_threads), never on the
+/// caller's; it must not block, since other requests' calls wait for that thread meanwhile.
+using AcquireCallback = std::function<void(std::exception_ptr error, std::optional<Permit> permit)>;
+
+/// A pending asynchronous acquire (FairSemaphore::acquire_async with a callback). Movable;
+/// dropping it neither cancels nor waits for the request.
+class AcquireRequest {
+ public:
+  AcquireRequest() noexcept = default;
+  /// Cancels the request unless it has completed: its queue entry is removed (a permit granted
+  /// to it in the last instant passes on to the next waiter), and its callback gets a
+  /// CancelledError. Returns false when the request had completed (or been cancelled) already.
+  /// Never blocks: the removal and the callback happen on a worker thread.
+  bool cancel();
+
+ private:
+  friend class FairSemaphore;
+  explicit AcquireRequest(std::shared_ptr<detail::AsyncAcquire> request) noexcept
+      : request_(std::move(request)) {}
+  std::shared_ptr<detail::AsyncAcquire> request_;
+};
+
 /// A fair, lease-based counting semaphore in Redis. Thread-safe: any number of threads may
 /// acquire and release through one FairSemaphore, and permits may outlive it (they keep
 /// what they need alive). A moved-from FairSemaphore may only be destroyed or assigned to.
@@ -215,9 +243,13 @@ class FairSemaphore {
   /// As above, with a Client of its own.
   FairSemaphore(ConnectionOptions connection, std::string name, SemaphoreOptions options = {});
   FairSemaphore(FairSemaphore&&) noexcept;
+  /// Cancels the asynchronous requests still pending on this handle's semaphore (as the
+  /// destructor does), then takes over `other`'s.
   FairSemaphore& operator=(FairSemaphore&&) noexcept;
   FairSemaphore(const FairSemaphore&) = delete;
   FairSemaphore& operator=(const FairSemaphore&) = delete;
+  /// Asynchronous requests still pending complete with CancelledError, their queue entries
+  /// removed (on a worker thread; the destructor does not wait for it). Permits live on.
   ~FairSemaphore();
 
   /// Takes a permit if one is free and nobody waits; never waits and never queues.
@@ -239,6 +271,22 @@ class FairSemaphore {
     const auto left = deadline - Clock::now();
     return acquire_until_steady(std::chrono::steady_clock::now() + to_steady(left));
   }
+
+  /// acquire() without a waiting thread: queues (on one of the Client's worker threads) and
+  /// completes the future with the permit, or with the exception acquire() would throw.
+  [[nodiscard]] std::future<Permit> acquire_async();
+  /// try_acquire_for() without a waiting thread: an empty optional when `timeout` passes.
+  template <class Rep, class Period>
+  [[nodiscard]] std::future<std::optional<Permit>> try_acquire_for_async(
+      const std::chrono::duration<Rep, Period>& timeout) {
+    return acquire_future_until(std::chrono::steady_clock::now() + to_steady(timeout));
+  }
+  /// What the two above are made of: `done` is called once with the outcome (see
+  /// AcquireCallback); the returned AcquireRequest can cancel it. No deadline: like acquire().
+  AcquireRequest acquire_async(AcquireCallback done);
+  /// As above, giving up at `deadline` (done gets neither error nor permit then).
+  AcquireRequest acquire_async_until(std::chrono::steady_clock::time_point deadline,
+                                     AcquireCallback done);
 
   /// Renews every permit this semaphore handle holds now, as one watchdog round does: one
   /// script call per 100 permits. For auto_renew = false, or before a long step. Permits
@@ -282,6 +330,8 @@ class FairSemaphore {
     return duration_cast<Steady>(d);
   }
   std::optional<Permit> acquire_until_steady(std::chrono::steady_clock::time_point deadline);
+  std::future<std::optional<Permit>> acquire_future_until(
+      std::chrono::steady_clock::time_point deadline);
 
   std::shared_ptr<detail::SemaphoreCore> core_;
 };

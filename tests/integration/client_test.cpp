@@ -3,7 +3,6 @@
 // waker waits for the wake-ups of all their waiting acquires; and what they share outlives the
 // Client and the semaphores as long as a permit needs it.
 
-#include <dirent.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -19,6 +18,7 @@
 
 #include "fairsem/detail/connection.hpp"
 #include "fairsem/fairsem.hpp"
+#include "process_stats.hpp"
 #include "redis_server.hpp"
 #include "test_env.hpp"
 #include "wait.hpp"
@@ -29,20 +29,9 @@ namespace {
 using namespace std::chrono_literals;
 using detail::Connection;
 using test::RedisServer;
+using test::thread_count;
 using test::wait_until;
 using ::testing::HasSubstr;
-
-/// Threads of this process now.
-std::size_t thread_count() {
-  std::size_t n = 0;
-  DIR* dir = opendir("/proc/self/task");
-  if (dir == nullptr) return 0;
-  while (const dirent* entry = readdir(dir)) {
-    if (entry->d_name[0] != '.') ++n;
-  }
-  closedir(dir);
-  return n;
-}
 
 /// Client connections `server` has besides the one asking.
 long long connections_on(const RedisServer& server) {

@@ -1,0 +1,258 @@
+#include "async_acquire.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "semaphore_core.hpp"
+
+namespace fairsem::detail {
+
+AsyncAcquire::AsyncAcquire(std::shared_ptr<SemaphoreCore> core,
+                           std::optional<Clock::time_point> deadline, AcquireCallback done)
+    : core_(std::move(core)), deadline_(deadline), done_(std::move(done)) {}
+
+AsyncAcquire::~AsyncAcquire() = default;
+
+void AsyncAcquire::start() {
+  MetricCounters::add(core_->metrics_.acquire_attempts);
+  post();
+}
+
+bool AsyncAcquire::cancel(std::exception_ptr why) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (finished_ || cancelled_) return false;
+    cancelled_ = std::move(why);
+  }
+  post();
+  return true;
+}
+
+void AsyncAcquire::post() {
+  auto self = shared_from_this();
+  core_->runtime_->executor().post([self] { self->step(); });
+}
+
+void AsyncAcquire::step() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (finished_) return;
+    if (running_) {
+      again_ = true;
+      return;
+    }
+    running_ = true;
+  }
+  for (;;) {
+    try {
+      advance();
+    } catch (...) {
+      fail(std::current_exception());
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!again_ || finished_) {
+      running_ = false;
+      return;
+    }
+    again_ = false;
+  }
+}
+
+void AsyncAcquire::advance() {
+  // The timer that ran this step (or one due anyway) is spent: arm_timer sets the next.
+  if (timer_ && Clock::now() >= *timer_) timer_.reset();
+  std::exception_ptr cancelled;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    cancelled = cancelled_;
+  }
+  if (cancelled) {
+    wake_up_.reset();
+    if (queued_) leave();
+    finish(cancelled, std::nullopt);
+    return;
+  }
+  if (!queued_) {
+    // No time to wait: like try_acquire, never queue.
+    if (deadline_ && *deadline_ <= started_) {
+      finish(nullptr, core_->try_acquire());
+      return;
+    }
+    if (queue()) return;
+  } else {
+    bool poll_now = false;
+    if (woken(poll_now)) return;
+    const auto now = Clock::now();
+    if (deadline_ && now >= *deadline_) {
+      wake_up_.reset();
+      leave();
+      finish(nullptr, std::nullopt);
+      return;
+    }
+    if ((poll_now || now >= next_poll_) && poll()) return;
+  }
+  arm_timer();
+}
+
+bool AsyncAcquire::queue() {
+  id_ = core_->next_id();
+  SemaphoreCore::Borrowed conn(*core_);
+  sent_ = Clock::now();
+  asked_ = true;
+  reply_ = core_->run_acquire(*conn, id_, "queue");
+  queued_ = true;
+  if (reply_.state == AcquireState::granted) {
+    core_->await_replicas(*conn, id_);
+    finish(nullptr, core_->make_permit(id_, reply_, sent_));
+    return true;
+  }
+  std::weak_ptr<AsyncAcquire> weak = weak_from_this();
+  wake_up_ = core_->runtime_->waker(core_->slot_, core_->keys_[5])
+                 ->subscribe(core_->keys_[5] + id_, *conn, [weak] {
+                   if (auto self = weak.lock()) self->post();
+                 });
+  next_poll_ = Clock::now() + core_->poll_interval_;
+  return false;
+}
+
+bool AsyncAcquire::woken(bool& poll_now) {
+  const WakeWait waited = wake_up_->take();
+  if (waited.woken) {
+    if (core_->take_wake_up(*waited.woken, id_, reply_, sent_)) {
+      wake_up_.reset();
+      finish(nullptr, core_->make_permit(id_, reply_, sent_));
+      return true;
+    }
+    poll_now = true;  // promoted, with too little of the lease left to take it as it is
+  } else if (!waited.error.empty()) {
+    if (is_transient(waited.error)) {
+      poll_now = true;
+    } else if (!std::exchange(reported_, true)) {
+      core_->wake_up_refused(waited.error);
+    }
+  }
+  return false;
+}
+
+bool AsyncAcquire::poll() {
+  SemaphoreCore::Borrowed conn(*core_);
+  sent_ = Clock::now();
+  reply_ = core_->run_acquire(*conn, id_, "queue", reply_.ticket);
+  if (reply_.state == AcquireState::evicted) core_->throw_evicted(id_);
+  if (reply_.state == AcquireState::granted) {
+    wake_up_.reset();
+    core_->await_replicas(*conn, id_);
+    finish(nullptr, core_->make_permit(id_, reply_, sent_));
+    return true;
+  }
+  // Still queued: a wake-up popped before this reply is older than what the poll saw.
+  wake_up_->rearm(*conn);
+  reported_ = false;
+  next_poll_ = Clock::now() + core_->poll_interval_;
+  return false;
+}
+
+void AsyncAcquire::arm_timer() {
+  Clock::time_point when = next_poll_;
+  if (deadline_) when = std::min(when, *deadline_);
+  if (timer_ && *timer_ <= when) return;  // an earlier timer comes first, and arms again
+  timer_ = when;
+  auto self = shared_from_this();
+  core_->runtime_->executor().post_at(when, [self] { self->step(); });
+}
+
+void AsyncAcquire::leave() noexcept {
+  std::optional<SemaphoreCore::Borrowed> conn;
+  core_->leave(conn, id_, reply_.ticket);
+}
+
+void AsyncAcquire::finish(std::exception_ptr error, std::optional<Permit> permit) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (finished_) return;
+    finished_ = true;
+  }
+  wake_up_.reset();
+  MetricCounters& m = core_->metrics_;
+  if (permit) {
+    m.record_grant(Clock::now() - started_);
+  } else if (!error) {
+    MetricCounters::add(deadline_ && *deadline_ <= started_ ? m.rejections : m.timeouts);
+  } else {
+    try {
+      std::rethrow_exception(error);
+    } catch (const EvictedError&) {
+      MetricCounters::add(m.evictions_seen);
+    } catch (const CancelledError&) {
+      // Not the semaphore's doing: counted as neither.
+    } catch (...) {
+      MetricCounters::add(m.errors);
+    }
+  }
+  core_->forget_request(this);
+  AcquireCallback done = std::move(done_);
+  try {
+    done(error, std::move(permit));
+  } catch (const std::exception& e) {
+    core_->log(LogLevel::error,
+               fmt::format("fairsem: {}: an acquire callback threw: {}", core_->where(), e.what()));
+  } catch (...) {
+    core_->log(LogLevel::error,
+               fmt::format("fairsem: {}: an acquire callback threw", core_->where()));
+  }
+}
+
+void AsyncAcquire::fail(std::exception_ptr error) {
+  wake_up_.reset();
+  try {
+    std::rethrow_exception(error);
+  } catch (const EvictedError&) {
+    // The entry is gone already.
+  } catch (const ReplicationError&) {
+    // A caller-chosen id may be another handle's permit: left to its lease.
+    if (asked_ && core_->options_.permit_id.empty()) leave();
+  } catch (...) {
+    // Without a ticket only a random id is surely this request's own.
+    if (asked_ && (reply_.ticket != 0 || core_->options_.permit_id.empty())) leave();
+  }
+  finish(std::move(error), std::nullopt);
+}
+
+// --- SemaphoreCore's part ---------------------------------------------------------------------
+
+std::shared_ptr<AsyncAcquire> SemaphoreCore::acquire_async(
+    std::optional<Clock::time_point> deadline, AcquireCallback done) {
+  if (!done) throw InvalidArgument("fairsem: an asynchronous acquire needs a callback");
+  auto request = std::make_shared<AsyncAcquire>(shared_from_this(), deadline, std::move(done));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    requests_.emplace(request.get(), request);
+  }
+  try {
+    request->start();
+  } catch (...) {
+    forget_request(request.get());
+    throw;
+  }
+  return request;
+}
+
+void SemaphoreCore::forget_request(AsyncAcquire* request) {
+  std::lock_guard<std::mutex> lock(mu_);
+  requests_.erase(request);
+}
+
+void SemaphoreCore::cancel_requests(const std::exception_ptr& why) {
+  std::vector<std::shared_ptr<AsyncAcquire>> pending;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& entry : requests_) {
+      if (auto request = entry.second.lock()) pending.push_back(std::move(request));
+    }
+  }
+  for (const auto& request : pending) request->cancel(why);
+}
+
+}  // namespace fairsem::detail

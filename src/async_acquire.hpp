@@ -1,0 +1,81 @@
+#pragma once
+
+// One asynchronous acquire: the blocking acquire's steps (queue, wait for the wake-up, poll,
+// give up) as a state machine that runs on the Client's worker threads, a step at a time,
+// moved on by its wake-up, its timer and cancel(). Internal.
+
+#include <chrono>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "fairsem/detail/replies.hpp"
+#include "fairsem/semaphore.hpp"
+
+namespace fairsem::detail {
+
+class SemaphoreCore;
+class WakeSubscription;
+
+class AsyncAcquire : public std::enable_shared_from_this<AsyncAcquire> {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  AsyncAcquire(std::shared_ptr<SemaphoreCore> core, std::optional<Clock::time_point> deadline,
+               AcquireCallback done);
+  ~AsyncAcquire();
+  AsyncAcquire(const AsyncAcquire&) = delete;
+  AsyncAcquire& operator=(const AsyncAcquire&) = delete;
+
+  /// Queues the request (its first step, on a worker thread).
+  void start();
+  /// Ends the request with `why` unless it ended already; false then.
+  bool cancel(std::exception_ptr why);
+
+ private:
+  /// Runs step() on a worker thread.
+  void post();
+  /// One step; a step asked for while one runs is run right after it, on the same thread.
+  void step();
+  /// What one step does. Throws what the blocking acquire would.
+  void advance();
+  /// Queues; true when granted at once.
+  bool queue();
+  /// True when a wake-up came that grants the permit as the last call left it.
+  bool woken(bool& poll_now);
+  /// Polls; true when granted.
+  bool poll();
+  /// A timer for the next poll or the deadline, unless one comes soon enough.
+  void arm_timer();
+  void leave() noexcept;
+  /// Completes the request (once): the callback runs on this thread.
+  void finish(std::exception_ptr error, std::optional<Permit> permit);
+  /// advance() threw: leaves the queue as the blocking acquire would, then completes.
+  void fail(std::exception_ptr error);
+
+  const std::shared_ptr<SemaphoreCore> core_;
+  const std::optional<Clock::time_point> deadline_;
+  const Clock::time_point started_ = Clock::now();
+  AcquireCallback done_;
+  std::string id_;
+
+  std::mutex mu_;  // guards the four below
+  bool running_ = false;
+  bool again_ = false;
+  bool finished_ = false;
+  std::exception_ptr cancelled_;
+
+  // Touched only by the step that runs.
+  bool asked_ = false;   // the first call was sent (it may have queued even if it threw)
+  bool queued_ = false;  // the first call answered: the request has an entry
+  AcquireReply reply_;
+  Clock::time_point sent_;
+  Clock::time_point next_poll_;
+  std::optional<Clock::time_point> timer_;  // the earliest timer still to fire
+  bool reported_ = false;                   // a refused BRPOP was logged for this wait
+  std::unique_ptr<WakeSubscription> wake_up_;
+};
+
+}  // namespace fairsem::detail

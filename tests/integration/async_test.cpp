@@ -1,0 +1,210 @@
+// Asynchronous acquire: futures and callbacks granted in FIFO order with no thread parked per
+// request, timed requests that give up, cancellation (also of a request promoted an instant
+// before), eviction, and a FairSemaphore destroyed with requests pending.
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "fairsem/detail/connection.hpp"
+#include "fairsem/fairsem.hpp"
+#include "process_stats.hpp"
+#include "redis_server.hpp"
+#include "test_env.hpp"
+#include "wait.hpp"
+
+namespace fairsem {
+namespace {
+
+using namespace std::chrono_literals;
+using detail::Connection;
+using test::RedisServer;
+using test::wait_until;
+using ::testing::HasSubstr;
+
+SemaphoreOptions options(long long limit) {
+  SemaphoreOptions o;
+  o.limit = limit;
+  o.lease = 10s;
+  o.key_prefix = test::unique_prefix();
+  return o;
+}
+
+/// What a callback got, for the test thread to wait for.
+struct Outcome {
+  std::promise<void> done;
+  std::exception_ptr error;
+  std::optional<Permit> permit;
+  std::thread::id thread;
+
+  AcquireCallback callback() {
+    return [this](std::exception_ptr e, std::optional<Permit> p) {
+      error = std::move(e);
+      permit = std::move(p);
+      thread = std::this_thread::get_id();
+      done.set_value();
+    };
+  }
+};
+
+std::string message_of(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+}
+
+TEST(AsyncAcquireTest, FuturesAreGrantedInFifoOrderWithNoThreadOrConnectionPerRequest) {
+  RedisServer server;
+  Client client(server.options());
+  FairSemaphore sem(client, "fifo", options(1));
+  std::optional<Permit> holder = sem.acquire();
+  const std::size_t threads_before = test::thread_count();  // the watchdog's among them
+  constexpr std::size_t kRequests = 40;
+  std::vector<std::future<Permit>> futures;
+  for (std::size_t i = 0; i < kRequests; ++i) {
+    futures.push_back(sem.acquire_async());
+    // Queued one after the other, so the queue order is the order of the futures.
+    ASSERT_TRUE(wait_until([&] { return sem.status().waiters.size() == i + 1; }));
+  }
+  Connection admin(server.options());
+  const std::string clients = admin.command({"CLIENT", "LIST"}).str;
+  // Forty requests wait: the pool's idle connections, the waker's, the watchdog's, the admin;
+  // and the two worker threads and the waker's thread.
+  EXPECT_LE(std::count(clients.begin(), clients.end(), '\n'), 11) << clients;
+  EXPECT_LE(test::thread_count(), threads_before + 3);
+  holder.reset();
+  long long last_token = 0;
+  for (std::future<Permit>& f : futures) {
+    ASSERT_EQ(f.wait_for(30s), std::future_status::ready);
+    Permit p = f.get();
+    EXPECT_GT(p.fencing_token(), last_token) << "granted out of order";
+    last_token = p.fencing_token();
+  }  // each permit released here wakes the next request
+  EXPECT_TRUE(sem.status().waiters.empty());
+  EXPECT_EQ(sem.metrics().grants, kRequests + 1);
+}
+
+TEST(AsyncAcquireTest, ATimedRequestGivesUpAtItsDeadlineAndLeavesTheQueue) {
+  FairSemaphore sem(test::redis_options(), "timed", options(1));
+  Permit holder = sem.acquire();
+  std::future<std::optional<Permit>> f = sem.try_acquire_for_async(300ms);
+  ASSERT_EQ(f.wait_for(30s), std::future_status::ready);
+  EXPECT_FALSE(f.get().has_value());
+  EXPECT_TRUE(sem.status().waiters.empty());
+  EXPECT_EQ(sem.metrics().timeouts, 1u);
+  // And one granted before its deadline gets its permit.
+  std::future<std::optional<Permit>> g = sem.try_acquire_for_async(30s);
+  ASSERT_TRUE(wait_until([&] { return sem.status().waiters.size() == 1; }));
+  EXPECT_EQ(holder.release(), ReleaseResult::released);
+  ASSERT_EQ(g.wait_for(30s), std::future_status::ready);
+  EXPECT_TRUE(g.get().has_value());
+}
+
+TEST(AsyncAcquireTest, TheCallbackRunsOnAWorkerThreadAndCancelRemovesTheEntry) {
+  FairSemaphore sem(test::redis_options(), "cancel", options(1));
+  Permit holder = sem.acquire();
+  Outcome out;
+  AcquireRequest request = sem.acquire_async(out.callback());
+  ASSERT_TRUE(wait_until([&] { return sem.status().waiters.size() == 1; }));
+  EXPECT_TRUE(request.cancel());
+  ASSERT_EQ(out.done.get_future().wait_for(30s), std::future_status::ready);
+  EXPECT_FALSE(out.permit.has_value());
+  ASSERT_TRUE(out.error);
+  EXPECT_THAT(message_of(out.error), HasSubstr("cancelled"));
+  EXPECT_THROW(std::rethrow_exception(out.error), CancelledError);
+  EXPECT_NE(out.thread, std::this_thread::get_id());
+  EXPECT_TRUE(sem.status().waiters.empty());
+  EXPECT_FALSE(request.cancel()) << "cancelled twice";
+}
+
+TEST(AsyncAcquireTest, ARequestCancelledAfterItsPromotionPassesThePermitOn) {
+  ClientOptions co;
+  co.worker_threads = 1;  // held up below, so the promoted request cannot take its grant
+  Client client(test::redis_options(), co);
+  SemaphoreOptions o = options(1);
+  o.lease = 60s;  // the request's permit must pass on at its cancel, not when its lease ends
+  FairSemaphore sem(client, "promoted", o);
+  Permit holder = sem.acquire();
+  Outcome out;
+  AcquireRequest request = sem.acquire_async(out.callback());
+  ASSERT_TRUE(wait_until([&] { return sem.status().waiters.size() == 1; }));
+  std::atomic<bool> behind_granted{false};
+  std::thread behind([&] { behind_granted = sem.try_acquire_for(30s).has_value(); });
+  ASSERT_TRUE(wait_until([&] { return sem.status().waiters.size() == 2; }));
+
+  // The only worker thread blocks in another request's callback (callbacks must not block;
+  // here that is the point).
+  std::promise<void> unblock;
+  std::shared_future<void> unblocked = unblock.get_future().share();
+  FairSemaphore other(client, "blocker", options(1));
+  other.acquire_async([unblocked](std::exception_ptr, std::optional<Permit>) { unblocked.wait(); });
+  const std::string request_id = sem.status().waiters.at(0).id;
+  holder.release();  // promotes the request; the waker pops its wake-up, the worker is busy
+  Connection admin(test::redis_options());
+  ASSERT_TRUE(wait_until([&] {
+    return admin.command({"EXISTS", o.key_prefix + ":{promoted}:wake:" + request_id}).integer == 0;
+  }));
+  ASSERT_EQ(sem.status().holders.at(0).id, request_id);
+  EXPECT_TRUE(request.cancel());
+  unblock.set_value();
+  ASSERT_EQ(out.done.get_future().wait_for(30s), std::future_status::ready);
+  EXPECT_THROW(std::rethrow_exception(out.error), CancelledError);
+  behind.join();
+  EXPECT_TRUE(behind_granted) << "the cancelled request's permit did not pass on";
+}
+
+TEST(AsyncAcquireTest, EvictionEndsARequestWithEvictedError) {
+  FairSemaphore sem(test::redis_options(), "evicted", options(1));
+  Permit holder = sem.acquire();
+  std::future<Permit> f = sem.acquire_async();
+  ASSERT_TRUE(wait_until([&] { return sem.status().waiters.size() == 1; }));
+  EXPECT_EQ(sem.evict(sem.status().waiters.at(0).id), EvictResult::waiter);
+  ASSERT_EQ(f.wait_for(30s), std::future_status::ready);
+  EXPECT_THROW(f.get(), EvictedError);
+  EXPECT_EQ(sem.metrics().evictions_seen, 1u);
+}
+
+TEST(AsyncAcquireTest, DestroyingTheSemaphoreCompletesPendingRequestsAndLeavesNothing) {
+  FairSemaphore holding(test::redis_options(), "destroyed", options(1));
+  Permit holder = holding.acquire();
+  std::future<Permit> f;
+  {
+    FairSemaphore sem(test::redis_options(), "destroyed", holding.options());
+    f = sem.acquire_async();
+    ASSERT_TRUE(wait_until([&] { return holding.status().waiters.size() == 1; }));
+  }
+  ASSERT_EQ(f.wait_for(30s), std::future_status::ready);
+  try {
+    f.get();
+    FAIL() << "granted after its FairSemaphore was destroyed";
+  } catch (const CancelledError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("the FairSemaphore was destroyed"));
+  }
+  EXPECT_TRUE(holding.status().waiters.empty());
+}
+
+TEST(AsyncAcquireTest, BadCallsAreRefusedAndChangeNothing) {
+  FairSemaphore sem(test::redis_options(), "bad", options(1));
+  EXPECT_THROW(sem.acquire_async(AcquireCallback()), InvalidArgument);
+  EXPECT_TRUE(sem.status().waiters.empty());
+  ClientOptions co;
+  co.worker_threads = 0;
+  EXPECT_THROW(Client(test::redis_options(), co), InvalidArgument);
+  AcquireRequest none;
+  EXPECT_FALSE(none.cancel());
+}
+
+}  // namespace
+}  // namespace fairsem
