@@ -14,3 +14,11 @@ function(fairsem_enable_warnings target)
     endif()
   endif()
 endfunction()
+
+# GCC 12+ under -fsanitize=thread warns (-Wtsan) at every std::atomic_thread_fence, which
+# ThreadSanitizer does not model; Asio's headers use it. For targets that include Asio only.
+function(fairsem_quiet_asio_tsan_warning target)
+  if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU" AND CMAKE_CXX_COMPILER_VERSION VERSION_GREATER_EQUAL 12)
+    target_compile_options(${target} PRIVATE -Wno-tsan)
+  endif()
+endfunction()

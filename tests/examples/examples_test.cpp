@@ -121,6 +121,26 @@ TEST(GuardExample, ReportsAnUnreachableServerInOneLineWithExitCode69) {
 // ---------------------------------------------------------------------------------------------
 // fairsem-worker-pool
 
+#ifdef FAIRSEM_EXAMPLE_ASIO_REQUESTS
+TEST(AsioRequestsExample, OneThreadServesAThousandRequestsNeverMoreAtOnceThanTheLimit) {
+  const Outcome o =
+      run(FAIRSEM_EXAMPLE_ASIO_REQUESTS, {harness_url(), "--name", fairsem::test::unique_prefix(),
+                                          "--requests", "1000", "--limit", "20", "--work-ms", "1"});
+  ASSERT_EQ(o.exit_code, 0) << o.describe();
+  const std::string line = o.last_line();
+  EXPECT_EQ(field(line, "served"), "1000") << o.describe();
+  EXPECT_EQ(field(line, "max_holding"), "20") << o.describe();
+  // The io_context's thread, the Client's two workers, its waker and its watchdog (and under
+  // ThreadSanitizer its own background thread): not one per request.
+  EXPECT_LE(std::stoi(field(line, "threads")), 6) << o.describe();
+}
+
+TEST(AsioRequestsExample, RejectsABadLimitWithExitCode64) {
+  const Outcome o = run(FAIRSEM_EXAMPLE_ASIO_REQUESTS, {harness_url(), "--limit", "0"});
+  EXPECT_EQ(o.exit_code, kExitUsage) << o.describe();
+}
+#endif
+
 TEST(WorkerPoolExample, ThreadsInSeveralProcessesNeverExceedThePermits) {
   const Outcome o = run(FAIRSEM_EXAMPLE_WORKER_POOL,
                         {"--url", harness_url(), "--name", fairsem::test::unique_prefix(),

@@ -1,0 +1,123 @@
+// fairsem/asio.hpp: async_acquire with a callback bound to an io_context (run on its thread),
+// asio::use_future (errors thrown from get()), async_acquire_for giving up, and in C++20 builds
+// a thousand coroutines on one io_context thread, each holding a permit, never more at once
+// than the limit.
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <asio/bind_executor.hpp>
+#include <asio/io_context.hpp>
+#include <asio/steady_timer.hpp>
+#include <asio/use_future.hpp>
+#include <atomic>
+#include <chrono>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "fairsem/asio.hpp"
+#include "fairsem/fairsem.hpp"
+#include "process_stats.hpp"
+#include "test_env.hpp"
+#include "wait.hpp"
+
+#if __cplusplus >= 202002L
+#include <asio/co_spawn.hpp>
+#include <asio/detached.hpp>
+#include <asio/use_awaitable.hpp>
+#endif
+
+namespace fairsem {
+namespace {
+
+using namespace std::chrono_literals;
+using test::wait_until;
+
+SemaphoreOptions options(long long limit) {
+  SemaphoreOptions o;
+  o.limit = limit;
+  o.key_prefix = test::unique_prefix();
+  return o;
+}
+
+TEST(AsioTest, TheCallbackRunsOnTheThreadThatRunsTheIoContext) {
+  FairSemaphore sem(test::redis_options(), "callback", options(1));
+  asio::io_context io;
+  std::optional<Permit> got;
+  std::thread::id ran_on;
+  async_acquire(sem, asio::bind_executor(io, [&](std::exception_ptr error, Permit p) {
+                  EXPECT_FALSE(error);
+                  ran_on = std::this_thread::get_id();
+                  got = std::move(p);
+                }));
+  io.run();  // returns once the handler ran: the operation kept the io_context's work going
+  ASSERT_TRUE(got && got->held());
+  EXPECT_EQ(ran_on, std::this_thread::get_id());
+}
+
+TEST(AsioTest, UseFutureGetsThePermitOrThrowsTheError) {
+  FairSemaphore sem(test::redis_options(), "future", options(1));
+  std::future<Permit> first = async_acquire(sem, asio::use_future);
+  ASSERT_EQ(first.wait_for(30s), std::future_status::ready);
+  Permit held = first.get();
+  EXPECT_TRUE(held.held());
+  std::future<Permit> second = async_acquire(sem, asio::use_future);
+  ASSERT_TRUE(wait_until([&] { return sem.status().waiters.size() == 1; }));
+  EXPECT_EQ(sem.evict(sem.status().waiters.at(0).id), EvictResult::waiter);
+  ASSERT_EQ(second.wait_for(30s), std::future_status::ready);
+  EXPECT_THROW(second.get(), EvictedError);
+}
+
+TEST(AsioTest, AsyncAcquireForGivesUpAtItsTimeout) {
+  FairSemaphore sem(test::redis_options(), "timed", options(1));
+  Permit held = sem.acquire();
+  asio::io_context io;
+  bool called = false;
+  async_acquire_for(sem, 200ms,
+                    asio::bind_executor(io, [&](std::exception_ptr error, std::optional<Permit> p) {
+                      called = true;
+                      EXPECT_FALSE(error);
+                      EXPECT_FALSE(p.has_value());
+                    }));
+  io.run();
+  EXPECT_TRUE(called);
+  EXPECT_TRUE(sem.status().waiters.empty());
+}
+
+#if __cplusplus >= 202002L
+TEST(AsioTest, AThousandCoroutinesOnOneThreadEachHoldAPermitNeverMoreThanTheLimit) {
+  constexpr int kRequests = 1000;
+  constexpr long long kLimit = 20;
+  Client client(test::redis_options());
+  FairSemaphore sem(client, "coroutines", options(kLimit));
+  asio::io_context io;
+  int holding = 0;  // one thread: no atomics needed
+  int most = 0;
+  int served = 0;
+  const std::size_t threads_before = test::thread_count();
+  for (int i = 0; i < kRequests; ++i) {
+    asio::co_spawn(
+        io,
+        [&]() -> asio::awaitable<void> {
+          Permit p = co_await async_acquire(sem, asio::use_awaitable);
+          most = std::max(most, ++holding);
+          asio::steady_timer work(co_await asio::this_coro::executor, 1ms);
+          co_await work.async_wait(asio::use_awaitable);
+          --holding;
+          ++served;
+        },
+        asio::detached);
+  }
+  io.run();
+  EXPECT_EQ(served, kRequests);
+  EXPECT_LE(most, kLimit);
+  EXPECT_EQ(most, kLimit) << "the requests never filled the limit";
+  // The io_context's one thread, fairsem's two workers, its waker and its watchdog.
+  EXPECT_LE(test::thread_count(), threads_before + 4);
+  EXPECT_TRUE(sem.status().waiters.empty());
+}
+#endif
+
+}  // namespace
+}  // namespace fairsem
