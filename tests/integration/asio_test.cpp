@@ -1,5 +1,6 @@
 // fairsem/asio.hpp: async_acquire with a callback bound to an io_context (run on its thread),
-// asio::use_future (errors thrown from get()), async_acquire_for giving up, and in C++20 builds
+// asio::use_future (errors thrown from get()), asio::experimental::deferred (nothing starts
+// until invoked), async_acquire_for giving up, and in C++20 builds
 // a thousand coroutines on one io_context thread, each holding a permit, never more at once
 // than the limit.
 
@@ -7,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <asio/bind_executor.hpp>
+#include <asio/experimental/deferred.hpp>
 #include <asio/io_context.hpp>
 #include <asio/steady_timer.hpp>
 #include <asio/use_future.hpp>
@@ -67,6 +69,21 @@ TEST(AsioTest, UseFutureGetsThePermitOrThrowsTheError) {
   EXPECT_EQ(sem.evict(sem.status().waiters.at(0).id), EvictResult::waiter);
   ASSERT_EQ(second.wait_for(30s), std::future_status::ready);
   EXPECT_THROW(second.get(), EvictedError);
+}
+
+TEST(AsioTest, ADeferredOperationStartsOnlyWhenInvoked) {
+  FairSemaphore sem(test::redis_options(), "deferred", options(1));
+  auto operation = async_acquire(sem, asio::experimental::deferred);
+  EXPECT_TRUE(sem.status().holders.empty()) << "started before it was invoked";
+  asio::io_context io;
+  std::optional<Permit> got;
+  std::move(operation)(asio::bind_executor(io, [&](std::exception_ptr error, Permit p) {
+    EXPECT_FALSE(error);
+    got = std::move(p);
+  }));
+  io.run();
+  ASSERT_TRUE(got && got->held());
+  EXPECT_EQ(sem.status().holders.size(), 1u);
 }
 
 TEST(AsioTest, AsyncAcquireForGivesUpAtItsTimeout) {
