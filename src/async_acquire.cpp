@@ -168,7 +168,7 @@ void AsyncAcquire::leave() noexcept {
   core_->leave(conn, id_, reply_.ticket);
 }
 
-void AsyncAcquire::finish(std::exception_ptr error, std::optional<Permit> permit) {
+void AsyncAcquire::finish(const std::exception_ptr& error, std::optional<Permit> permit) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (finished_) return;
@@ -204,7 +204,7 @@ void AsyncAcquire::finish(std::exception_ptr error, std::optional<Permit> permit
   }
 }
 
-void AsyncAcquire::fail(std::exception_ptr error) {
+void AsyncAcquire::fail(const std::exception_ptr& error) {
   wake_up_.reset();
   try {
     std::rethrow_exception(error);
@@ -217,7 +217,7 @@ void AsyncAcquire::fail(std::exception_ptr error) {
     // Without a ticket only a random id is surely this request's own.
     if (asked_ && (reply_.ticket != 0 || core_->options_.permit_id.empty())) leave();
   }
-  finish(std::move(error), std::nullopt);
+  finish(error, std::nullopt);
 }
 
 // --- SemaphoreCore's part ---------------------------------------------------------------------

@@ -51,9 +51,9 @@ class AsyncAcquire : public std::enable_shared_from_this<AsyncAcquire> {
   void arm_timer();
   void leave() noexcept;
   /// Completes the request (once): the callback runs on this thread.
-  void finish(std::exception_ptr error, std::optional<Permit> permit);
+  void finish(const std::exception_ptr& error, std::optional<Permit> permit);
   /// advance() threw: leaves the queue as the blocking acquire would, then completes.
-  void fail(std::exception_ptr error);
+  void fail(const std::exception_ptr& error);
 
   const std::shared_ptr<SemaphoreCore> core_;
   const std::optional<Clock::time_point> deadline_;

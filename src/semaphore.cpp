@@ -214,7 +214,7 @@ std::future<Permit> FairSemaphore::acquire_async() {
   auto promise = std::make_shared<std::promise<Permit>>();
   std::future<Permit> future = promise->get_future();
   core_->acquire_async(std::nullopt,
-                       [promise](std::exception_ptr error, std::optional<Permit> permit) {
+                       [promise](const std::exception_ptr& error, std::optional<Permit> permit) {
                          if (error) {
                            promise->set_exception(error);
                          } else {
@@ -227,13 +227,14 @@ std::future<Permit> FairSemaphore::acquire_async() {
 std::future<std::optional<Permit>> FairSemaphore::acquire_future_until(Clock::time_point deadline) {
   auto promise = std::make_shared<std::promise<std::optional<Permit>>>();
   std::future<std::optional<Permit>> future = promise->get_future();
-  core_->acquire_async(deadline, [promise](std::exception_ptr error, std::optional<Permit> permit) {
-    if (error) {
-      promise->set_exception(error);
-    } else {
-      promise->set_value(std::move(permit));
-    }
-  });
+  core_->acquire_async(deadline,
+                       [promise](const std::exception_ptr& error, std::optional<Permit> permit) {
+                         if (error) {
+                           promise->set_exception(error);
+                         } else {
+                           promise->set_value(std::move(permit));
+                         }
+                       });
   return future;
 }
 
