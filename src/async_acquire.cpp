@@ -98,23 +98,31 @@ void AsyncAcquire::advance() {
 
 bool AsyncAcquire::queue() {
   id_ = core_->next_id();
-  SemaphoreCore::Borrowed conn(*core_);
-  sent_ = Clock::now();
-  asked_ = true;
-  reply_ = core_->run_acquire(*conn, id_, "queue");
-  queued_ = true;
-  if (reply_.state == AcquireState::granted) {
-    core_->await_replicas(*conn, id_);
-    finish(nullptr, core_->make_permit(id_, reply_, sent_));
-    return true;
+  std::optional<Permit> granted;
+  {
+    SemaphoreCore::Borrowed conn(*core_);
+    sent_ = Clock::now();
+    asked_ = true;
+    reply_ = core_->run_acquire(*conn, id_, "queue");
+    queued_ = true;
+    if (reply_.state == AcquireState::granted) {
+      core_->await_replicas(*conn, id_);
+      granted = core_->make_permit(id_, reply_, sent_);
+    } else {
+      std::weak_ptr<AsyncAcquire> weak = weak_from_this();
+      wake_up_ = core_->runtime_->waker(core_->slot_, core_->keys_[5])
+                     ->subscribe(core_->keys_[5] + id_, *conn, [weak] {
+                       if (auto self = weak.lock()) self->post();
+                     });
+    }
   }
-  std::weak_ptr<AsyncAcquire> weak = weak_from_this();
-  wake_up_ = core_->runtime_->waker(core_->slot_, core_->keys_[5])
-                 ->subscribe(core_->keys_[5] + id_, *conn, [weak] {
-                   if (auto self = weak.lock()) self->post();
-                 });
-  next_poll_ = Clock::now() + core_->poll_interval_;
-  return false;
+  if (!granted) {
+    next_poll_ = Clock::now() + core_->poll_interval_;
+    return false;
+  }
+  // After the connection went back to the pool: the callback may use the semaphore.
+  finish(nullptr, std::move(granted));
+  return true;
 }
 
 bool AsyncAcquire::woken(bool& poll_now) {
@@ -137,21 +145,28 @@ bool AsyncAcquire::woken(bool& poll_now) {
 }
 
 bool AsyncAcquire::poll() {
-  SemaphoreCore::Borrowed conn(*core_);
-  sent_ = Clock::now();
-  reply_ = core_->run_acquire(*conn, id_, "queue", reply_.ticket);
-  if (reply_.state == AcquireState::evicted) core_->throw_evicted(id_);
-  if (reply_.state == AcquireState::granted) {
-    wake_up_.reset();
-    core_->await_replicas(*conn, id_);
-    finish(nullptr, core_->make_permit(id_, reply_, sent_));
-    return true;
+  std::optional<Permit> granted;
+  {
+    SemaphoreCore::Borrowed conn(*core_);
+    sent_ = Clock::now();
+    reply_ = core_->run_acquire(*conn, id_, "queue", reply_.ticket);
+    if (reply_.state == AcquireState::evicted) core_->throw_evicted(id_);
+    if (reply_.state == AcquireState::granted) {
+      wake_up_.reset();
+      core_->await_replicas(*conn, id_);
+      granted = core_->make_permit(id_, reply_, sent_);
+    } else {
+      // Still queued: a wake-up popped before this reply is older than what the poll saw.
+      wake_up_->rearm(*conn);
+    }
   }
-  // Still queued: a wake-up popped before this reply is older than what the poll saw.
-  wake_up_->rearm(*conn);
-  reported_ = false;
-  next_poll_ = Clock::now() + core_->poll_interval_;
-  return false;
+  if (!granted) {
+    reported_ = false;
+    next_poll_ = Clock::now() + core_->poll_interval_;
+    return false;
+  }
+  finish(nullptr, std::move(granted));  // the connection is back in the pool
+  return true;
 }
 
 void AsyncAcquire::arm_timer() {
