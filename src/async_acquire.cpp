@@ -183,12 +183,17 @@ void AsyncAcquire::leave() noexcept {
   core_->leave(conn, id_, reply_.ticket);
 }
 
-void AsyncAcquire::finish(const std::exception_ptr& error, std::optional<Permit> permit) {
+void AsyncAcquire::finish(const std::exception_ptr& outcome, std::optional<Permit> permit) {
+  std::exception_ptr error = outcome;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (finished_) return;
     finished_ = true;
+    // cancel() came first (it returned true) while this step granted or gave up: the request
+    // ends cancelled all the same, and a permit it got is released (passed on) at once.
+    if (cancelled_ && !error) error = cancelled_;
   }
+  if (error) permit.reset();
   wake_up_.reset();
   MetricCounters& m = core_->metrics_;
   if (permit) {

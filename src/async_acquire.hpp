@@ -50,8 +50,9 @@ class AsyncAcquire : public std::enable_shared_from_this<AsyncAcquire> {
   /// A timer for the next poll or the deadline, unless one comes soon enough.
   void arm_timer();
   void leave() noexcept;
-  /// Completes the request (once): the callback runs on this thread.
-  void finish(const std::exception_ptr& error, std::optional<Permit> permit);
+  /// Completes the request (once): the callback runs on this thread. A request cancelled
+  /// meanwhile completes with its cancellation instead.
+  void finish(const std::exception_ptr& outcome, std::optional<Permit> permit);
   /// advance() threw: leaves the queue as the blocking acquire would, then completes.
   void fail(const std::exception_ptr& error);
 

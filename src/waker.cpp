@@ -152,9 +152,9 @@ void Waker::run() {
     try {
       if (!conn) conn = std::make_unique<Connection>(options_, router_, slot_);
       listen(*conn, keys);
-    } catch (const Error&) {
-      // Unreachable or broken: made again (or reconnected) for the next BRPOP; the waiters poll
-      // meanwhile.
+    } catch (const std::exception&) {
+      // Unreachable or broken (or out of memory): made again (or reconnected) for the next
+      // BRPOP; the waiters poll meanwhile. Nothing escapes the thread.
       conn.reset();
       pause();
     }
