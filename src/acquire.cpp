@@ -205,7 +205,7 @@ std::optional<Permit> SemaphoreCore::measured_acquire(long long units, bool wait
   try {
     std::optional<Permit> permit = queue ? acquire(units, deadline) : try_acquire(units);
     if (permit) {
-      metrics_.record_grant(Clock::now() - start);
+      metrics_.record_grant(Clock::now() - start, units);
     } else {
       MetricCounters::add(queue ? metrics_.timeouts : metrics_.rejections);
     }

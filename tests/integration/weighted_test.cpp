@@ -216,6 +216,13 @@ TEST_F(WeightedTest, APartialReleaseGivesBackTheHighestSlots) {
   EXPECT_FALSE(p.held());
   EXPECT_EQ(ReleaseResult::already_released, p.release(1));
   EXPECT_EQ((std::vector<long long>{1, 0}), counts(sem.status()));
+  // The metrics count units as well as permits: 4 + 1 granted, 1 + 3 given back in two
+  // releases.
+  const Metrics m = sem.metrics();
+  EXPECT_EQ(2u, m.grants);
+  EXPECT_EQ(5u, m.units_granted);
+  EXPECT_EQ(2u, m.releases);
+  EXPECT_EQ(4u, m.units_released);
 }
 
 // A partial release whose reply was lost is run again: keeping K units is idempotent, so the
