@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "cutting_proxy.hpp"
+#include "proxied_redis.hpp"
 #include "test_env.hpp"
 #include "wait.hpp"
 
@@ -59,20 +60,8 @@ using namespace std::chrono_literals;
 constexpr auto kWait = 20s;
 const std::string kName = "lost-reply";
 
-/// The port the proxy forwards to: the test's own redis-server (or FAIRSEM_TEST_REDIS_URL's).
-int upstream_port() {
-  auto* server = fairsem::test::RedisEnvironment::instance().server();
-  return server != nullptr ? server->port() : redis_options().port;
-}
-
-/// The test server's options (credentials, db, timeouts), reached through `proxy`.
-ConnectionOptions through(const CuttingProxy& proxy) {
-  ConnectionOptions o = redis_options();
-  o.unix_path.clear();
-  o.host = "127.0.0.1";
-  o.port = proxy.port();
-  return o;
-}
+using fairsem::test::through;
+using fairsem::test::upstream_port;
 
 /// Collects what the semaphore logs (the warning about a re-run script, for instance).
 class Messages {
@@ -188,7 +177,7 @@ class LostReplyTest : public ::testing::Test {
   Reply run_script(Connection& conn, const Args& args) const {
     Args full{args[0], "1", "60000"};
     full.insert(full.end(), args.begin() + 1, args.end());
-    return conn.eval(fairsem::detail::scripts::semaphore, script_args(), full);
+    return conn.eval(fairsem::detail::scripts::semaphore_script(args[0]), script_args(), full);
   }
 
   /// The ids of every client connection except the admin's.
@@ -505,7 +494,7 @@ TEST_F(LostReplyTest, ScriptAcquireRunTwiceForOneIdReturnsTheSameTicket) {
   Connection conn(redis_options());
   const Args keys = script_args();
   auto acquire = [&](const std::string& id, const char* mode) {
-    Reply r = conn.eval(fairsem::detail::scripts::semaphore, keys,
+    Reply r = conn.eval(fairsem::detail::scripts::semaphore_acquire, keys,
                         {"acquire", "2", "60000", id, mode, "test-owner"});
     EXPECT_EQ(r.elements.size(), 6u);
     return r;

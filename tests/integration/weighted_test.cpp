@@ -235,7 +235,7 @@ TEST_F(WeightedTest, APartialReleaseRunTwiceGivesBackOnce) {
   const detail::Args key_args(keys.begin(), keys.end());
   const std::string ticket = std::to_string(p.fencing_token());
   for (int run = 0; run < 2; ++run) {
-    const detail::Reply r = admin_.eval(detail::scripts::semaphore, key_args,
+    const detail::Reply r = admin_.eval(detail::scripts::semaphore_release, key_args,
                                         {"release", "4", "10000", p.id(), ticket, "10000", "keep",
                                          "3"});
     ASSERT_EQ(1u, r.elements.size());
