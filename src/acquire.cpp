@@ -231,6 +231,7 @@ bool SemaphoreCore::wait_for_wake_up(WakeSubscription& wake_up, const std::strin
     if (left <= milliseconds(0)) return false;
     const WakeWait waited = wake_up.wait_for(left);
     if (waited.woken) return take_wake_up(*waited.woken, id, units, reply, sent);
+    if (waited.interrupted) return false;    // a wake-up may be lost: poll now
     if (waited.error.empty()) return false;  // no wake-up within `wait`: poll
     // A transient refusal goes straight to the poll; after any other the wait goes on: a
     // wake-up can still come, and the poll follows as on a timeout.

@@ -134,6 +134,8 @@ bool AsyncAcquire::woken(bool& poll_now) {
       return true;
     }
     poll_now = true;  // promoted, with too little of the lease left to take it as it is
+  } else if (waited.interrupted) {
+    poll_now = true;  // the waker's BRPOP was cut off: a wake-up may be lost
   } else if (!waited.error.empty()) {
     if (is_transient(waited.error)) {
       poll_now = true;
