@@ -246,7 +246,7 @@ std::vector<Record> read_records(const std::string& path) {
         comma >> r.token;
     if (!fields) throw std::runtime_error("malformed record in " + path + ": " + line);
     if (fields >> comma && !(fields >> r.units && r.units >= 1)) {
-      throw std::runtime_error("malformed units in " + path + ": " + line);
+      throw std::runtime_error(fmt::format("malformed units in {}: {}", path, line));
     }
     out.push_back(r);
   }
@@ -273,6 +273,81 @@ nlohmann::json spread(std::vector<double> v) {
   j["p999"] = percentile(v, 99.9);
   j["max"] = v.empty() ? 0.0 : v.back();
   return j;
+}
+
+struct Held {
+  int holders = 0;
+  long long units = 0;
+};
+
+/// The most holders and units held at once, from the clients' own [enter, release] intervals.
+Held most_held(const std::vector<Record>& granted) {
+  std::vector<std::pair<std::int64_t, long long>> events;
+  events.reserve(2 * granted.size());
+  for (const Record& r : granted) {
+    events.emplace_back(r.enter_ns, r.units);
+    events.emplace_back(r.release_ns, -r.units);
+  }
+  std::sort(events.begin(), events.end());  // a release sorts before an enter at the same ns
+  Held now;
+  Held most;
+  for (const auto& [when, units] : events) {
+    now.holders += units > 0 ? 1 : -1;
+    now.units += units;
+    most.holders = std::max(most.holders, now.holders);
+    most.units = std::max(most.units, now.units);
+  }
+  return most;
+}
+
+struct FifoOrder {
+  long long out_of_order = 0;
+  long long strict = 0;
+  std::vector<double> margins;
+  std::map<long long, long long> overtaken;  // by the units of the request that was overtaken
+};
+
+/// FIFO, strict and units-aware: a request is granted only after every request queued before
+/// it, whatever the units (a later small request that would fit in the free units still may
+/// not overtake an earlier large one). A grant is out of order when, at the moment it was
+/// granted, a request that asked more than fifo_tolerance_us before it was still waiting:
+/// granted more than fifo_grant_tolerance_us after it, or never (it gave up at the end). The
+/// ask tolerance covers the way from ask_ns to Redis; the grant tolerance the way from a grant
+/// in Redis to the client's enter_ns, its wake-up, which matters when one release promotes
+/// several waiters at once (limit > 1): they wake in any order. fifo_violations_strict counts
+/// with no grant tolerance, and fifo_violation_margin_us says by how much each of those grants
+/// went ahead (how long the earlier request still waited after it).
+FifoOrder fifo_order(const Settings& s, const std::vector<Record>& all) {
+  std::vector<const Record*> by_ask;
+  by_ask.reserve(all.size());
+  for (const Record& r : all) by_ask.push_back(&r);
+  std::sort(by_ask.begin(), by_ask.end(),
+            [](const Record* a, const Record* b) { return a->ask_ns < b->ask_ns; });
+  const auto tolerance = static_cast<std::int64_t>(s.fifo_tolerance_us * 1e3);
+  const auto grant_tolerance = static_cast<std::int64_t>(s.fifo_grant_tolerance_us * 1e3);
+  FifoOrder f;
+  // Of the requests that asked more than the tolerance before the one at hand: the latest
+  // moment one of them still waited, overall and by units.
+  std::int64_t waited = std::numeric_limits<std::int64_t>::min();
+  std::map<long long, std::int64_t> waited_by_units;
+  std::size_t earlier = 0;
+  for (const Record* r : by_ask) {
+    for (; earlier < by_ask.size() && by_ask[earlier]->ask_ns < r->ask_ns - tolerance; ++earlier) {
+      const Record& e = *by_ask[earlier];
+      waited = std::max(waited, e.waited_until());
+      auto [it, fresh] = waited_by_units.emplace(e.units, e.waited_until());
+      if (!fresh) it->second = std::max(it->second, e.waited_until());
+    }
+    if (!r->granted() || waited <= r->enter_ns) continue;
+    ++f.strict;
+    f.margins.push_back(static_cast<double>(waited - r->enter_ns) / 1e3);
+    if (waited - r->enter_ns <= grant_tolerance) continue;
+    ++f.out_of_order;
+    for (const auto& [units, until] : waited_by_units) {
+      if (until - r->enter_ns > grant_tolerance) ++f.overtaken[units];
+    }
+  }
+  return f;
 }
 
 /// The weighted figures, per weight (issue 16): how many grants each got, how long its
@@ -399,23 +474,9 @@ nlohmann::json analyze(const Settings& s, const std::vector<Record>& all, const 
   }
   j["per_client_grants"] = {{"min", min_grants}, {"max", max_grants}};
 
-  // Holders and units held at once, from the clients' own [enter, release] intervals.
-  std::vector<std::pair<std::int64_t, long long>> events;
-  for (const Record& r : records) {
-    events.emplace_back(r.enter_ns, r.units);
-    events.emplace_back(r.release_ns, -r.units);
-  }
-  std::sort(events.begin(), events.end());  // a release sorts before an enter at the same ns
-  int inside = 0;
-  int most = 0;
-  long long units_inside = 0;
-  long long units_most = 0;
-  for (const auto& [when, units] : events) {
-    most = std::max(most, inside += units > 0 ? 1 : -1);
-    units_most = std::max(units_most, units_inside += units);
-  }
-  j["max_holders_seen"] = most;
-  j["max_units_seen"] = units_most;
+  const Held held = most_held(records);
+  j["max_holders_seen"] = held.holders;
+  j["max_units_seen"] = held.units;
 
   // Hand-off (limit 1): from the release() call of one holder to the next holder's critical
   // section, when the next holder is another client that was already waiting.
@@ -434,61 +495,20 @@ nlohmann::json analyze(const Settings& s, const std::vector<Record>& all, const 
   j["handoff_us"] = spread(handoffs);
   j["token_order_violations"] = records.front().token >= 0 ? token_inversions : -1;
 
-  // FIFO, strict and units-aware: a request is granted only after every request queued before
-  // it, whatever the units (a later small request that would fit in the free units still may
-  // not overtake an earlier large one). A grant is out of order when, at the moment it was
-  // granted, a request that asked more than fifo_tolerance_us before it was still waiting:
-  // granted more than fifo_grant_tolerance_us after it, or never (it gave up at the end). The
-  // ask tolerance covers the way from ask_ns to Redis; the grant tolerance the way from a grant
-  // in Redis to the client's enter_ns, its wake-up, which matters when one release promotes
-  // several waiters at once (limit > 1): they wake in any order. fifo_violations_strict counts
-  // with no grant tolerance, and fifo_violation_margin_us says by how much each of those grants
-  // went ahead (how long the earlier request still waited after it).
-  std::vector<const Record*> by_ask;
-  by_ask.reserve(all.size());
-  for (const Record& r : all) by_ask.push_back(&r);
-  std::sort(by_ask.begin(), by_ask.end(),
-            [](const Record* a, const Record* b) { return a->ask_ns < b->ask_ns; });
-  const auto tolerance = static_cast<std::int64_t>(s.fifo_tolerance_us * 1e3);
-  const auto grant_tolerance = static_cast<std::int64_t>(s.fifo_grant_tolerance_us * 1e3);
-  long long out_of_order = 0;
-  long long strict = 0;
-  std::vector<double> margins;
-  std::map<long long, long long> overtaken;  // by the units of the request that was overtaken
-  // Of the requests that asked more than the tolerance before the one at hand: the latest
-  // moment one of them still waited, overall and by units.
-  std::int64_t waited = std::numeric_limits<std::int64_t>::min();
-  std::map<long long, std::int64_t> waited_by_units;
-  std::size_t earlier = 0;
-  for (const Record* r : by_ask) {
-    for (; earlier < by_ask.size() && by_ask[earlier]->ask_ns < r->ask_ns - tolerance; ++earlier) {
-      const Record& e = *by_ask[earlier];
-      waited = std::max(waited, e.waited_until());
-      auto [it, fresh] = waited_by_units.emplace(e.units, e.waited_until());
-      if (!fresh) it->second = std::max(it->second, e.waited_until());
-    }
-    if (!r->granted() || waited <= r->enter_ns) continue;
-    ++strict;
-    margins.push_back(static_cast<double>(waited - r->enter_ns) / 1e3);
-    if (waited - r->enter_ns <= grant_tolerance) continue;
-    ++out_of_order;
-    for (const auto& [units, until] : waited_by_units) {
-      if (until - r->enter_ns > grant_tolerance) ++overtaken[units];
-    }
-  }
+  const FifoOrder fifo = fifo_order(s, all);
   j["fifo_tolerance_us"] = s.fifo_tolerance_us;
   j["fifo_grant_tolerance_us"] = s.fifo_grant_tolerance_us;
-  j["fifo_violations"] = out_of_order;
-  j["fifo_violation_share"] = static_cast<double>(out_of_order) / grants;
-  j["fifo_violations_strict"] = strict;
-  j["fifo_violation_margin_us"] = spread(margins);
+  j["fifo_violations"] = fifo.out_of_order;
+  j["fifo_violation_share"] = static_cast<double>(fifo.out_of_order) / grants;
+  j["fifo_violations_strict"] = fifo.strict;
+  j["fifo_violation_margin_us"] = spread(fifo.margins);
 
   const double hold_p50 = j["hold_us_p50"].get<double>();
   const double handoff_p50 = j["handoff_us"]["p50"].get<double>();
   const double bound = 2.0 * (s.clients - 1) * (hold_p50 + handoff_p50);
   j["worst_wait_bound_us"] = bound;
   j["worst_wait_within_bound"] = j["wait_us"]["max"].get<double>() <= bound;
-  if (s.weighted()) j["by_units"] = by_units(s, all, span, overtaken);
+  if (s.weighted()) j["by_units"] = by_units(s, all, span, fifo.overtaken);
 
   j["client_commands_per_grant"] = static_cast<double>(used.client_commands()) / grants;
   j["redis_commands_per_grant"] = static_cast<double>(used.total_commands) / grants;
