@@ -27,6 +27,7 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
@@ -97,7 +98,7 @@ struct Shared {
   std::atomic<int> ready{0};
   std::atomic<int> failed{0};
   std::atomic<std::int64_t> start_ns{0};
-  Record records[kCapacity];
+  std::array<Record, kCapacity> records;
 };
 
 Shared* map_shared() {
@@ -164,53 +165,64 @@ void client_main(const Settings& s, Shared& shared, int client) {
   }
 }
 
+/// Lets the clients start together once every one of them is ready (or has failed).
+void start_when_ready(const Settings& s, Shared& shared) {
+  while (shared.ready.load() + shared.failed.load() < s.clients) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  shared.start_ns.store(now_ns() + 20'000'000);
+}
+
+void run_threads(const Settings& s, Shared& shared) {
+  std::vector<std::thread> threads;
+  threads.reserve(static_cast<std::size_t>(s.clients));
+  for (int c = 0; c < s.clients; ++c) {
+    threads.emplace_back([&, c] {
+      try {
+        client_main(s, shared, c);
+      } catch (const std::exception& e) {
+        std::cerr << "client " << c << ": " << e.what() << "\n";
+        shared.failed.fetch_add(1);
+      }
+    });
+  }
+  start_when_ready(s, shared);
+  for (auto& t : threads) t.join();
+}
+
+void run_processes(const Settings& s, Shared& shared) {
+  std::vector<pid_t> children;
+  for (int c = 0; c < s.clients; ++c) {
+    const pid_t pid = fork();
+    if (pid < 0) throw std::runtime_error("fork failed");
+    if (pid == 0) {
+      int code = 0;
+      try {
+        client_main(s, shared, c);
+      } catch (const std::exception& e) {
+        std::cerr << "client " << c << ": " << e.what() << "\n";
+        shared.failed.fetch_add(1);
+        code = 1;
+      }
+      (void)std::fflush(nullptr);
+      _exit(code);
+    }
+    children.push_back(pid);
+  }
+  start_when_ready(s, shared);
+  for (pid_t pid : children) {
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) shared.failed.fetch_add(1);
+  }
+}
+
 void run_clients(const Settings& s, Shared& shared) {
-  auto start_when_ready = [&] {
-    while (shared.ready.load() + shared.failed.load() < s.clients) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-    shared.start_ns.store(now_ns() + 20'000'000);
-  };
   if (s.mode == "threads") {
-    std::vector<std::thread> threads;
-    for (int c = 0; c < s.clients; ++c) {
-      threads.emplace_back([&, c] {
-        try {
-          client_main(s, shared, c);
-        } catch (const std::exception& e) {
-          std::cerr << "client " << c << ": " << e.what() << "\n";
-          shared.failed.fetch_add(1);
-        }
-      });
-    }
-    start_when_ready();
-    for (auto& t : threads) t.join();
+    run_threads(s, shared);
   } else {
-    std::vector<pid_t> children;
-    for (int c = 0; c < s.clients; ++c) {
-      const pid_t pid = fork();
-      if (pid < 0) throw std::runtime_error("fork failed");
-      if (pid == 0) {
-        int code = 0;
-        try {
-          client_main(s, shared, c);
-        } catch (const std::exception& e) {
-          std::cerr << "client " << c << ": " << e.what() << "\n";
-          shared.failed.fetch_add(1);
-          code = 1;
-        }
-        std::fflush(nullptr);
-        _exit(code);
-      }
-      children.push_back(pid);
-    }
-    start_when_ready();
-    for (pid_t pid : children) {
-      int status = 0;
-      while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-      }
-      if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) shared.failed.fetch_add(1);
-    }
+    run_processes(s, shared);
   }
   if (shared.failed.load() != 0) {
     throw std::runtime_error(fmt::format("{} client(s) failed", shared.failed.load()));
@@ -244,7 +256,7 @@ std::vector<Record> read_records(const std::string& path) {
     std::istringstream fields(line);
     fields >> r.client >> comma >> r.ask_ns >> comma >> r.enter_ns >> comma >> r.release_ns >>
         comma >> r.token;
-    if (!fields) throw std::runtime_error("malformed record in " + path + ": " + line);
+    if (!fields) throw std::runtime_error(fmt::format("malformed record in {}: {}", path, line));
     if (fields >> comma && !(fields >> r.units && r.units >= 1)) {
       throw std::runtime_error(fmt::format("malformed units in {}: {}", path, line));
     }
@@ -465,7 +477,7 @@ nlohmann::json analyze(const Settings& s, const std::vector<Record>& all, const 
   j["grants_per_s"] = grants / span;
   j["wait_us"] = spread(waits);
   j["hold_us_p50"] = percentile(holds, 50);
-  long long min_grants = static_cast<long long>(records.size());
+  auto min_grants = static_cast<long long>(records.size());
   long long max_grants = 0;
   for (int c = 0; c < s.clients; ++c) {
     const long long n = per_client.count(c) != 0 ? per_client[c] : 0;
@@ -579,7 +591,7 @@ int run(int argc, char** argv) {
     run_clients(s, *shared);
     used = ServerStats::read(admin).since(before);
     const std::size_t n = std::min(shared->count.load(), Shared::kCapacity);
-    records.assign(shared->records, shared->records + n);
+    records.assign(shared->records.begin(), shared->records.begin() + n);
     if (shared->count.load() > n) {
       std::cerr << "fairsem_contention: " << shared->count.load() - n
                 << " grants were not recorded (the record area is full)\n";
