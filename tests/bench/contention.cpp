@@ -3,7 +3,7 @@
 // waits, hand-offs, FIFO order, and what Redis paid per grant.
 //
 // Every grant is recorded by the client itself, outside the library, as
-//   client,ask_ns,enter_ns,release_ns,token[,units]
+//   client,ask_ns,enter_ns,release_ns,token[,units[,slot...]]
 // on CLOCK_MONOTONIC (steady_clock; one clock for every process on the machine): ask = acquire()
 // called, enter = the critical section starts, release = release() called. --external runs
 // another implementation (compare.sh runs the npm peer) that writes the same records to
@@ -13,8 +13,9 @@
 // each time (acquire(n)), and every acquire gives up when the run ends (try_acquire_for the
 // time left), so a request that is still waiting then is recorded, with enter_ns -1 and the
 // time it gave up as release_ns, instead of stretching the run. Its records carry the units
-// as a sixth field. Per weight it reports grants, waits, the requests still waiting at the end
-// and the worst wait against the request's fair share (see fair_share in analyze()).
+// as a sixth field, then the permit's slots. Per weight it reports grants, waits, the requests
+// still waiting at the end and the worst wait against the request's fair share (see fair_share in
+// analyze()).
 //
 //   fairsem_contention --clients 8 --limit 1 --hold-ms 1 --seconds 10 --mode processes
 //   fairsem_contention --clients 8 --limit 8 --weights 1,4 --hold-ms 1 --seconds 10
@@ -58,6 +59,20 @@ struct Record {
   std::int64_t release_ns = 0;
   std::int64_t token = -1;  // -1: the implementation has no fencing token
   std::int64_t units = 1;   // permits asked for (and, when granted, held) at once
+  /// The permit's slots (weighted runs of fairsem), for the checks in slot_checks(): the first
+  /// slots_kept of `slots`; -1 when it had more than kSlotsKept.
+  static constexpr std::size_t kSlotsKept = 8;
+  std::int32_t slots_kept = 0;
+  std::array<std::int32_t, kSlotsKept> slots{};
+
+  void add_slot(long long slot) {
+    if (slots_kept < 0) return;
+    if (static_cast<std::size_t>(slots_kept) == kSlotsKept) {
+      slots_kept = -1;
+      return;
+    }
+    slots[static_cast<std::size_t>(slots_kept++)] = static_cast<std::int32_t>(slot);
+  }
 
   /// False for a request that gave up when the run ended: enter_ns is -1 and release_ns the
   /// time it gave up.
@@ -154,6 +169,7 @@ void client_main(const Settings& s, Shared& shared, int client) {
     }
     r.enter_ns = now_ns();
     r.token = p->fencing_token();
+    for (const long long slot : p->slots()) r.add_slot(slot);
     if (p->count() != units || static_cast<long long>(p->slots().size()) != units) {
       throw std::runtime_error(fmt::format("asked for {} units, granted {} with {} slots", units,
                                            p->count(), p->slots().size()));
@@ -260,6 +276,11 @@ std::vector<Record> read_records(const std::string& path) {
     if (fields >> comma && !(fields >> r.units && r.units >= 1)) {
       throw std::runtime_error(fmt::format("malformed units in {}: {}", path, line));
     }
+    long long slot = 0;
+    while (fields >> comma) {
+      if (!(fields >> slot)) throw std::runtime_error(fmt::format("malformed slot in {}", line));
+      r.add_slot(slot);
+    }
     out.push_back(r);
   }
   return out;
@@ -270,7 +291,12 @@ void write_records(const std::string& path, const std::vector<Record>& records, 
   for (const Record& r : records) {
     out << r.client << ',' << r.ask_ns << ',' << r.enter_ns << ',' << r.release_ns << ','
         << r.token;
-    if (units) out << ',' << r.units;
+    if (units) {
+      out << ',' << r.units;
+      for (std::int32_t k = 0; k < r.slots_kept; ++k) {
+        out << ',' << r.slots[static_cast<std::size_t>(k)];
+      }
+    }
     out << '\n';
   }
   if (!out) throw std::runtime_error("cannot write records to " + path);
@@ -314,6 +340,7 @@ Held most_held(const std::vector<Record>& granted) {
 
 struct FifoOrder {
   long long out_of_order = 0;
+  long long queued_later = -1;  // -1: no tickets to tell
   long long strict = 0;
   std::vector<double> margins;
   std::map<long long, long long> overtaken;  // by the units of the request that was overtaken
@@ -329,6 +356,26 @@ struct FifoOrder {
 /// several waiters at once (limit > 1): they wake in any order. fifo_violations_strict counts
 /// with no grant tolerance, and fifo_violation_margin_us says by how much each of those grants
 /// went ahead (how long the earlier request still waited after it).
+///
+/// With tickets (fairsem's fencing tokens, drawn by Redis when a request joins the queue),
+/// fifo_violations_queued_later counts the out-of-order grants where every request the grant
+/// went ahead of had drawn a later ticket: their acquire() calls started first on the clients'
+/// clocks but reached Redis after the grant's, so Redis queued them behind it.
+/// Whether every request among the first `earlier` of `by_ask` that still waited more than
+/// `grant_tolerance` after `r` entered drew a later ticket than `r`. Each waited at most
+/// `longest_wait`, so only those that asked after r.enter_ns - longest_wait need a look.
+bool went_ahead_of_later_tickets(const Record& r, const Record* const* by_ask, std::size_t earlier,
+                                 std::int64_t longest_wait, std::int64_t grant_tolerance) {
+  for (std::size_t i = earlier; i-- > 0;) {
+    const Record& e = *by_ask[i];
+    if (e.ask_ns <= r.enter_ns - longest_wait) break;
+    if (e.waited_until() - r.enter_ns > grant_tolerance && !(e.granted() && e.token > r.token)) {
+      return false;
+    }
+  }
+  return true;
+}
+
 FifoOrder fifo_order(const Settings& s, const std::vector<Record>& all) {
   std::vector<const Record*> by_ask;
   by_ask.reserve(all.size());
@@ -342,6 +389,11 @@ FifoOrder fifo_order(const Settings& s, const std::vector<Record>& all) {
   // moment one of them still waited, overall and by units.
   std::int64_t waited = std::numeric_limits<std::int64_t>::min();
   std::map<long long, std::int64_t> waited_by_units;
+  const bool tickets = std::all_of(all.begin(), all.end(),
+                                   [](const Record& r) { return !r.granted() || r.token >= 0; });
+  std::int64_t longest_wait = 0;
+  for (const Record& r : all) longest_wait = std::max(longest_wait, r.waited_until() - r.ask_ns);
+  if (tickets) f.queued_later = 0;
   std::size_t earlier = 0;
   for (const Record* r : by_ask) {
     for (; earlier < by_ask.size() && by_ask[earlier]->ask_ns < r->ask_ns - tolerance; ++earlier) {
@@ -358,8 +410,58 @@ FifoOrder fifo_order(const Settings& s, const std::vector<Record>& all) {
     for (const auto& [units, until] : waited_by_units) {
       if (until - r->enter_ns > grant_tolerance) ++f.overtaken[units];
     }
+    if (tickets &&
+        went_ahead_of_later_tickets(*r, by_ask.data(), earlier, longest_wait, grant_tolerance)) {
+      ++f.queued_later;
+    }
   }
   return f;
+}
+
+struct SlotChecks {
+  long long early_handovers = -1;  // -1: no slots or tickets recorded
+  long long proven_out_of_order = -1;
+};
+
+/// Checks that need no tolerance, for an implementation that records tickets and slots
+/// (fairsem's weighted runs). A permit's slots were each given back by their previous holder
+/// (the one with the highest lower ticket), so it cannot have been granted before the latest of
+/// those holders' release() calls began; and its holder entered after its grant. So
+/// - a holder that entered before its slot's previous holder called release() proves a slot
+///   held twice (early_handovers), and
+/// - a grant with a higher ticket that entered before that moment proves a grant out of ticket
+///   order (proven_out_of_order): the later ticket was granted while the earlier one was
+///   still waiting, whatever the clocks' noise.
+/// Zero of each is consistent with strict FIFO, not a proof of it.
+SlotChecks slot_checks(std::vector<Record> granted) {
+  SlotChecks c;
+  const bool recorded =
+      !granted.empty() && std::all_of(granted.begin(), granted.end(),
+                                      [](auto& r) { return r.token >= 0 && r.slots_kept > 0; });
+  if (!recorded) return c;
+  std::sort(granted.begin(), granted.end(),
+            [](const Record& a, const Record& b) { return a.token < b.token; });
+  c.early_handovers = 0;
+  c.proven_out_of_order = 0;
+  std::map<std::int32_t, const Record*> previous;  // by slot: its holder with the latest ticket
+  std::vector<std::int64_t> freed(granted.size(), std::numeric_limits<std::int64_t>::min());
+  for (std::size_t i = 0; i < granted.size(); ++i) {
+    const Record& g = granted[i];
+    for (std::int32_t k = 0; k < g.slots_kept; ++k) {
+      const Record*& before = previous[g.slots[static_cast<std::size_t>(k)]];
+      if (before != nullptr) {
+        if (g.enter_ns < before->release_ns) ++c.early_handovers;
+        freed[i] = std::max(freed[i], before->release_ns);
+      }
+      before = &g;
+    }
+  }
+  std::int64_t first_later_enter = std::numeric_limits<std::int64_t>::max();
+  for (std::size_t i = granted.size(); i-- > 0;) {
+    if (first_later_enter < freed[i]) ++c.proven_out_of_order;
+    first_later_enter = std::min(first_later_enter, granted[i].enter_ns);
+  }
+  return c;
 }
 
 /// The weighted figures, per weight (issue 16): how many grants each got, how long its
@@ -514,6 +616,10 @@ nlohmann::json analyze(const Settings& s, const std::vector<Record>& all, const 
   j["fifo_violation_share"] = static_cast<double>(fifo.out_of_order) / grants;
   j["fifo_violations_strict"] = fifo.strict;
   j["fifo_violation_margin_us"] = spread(fifo.margins);
+  j["fifo_violations_queued_later"] = fifo.queued_later;
+  const SlotChecks slots = slot_checks(records);
+  j["slot_handovers_early"] = slots.early_handovers;
+  j["ticket_order_proven_violations"] = slots.proven_out_of_order;
 
   const double hold_p50 = j["hold_us_p50"].get<double>();
   const double handoff_p50 = j["handoff_us"]["p50"].get<double>();
@@ -560,7 +666,8 @@ int run(int argc, char** argv) {
       ->delimiter(',')
       ->check(CLI::PositiveNumber);
   app.add_flag("--check", s.check,
-               "exit 1 unless grants > 0, units held <= limit, tokens in grant order");
+               "exit 1 unless grants > 0, units held <= limit, tokens in grant order, and (with "
+               "slots) no slot held twice and no grant proven out of ticket order");
   CLI11_PARSE(app, argc, argv);
   for (const long long w : s.weights) {
     if (w > s.limit) {
@@ -575,8 +682,10 @@ int run(int argc, char** argv) {
   if (s.url.empty()) s.url = BenchRedis::instance().url();
   detail::Connection admin(ConnectionOptions::from_url(s.url));
   const std::string base = fmt::format("bench:{{{}}}:", s.name);
-  admin.command(
-      {"DEL", base + "owner", base + "time", base + "counter", base + "meta", base + "info"});
+  // Every key of the semaphore (semaphore_core.cpp), so a rerun on the same server starts from
+  // nothing: the free-slot set left without the meta beside it would not describe the slots.
+  admin.command({"DEL", base + "owner", base + "time", base + "counter", base + "meta",
+                 base + "info", base + "slots", base + "free"});
 
   std::vector<Record> records;
   ServerStats before = ServerStats::read(admin);
@@ -603,10 +712,12 @@ int run(int argc, char** argv) {
   if (s.check) {
     const bool ok = j["grants"].get<std::size_t>() > 0 &&
                     j["max_units_seen"].get<long long>() <= s.limit &&
-                    j["token_order_violations"].get<long long>() <= 0;
+                    j["token_order_violations"].get<long long>() <= 0 &&
+                    j["slot_handovers_early"].get<long long>() <= 0 &&
+                    j["ticket_order_proven_violations"].get<long long>() <= 0;
     if (!ok) {
-      std::cerr << "FAILED: no grants, more units held than the limit, or tokens out of grant "
-                   "order\n";
+      std::cerr << "FAILED: no grants, more units held than the limit, tokens out of grant order, "
+                   "a slot held twice or a grant proven out of ticket order\n";
       return 1;
     }
   }
