@@ -14,8 +14,7 @@
 // time left), so a request that is still waiting then is recorded, with enter_ns -1 and the
 // time it gave up as release_ns, instead of stretching the run. Its records carry the units
 // as a sixth field, then the permit's slots. Per weight it reports grants, waits, the requests
-// still waiting at the end and the worst wait against the request's fair share (see fair_share in
-// analyze()).
+// still waiting at the end and the worst wait against the request's fair share (see by_units()).
 //
 //   fairsem_contention --clients 8 --limit 1 --hold-ms 1 --seconds 10 --mode processes
 //   fairsem_contention --clients 8 --limit 8 --weights 1,4 --hold-ms 1 --seconds 10
@@ -470,17 +469,19 @@ SlotChecks slot_checks(std::vector<Record> granted) {
 ///
 /// Fair share: under strict FIFO a request waits for the requests queued before it, whatever
 /// its own units. In this closed loop (each client has one request out at a time) those are at
-/// most one request of each other client, so a 1-unit and a 4-unit request wait behind the
-/// same queue, and the fair share of a request of any weight is the wait of the average
-/// request of the run: fair_share_us is the mean wait of every granted request, all weights
-/// together. (Not the mean of the weight itself: a weight that waits too long every time would
-/// have a high mean of its own and pass.) A weight's worst wait is the longest wait of its
-/// granted requests or, where longer, how long one of its requests had been waiting when the
-/// run ended (still waiting then: a lower bound). Issue 16's target is worst ≤ 2 × fair share:
-/// a request may find the whole queue ahead of it and then wait for its units to be free, but
-/// a request that waited more than two average turns was overtaken or starved.
-nlohmann::json by_units(const Settings& s, const std::vector<Record>& all, double span_s,
-                        const std::map<long long, long long>& overtaken) {
+/// most one request of each other client: a client's next request joins the queue behind it.
+/// So a request of any weight is fairly served once every other client has had one turn, and
+/// its fair share is the time the run took, at its own grant rate, to make that many grants:
+/// fair_share_us = (clients - 1) / grants_per_s, the time to drain the longest queue FIFO can
+/// put ahead of it. (Not the mean wait of the weight itself: a weight that waits too long every
+/// time would have a high mean of its own and pass. mean_wait_us is reported beside it, per
+/// weight and for the run.) A weight's worst wait is the longest wait of its granted requests
+/// or, where longer, how long one of its requests had been waiting when the run ended (still
+/// waiting then: a lower bound). Issue 16's target is worst <= 2 x fair share: twice the
+/// drain of a full queue allows for grants slower than average while it waits; a request that
+/// waited longer was overtaken many times, or starved.
+nlohmann::json by_units(const Settings& s, const std::vector<Record>& all, double grants_per_s,
+                        double span_s, const std::map<long long, long long>& overtaken) {
   struct Weight {
     std::vector<double> waits;
     double oldest_waiting_us = 0;
@@ -488,8 +489,6 @@ nlohmann::json by_units(const Settings& s, const std::vector<Record>& all, doubl
     std::map<int, long long> per_client;
   };
   std::map<long long, Weight> weights;
-  double wait_sum = 0;
-  std::size_t granted = 0;
   for (int c = 0; c < s.clients; ++c) weights[s.units_of(c)].per_client[c] = 0;
   for (const Record& r : all) {
     Weight& w = weights[r.units];
@@ -497,15 +496,13 @@ nlohmann::json by_units(const Settings& s, const std::vector<Record>& all, doubl
       const double wait = static_cast<double>(r.enter_ns - r.ask_ns) / 1e3;
       w.waits.push_back(wait);
       ++w.per_client[r.client];
-      wait_sum += wait;
-      ++granted;
     } else {
       ++w.waiting;
       w.oldest_waiting_us =
           std::max(w.oldest_waiting_us, static_cast<double>(r.release_ns - r.ask_ns) / 1e3);
     }
   }
-  const double fair_share = granted == 0 ? 0.0 : wait_sum / static_cast<double>(granted);
+  const double fair_share = grants_per_s > 0 ? (s.clients - 1) / grants_per_s * 1e6 : 0.0;
   nlohmann::json out = nlohmann::json::object();
   for (auto& [units, w] : weights) {
     nlohmann::json j;
@@ -626,7 +623,10 @@ nlohmann::json analyze(const Settings& s, const std::vector<Record>& all, const 
   const double bound = 2.0 * (s.clients - 1) * (hold_p50 + handoff_p50);
   j["worst_wait_bound_us"] = bound;
   j["worst_wait_within_bound"] = j["wait_us"]["max"].get<double>() <= bound;
-  if (s.weighted()) j["by_units"] = by_units(s, all, span, fifo.overtaken);
+  double wait_sum = 0;
+  for (const double w : waits) wait_sum += w;
+  j["mean_wait_us"] = wait_sum / grants;
+  if (s.weighted()) j["by_units"] = by_units(s, all, grants / span, span, fifo.overtaken);
 
   j["client_commands_per_grant"] = static_cast<double>(used.client_commands()) / grants;
   j["redis_commands_per_grant"] = static_cast<double>(used.total_commands) / grants;
