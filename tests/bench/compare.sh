@@ -6,6 +6,7 @@
 #   bash tests/bench/compare.sh              # about 3 minutes
 #   SECONDS_PER_RUN=20 bash tests/bench/compare.sh
 #   COMPARE_OUT=/tmp/b/benchmarks.md bash tests/bench/compare.sh   # write-up (and img/) elsewhere
+#   COMPARE_KEEP_WORK=1 bash tests/bench/compare.sh  # keep the JSON figures and grant records
 #
 # It builds the benchmarks (cmake preset "bench"), starts redis-server on a free loopback port,
 # measures the floor with redis-benchmark, installs the peer into a temp dir (never into the
@@ -39,7 +40,8 @@ work=$(mktemp -d /tmp/fairsem-compare.XXXXXX)
 redis_pid=
 cleanup() {
   [ -n "$redis_pid" ] && kill "$redis_pid" 2>/dev/null && wait "$redis_pid" 2>/dev/null
-  rm -rf "$work"
+  # COMPARE_KEEP_WORK=1 keeps the JSON figures and grant records of the run.
+  if [ "${COMPARE_KEEP_WORK:-0}" = 1 ]; then echo "kept $work" >&2; else rm -rf "$work"; fi
 }
 trap cleanup EXIT
 
@@ -206,13 +208,16 @@ weighted_row() {  # label file units
     "$(field "$f" "$u.overtaken")" \
     "$(field "$f" "$u.per_client_grants.min")" "$(field "$f" "$u.per_client_grants.max")"
 }
+na() { [ "$1" = -1 ] && echo n/a || echo "$1"; }  # -1: the figure needs tickets or slots
 weighted_totals() {  # label file
   local f=$2
-  [ -f "$work/$f.json" ] || { printf '| %s | n/a |||||\n' "$1"; return; }
-  printf '| %s | %s | %s | %s / %s | %s | %s / %s |\n' "$1" \
+  [ -f "$work/$f.json" ] || { printf '| %s | n/a |||||||\n' "$1"; return; }
+  printf '| %s | %s | %s | %s / %s | %s | %s | %s | %s / %s |\n' "$1" \
     "$(num "$(field "$f" .grants_per_s)")" "$(field "$f" .max_units_seen)" \
     "$(field "$f" .fifo_violations)" "$(field "$f" .fifo_violations_strict)" \
     "$(num "$(field "$f" '.fifo_violation_share * 100')")%" \
+    "$(na "$(field "$f" .fifo_violations_queued_later)")" \
+    "$(na "$(field "$f" .ticket_order_proven_violations)") / $(na "$(field "$f" .slot_handovers_early)")" \
     "$(num "$(field "$f" .fifo_violation_margin_us.p50)")" "$(num "$(field "$f" .fifo_violation_margin_us.max)")"
 }
 
@@ -291,7 +296,7 @@ Shared machines are noisy: rerun before quoting a figure, and compare ratios, no
 | 4 | Redis µs per acquire, 100,000 waiters ≤ 2 × 10 waiters | $(num "$qka") | $(num "$(awk -v x="$q10a" 'BEGIN{print 2*x}')") | $(check "$qka" "$(awk -v x="$q10a" 'BEGIN{print 2*x}')") |
 | 4 | Redis µs per release, 100,000 waiters ≤ 2 × 10 waiters | $(num "$qkr") | $(num "$(awk -v x="$q10r" 'BEGIN{print 2*x}')") | $(check "$qkr" "$(awk -v x="$q10r" 'BEGIN{print 2*x}')") |
 | 5 | script calls per renewal round of 10,000 permits ≤ 10 | $(num "$renew_calls") | 10 | $(check "$renew_calls" 10) |
-| 6 | weighted (limit $WEIGHTED_LIMIT, $CLIENTS processes asking 1 or 4 units, 1 ms hold): grants out of FIFO order | $w_fifo | 0; peer: $(peer_or peer-weighted .fifo_violations) | $( [ "$w_fifo" = 0 ] && echo met || echo '**missed**') |
+| 6 | weighted (limit $WEIGHTED_LIMIT, $CLIENTS processes asking 1 or 4 units, 1 ms hold): grants out of FIFO order, past 1 ms | $w_fifo (queued later by Redis: $(fj fairsem-weighted .fifo_violations_queued_later); proven out of ticket order: $(fj fairsem-weighted .ticket_order_proven_violations)) | 0; peer: $(peer_or peer-weighted .fifo_violations) | $( [ "$w_fifo" = 0 ] && echo met || echo '**missed**') |
 | 6 | weighted: worst wait of a 4-unit request ≤ 2 × its fair share | $(num "$w_worst") µs | $(num "$w_bound") µs; $w_peer | $(check "$w_worst" "$w_bound") |
 
 "Raw round trip" in target 2 is the floor, redis-benchmark's EVALSHA p50. A hand-off runs
@@ -357,8 +362,8 @@ takes the units whenever they happen to be free. Every acquire gives up when the
 request still waiting then is counted as such, and how long it had waited is a lower bound of
 its wait.
 
-| run | grants/s | most units held at once | out of FIFO order (past 1 ms / strict) | share | how far ahead p50 / max µs |
-|---|---|---|---|---|---|
+| run | grants/s | most units held at once | out of FIFO order (past 1 ms / strict) | share | of those past 1 ms, queued later by Redis | proven out of ticket order / slot held twice | how far ahead p50 / max µs |
+|---|---|---|---|---|---|---|---|
 $(weighted_totals "fairsem" fairsem-weighted)
 $(weighted_totals "peer" peer-weighted)
 
@@ -370,13 +375,14 @@ $(weighted_row "peer" peer-weighted 1)
 $(weighted_row "peer" peer-weighted 4)
 
 **Fair share.** Under strict FIFO a request waits for the requests queued before it, whatever
-its own units; with one request out per client that is at most one request of each other
-client, the same queue for a 1-unit and a 4-unit request. So the fair share of a request of
-either weight is the wait of the average request: the mean wait of every granted request of the
-run, both weights together. The target allows the worst 4-unit wait twice that (the whole queue
-ahead, then its units to free up); a longer one was overtaken. Not the mean of the weight
-itself: a weight that waits too long every time would pass against its own mean. The worst wait
-of a weight includes its requests still waiting at the end.
+its own units; with one request out per client that is at most one request of each other client
+(a client's next request queues behind it), the same for a 1-unit and a 4-unit request. So its
+fair share is the time the run took, at its own grant rate, to make that many grants:
+(clients − 1) / grants per second, the drain of the longest queue FIFO can put ahead of it. The
+target allows the worst 4-unit wait twice that; a longer one was overtaken many times, or
+starved. Not the mean wait of the weight itself: a weight that waits too long every time would
+pass against its own mean. The worst wait of a weight includes its requests still waiting at the
+end (how long they had waited by then).
 
 **FIFO order**, strict and units-aware: a grant is out of order when a request that asked more
 than $(fj fairsem-weighted .fifo_tolerance_us) µs before it was still waiting, whatever the units of either (a later 1-unit request
@@ -385,6 +391,16 @@ only grants that the earlier request still waited more than $GRANT_TOLERANCE_US 
 release can promote several waiters, and they start in whatever order they wake up; "strict"
 counts every one, and "how far ahead" is how long the earlier request still waited after such a
 grant.
+
+The clients' clocks can misorder two requests on the ask side too: a process can lose more than
+100 µs between reading the clock and its acquire reaching Redis. fairsem's tickets (fencing
+tokens) are drawn by Redis in the order requests join the queue, so "queued later by Redis"
+counts the out-of-order grants where every request the grant went ahead of had drawn a later
+ticket. Its slots give two checks with no tolerance at all: a permit cannot have been granted
+before every one of its slots was given back by the release() call of its previous holder, so a
+higher ticket that started before then proves a grant out of ticket order, and a holder that
+started before its slot's previous holder called release() proves a slot held twice. The peer
+has neither tickets nor slots (n/a).
 
 ## Where the time goes (measured separately, 2026-11-22)
 
