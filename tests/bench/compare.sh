@@ -356,7 +356,7 @@ per 2,000 permits.
 
 ## 6. Weighted permits: limit $WEIGHTED_LIMIT, $CLIENTS processes asking 1 or 4 units, 1 ms hold, $RUN_SECONDS s
 
-Client i asks for $WEIGHTS units (alternately) each time: fairsem with \`acquire(n)\` in strict FIFO
+Client i asks for W[i mod 2] units each time, W = $WEIGHTS: fairsem with \`acquire(n)\` in strict FIFO
 order, the peer with \`MultiSemaphore(client, key, $WEIGHTED_LIMIT, n)\`, which polls every 10 ms and
 takes the units whenever they happen to be free. Every acquire gives up when the run ends; a
 request still waiting then is counted as such, and how long it had waited is a lower bound of
