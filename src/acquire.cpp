@@ -34,9 +34,9 @@ AcquireReply SemaphoreCore::run_acquire(Connection& conn, const std::string& id,
 
 void SemaphoreCore::check_units(long long units) const {
   if (units < 1 || units > options_.limit) {
-    throw InvalidArgument(fmt::format(
-        "fairsem: {}: an acquire asks for 1 to {} units (the limit), got {}", where(),
-        options_.limit, units));
+    throw InvalidArgument(
+        fmt::format("fairsem: {}: asked for {} units; an acquire takes 1 to {} (the limit)",
+                    where(), units, options_.limit));
   }
 }
 
@@ -205,7 +205,7 @@ std::optional<Permit> SemaphoreCore::measured_acquire(long long units, bool wait
   try {
     std::optional<Permit> permit = queue ? acquire(units, deadline) : try_acquire(units);
     if (permit) {
-      metrics_.record_grant(Clock::now() - start);
+      metrics_.record_grant(Clock::now() - start, units);
     } else {
       MetricCounters::add(queue ? metrics_.timeouts : metrics_.rejections);
     }

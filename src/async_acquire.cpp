@@ -198,7 +198,7 @@ void AsyncAcquire::finish(const std::exception_ptr& outcome, std::optional<Permi
   wake_up_.reset();
   MetricCounters& m = core_->metrics_;
   if (permit) {
-    m.record_grant(Clock::now() - started_);
+    m.record_grant(Clock::now() - started_, units_);
   } else if (!error) {
     MetricCounters::add(deadline_ && *deadline_ <= started_ ? m.rejections : m.timeouts);
   } else {

@@ -178,6 +178,7 @@ ReleaseResult SemaphoreCore::release(PermitState& state) {
   // released_before: an earlier run whose reply was lost released it (it left a receipt).
   if (detail::decode_release(reply) != detail::ReleaseState::not_present) {
     MetricCounters::add(metrics_.releases);
+    MetricCounters::add(metrics_.units_released, static_cast<std::uint64_t>(state.count()));
     return ReleaseResult::released;
   }
   // Gone before anyone noticed (e.g. an expired lease without auto_renew): lost all the same.
@@ -203,6 +204,7 @@ ReleaseResult SemaphoreCore::release_units(PermitState& state, long long units) 
   if (detail::decode_release(reply) == detail::ReleaseState::holder_released) {
     state.keep_slots(static_cast<std::size_t>(keep));
     MetricCounters::add(metrics_.releases);
+    MetricCounters::add(metrics_.units_released, static_cast<std::uint64_t>(units));
     return ReleaseResult::released;
   }
   // Gone before anyone noticed: the whole permit is lost, and dropped as release() drops it.

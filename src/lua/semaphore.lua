@@ -49,9 +49,10 @@
 -- stored limit, so clients keep working through a resize. Growing promotes waiters at once;
 -- shrinking takes nothing away: holders beyond the new limit keep their permits (and slots)
 -- until they leave, and nobody is promoted until fewer than the new limit units are held. A
--- waiter asking for more units than the limit can never be granted: when it reaches the head
--- of the queue, or polls, it is removed with the marker TOO-LARGE in its wake list (its
--- acquire fails), and the waiters behind it move up. A new request for more units than the
+-- waiter asking for more units than the limit can never be granted: the resize that shrinks
+-- the limit below it removes it with the marker TOO-LARGE in its wake list (its acquire
+-- fails), and the waiters behind it move up (so does a promotion that reaches it, or its own
+-- poll, should the limit have changed otherwise). A new request for more units than the
 -- stored limit is refused ({-4, limit}) with nothing written.
 --
 -- A permit is ID *and* TICKET: release and renew act only on the entry with that ticket, so a
@@ -671,10 +672,27 @@ if op == 'resize' then
   end
   call('HSET', META, 'limit', int(new))
   limit = new
+  local held_now = repair()
+  if new < old then
+    -- Waiters asking for more units than the new limit can never be granted: removed now
+    -- (woken with TOO-LARGE), so the ones behind them move up. O(waiters), for a shrink only.
+    local waiters = call('ZRANGE', OWNER, int(held_now), '-1')
+    for i = 1, #waiters, 500 do
+      local ids, fields = {}, {}
+      for j = i, math.min(i + 499, #waiters) do
+        ids[#ids + 1] = waiters[j]
+        fields[#fields + 1] = UNITS .. waiters[j]
+      end
+      local asked = call('HMGET', INFO, unpack(fields))
+      for k, id in ipairs(ids) do
+        if (tonumber(asked[k] or '1') or 1) > limit then remove_entry(id, 'too-large', lease) end
+      end
+    end
+  end
   -- A larger limit makes more slots free; after a smaller one, the slots held above it go
   -- back to free when their holders leave. The reap that follows promotes under the new
   -- limit only.
-  local count, after = reap(now, true, repair())
+  local count, after = reap(now, true, held_now)
   if not count then return after end
   settle(after)
   return {old, new, promoted_count}

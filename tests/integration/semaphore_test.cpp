@@ -26,6 +26,7 @@
 #include "fairsem/detail/scripts.hpp"
 #include "fairsem/fairsem.hpp"
 #include "redis_server.hpp"
+#include "semaphore_fixture.hpp"
 #include "test_env.hpp"
 #include "wait.hpp"
 
@@ -36,62 +37,10 @@ using namespace std::chrono_literals;
 using detail::Connection;
 using detail::Reply;
 using test::redis_options;
+using test::BackgroundWaiter;
 using test::wait_until;
 
-class SemaphoreTest : public ::testing::Test {
- protected:
-  SemaphoreOptions options(long long limit, std::chrono::milliseconds lease = 10s) {
-    SemaphoreOptions o;
-    o.limit = limit;
-    o.lease = lease;
-    o.key_prefix = prefix_;
-    return o;
-  }
-  std::string key(const std::string& name, const std::string& suffix) const {
-    return prefix_ + ":{" + name + "}:" + suffix;
-  }
-  /// The KEYS of the semaphore script for `name`, for tests that run it directly.
-  std::vector<std::string> script_keys(const std::string& name) const {
-    return detail::semaphore_keys(prefix_, name);
-  }
-  long long integer(std::initializer_list<std::string_view> argv) {
-    return admin_.command(argv).integer;
-  }
-  /// Calls of a command since the last CONFIG RESETSTAT, from INFO commandstats.
-  long long calls(const std::string& command) {
-    const std::string info = admin_.command({"INFO", "commandstats"}).str;
-    const std::string tag = "cmdstat_" + command + ":calls=";
-    const auto at = info.find(tag);
-    if (at == std::string::npos) return 0;
-    return std::stoll(info.substr(at + tag.size()));
-  }
-  /// Every key of this test with its type and content, to prove that something changed
-  /// nothing.
-  std::map<std::string, std::string> snapshot() {
-    std::map<std::string, std::string> out;
-    for (const auto& k : admin_.command({"KEYS", prefix_ + "*"}).elements) {
-      const std::string type = admin_.command({"TYPE", k.str}).str;
-      Reply content;
-      if (type == "zset") {
-        content = admin_.command({"ZRANGE", k.str, "0", "-1", "WITHSCORES"});
-      } else if (type == "hash") {
-        content = admin_.command({"HGETALL", k.str});
-      } else if (type == "list") {
-        content = admin_.command({"LRANGE", k.str, "0", "-1"});
-      } else {
-        content = admin_.command({"GET", k.str});
-      }
-      std::string text = type + ":";
-      for (const auto& e : content.elements) text += e.str + "|";
-      if (content.elements.empty()) text += content.str;
-      out[k.str] = text;
-    }
-    return out;
-  }
-
-  std::string prefix_ = test::unique_prefix();
-  Connection admin_{redis_options()};
-};
+class SemaphoreTest : public test::SemaphoreFixture {};
 
 TEST_F(SemaphoreTest, GrantsUpToTheLimitAndNoMore) {
   FairSemaphore sem(redis_options(), "up-to-limit", options(2));
@@ -956,34 +905,6 @@ TEST_F(SemaphoreTest, EachGrantTakesTheLowestFreeSlot) {
 }
 
 /// A waiter on its own thread: try_acquire_for(20 s), its permit kept until the test ends.
-struct BackgroundWaiter {
-  explicit BackgroundWaiter(FairSemaphore& sem)
-      : thread([this, &sem] {
-          try {
-            permit = sem.try_acquire_for(20s);
-          } catch (const std::exception& e) {
-            error = e.what();
-          }
-          done = true;
-        }) {}
-  ~BackgroundWaiter() {
-    if (thread.joinable()) thread.join();
-  }
-  BackgroundWaiter(const BackgroundWaiter&) = delete;
-  BackgroundWaiter& operator=(const BackgroundWaiter&) = delete;
-  /// Waits for the acquire to end; its permit, or nullptr.
-  Permit* result() {
-    if (thread.joinable()) thread.join();
-    EXPECT_EQ("", error);
-    return permit ? &*permit : nullptr;
-  }
-
-  std::optional<Permit> permit;
-  std::string error;
-  std::atomic<bool> done{false};
-  std::thread thread;  // last: started once the rest exists
-};
-
 // Released, reaped or evicted, a holder's slot goes to the next holder, whose token is higher.
 TEST_F(SemaphoreTest, ASlotPassesOnWithItsPermit) {
   const std::string name = "slot-handover";
