@@ -47,6 +47,12 @@ void SemaphoreCore::throw_evicted(const std::string& id) const {
       id);
 }
 
+void SemaphoreCore::throw_if_removed(const AcquireReply& reply, const std::string& id,
+                                     long long units) const {
+  if (reply.state == AcquireState::evicted) throw_evicted(id);
+  if (reply.state == AcquireState::too_large) throw_too_large(id, units);
+}
+
 void SemaphoreCore::throw_too_large(const std::string& id, long long units) const {
   throw RequestTooLargeError(
       fmt::format("fairsem: {}: the queued request {} for {} units was removed from the queue: "
@@ -155,8 +161,7 @@ std::optional<Permit> SemaphoreCore::acquire(long long units,
       conn.emplace(*this);
       sent = Clock::now();
       reply = run_acquire(**conn, id, "queue", units, reply.ticket);
-      if (reply.state == AcquireState::evicted) throw_evicted(id);
-      if (reply.state == AcquireState::too_large) throw_too_large(id, units);
+      throw_if_removed(reply, id, units);
       // Still queued: a wake-up popped before this reply is older than what the poll saw.
       if (reply.state != AcquireState::granted) wake_up->rearm(**conn);
     }

@@ -152,8 +152,7 @@ bool AsyncAcquire::poll() {
     SemaphoreCore::Borrowed conn(*core_);
     sent_ = Clock::now();
     reply_ = core_->run_acquire(*conn, id_, "queue", units_, reply_.ticket);
-    if (reply_.state == AcquireState::evicted) core_->throw_evicted(id_);
-    if (reply_.state == AcquireState::too_large) core_->throw_too_large(id_, units_);
+    core_->throw_if_removed(reply_, id_, units_);
     if (reply_.state == AcquireState::granted) {
       wake_up_.reset();
       core_->await_replicas(*conn, id_);

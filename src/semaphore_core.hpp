@@ -255,6 +255,8 @@ class SemaphoreCore : public std::enable_shared_from_this<SemaphoreCore> {
   [[noreturn]] void throw_evicted(const std::string& id) const;
   /// The queued request `id` for `units` was removed: a resize left the limit below them.
   [[noreturn]] void throw_too_large(const std::string& id, long long units) const;
+  /// A poll found the queued request `id` removed (evicted, or too large): throws as above.
+  void throw_if_removed(const AcquireReply& reply, const std::string& id, long long units) const;
   /// WAIT for min_replicas replicas to have what this connection wrote; returns how many did.
   long long wait_replicas(Connection& conn);
   /// One wait (up to `wait`) for the wake-up of the queued request `id`, whose last call got
