@@ -309,6 +309,32 @@ TEST_F(LostReplyTest, AcquireWhoseReplyIsLostReturnsTheSamePermit) {
   EXPECT_THAT(owners(), IsEmpty());
 }
 
+// Weighted: run again after its reply was lost, an acquire of 3 units returns the same permit
+// with the same 3 slots, and a partial release returns the units once.
+TEST_F(LostReplyTest, AWeightedAcquireAndAPartialReleaseWhoseRepliesAreLostHappenOnce) {
+  CuttingProxy proxy(upstream_port());
+  FairSemaphore sem(through(proxy), kName, options(4));
+
+  proxy.cut_reply_to("EVALSHA", "acquire");
+  Permit permit = sem.acquire(3);
+  ASSERT_TRUE(permit.held());
+  EXPECT_FALSE(proxy.armed());
+  ASSERT_EQ(proxy.cuts(), 1u);
+  // {state 1 (granted), ticket, deadline, position, now, slot, slot, slot}
+  EXPECT_THAT(proxy.dropped_replies()[0], StartsWith("*8\r\n:1\r\n:1\r\n"));
+  EXPECT_EQ(permit.slots(), (std::vector<long long>{0, 1, 2}));
+  expect_sole_holder(permit);
+
+  proxy.cut_reply_to("EVALSHA", "keep");
+  EXPECT_EQ(permit.release(2), ReleaseResult::released);
+  ASSERT_EQ(proxy.cuts(), 2u);
+  EXPECT_EQ(permit.slots(), (std::vector<long long>{0}));
+  EXPECT_EQ(admin_.command({"HGET", key("slots"), permit.id()}).str, "0");
+  EXPECT_EQ(cardinality("ZCARD", "free"), 2);  // 1 and 2, given back once
+  EXPECT_EQ(permit.release(), ReleaseResult::released);
+  EXPECT_THAT(owners(), IsEmpty());
+}
+
 TEST_F(LostReplyTest, CallerChosenPermitIdSurvivesALostAcquireReply) {
   CuttingProxy proxy(upstream_port());
   SemaphoreOptions opts = options(2);
