@@ -3,14 +3,8 @@
 --   ARGV: evict LIMIT LEASE_MS ID (LIMIT 0: whatever is stored)
 --   Reply {state}: 1 a holder removed, 2 a waiter removed, 0 not present, 3 evicted already.
 
-local refused = prepare('evict')
+local refused, now, deadline = prepare_and_reap('evict')
 if refused then return refused end
-local now, deadline = clock()
-do
-  local count, bad = reap(now, true, held)
-  if not count then return bad end
-  held = bad
-end
 
 local id = ARGV[4]
 local list = WAKE .. id

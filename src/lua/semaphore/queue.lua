@@ -213,3 +213,15 @@ local function prepare(op)
   end
   return nil
 end
+
+-- prepare(op), then a reap of whatever expired (status, renew and evict report or act on the
+-- semaphore as it is now). Returns a refusal, or nil, the server clock and a lease's deadline.
+local function prepare_and_reap(op)
+  local refused = prepare(op)
+  if refused then return refused end
+  local now, deadline = clock()
+  local count, after = reap(now, true, held)
+  if not count then return after end
+  held = after
+  return nil, now, deadline
+end

@@ -3,14 +3,8 @@
 --   ARGV: renew LIMIT LEASE_MS (ID TICKET)...
 --   Reply {now, deadline, r...}: per id 1 holder, 0 lost, -1 evicted, k >= 2 waiting at k - 1.
 
-local refused = prepare('renew')
+local refused, now, deadline = prepare_and_reap('renew')
 if refused then return refused end
-local now, deadline = clock()
-do
-  local count, bad = reap(now, true, held)
-  if not count then return bad end
-  held = bad
-end
 
 local reply = {now, deadline}
 local pairs_to_set = {}

@@ -3,14 +3,8 @@
 --   Reply {now, limit, counter, (id, ticket, deadline, info, units, slots)...}; slots as stored,
 --   "" for a waiter.
 
-local refused = prepare('status')
+local refused, now, deadline = prepare_and_reap('status')
 if refused then return refused end
-local now, deadline = clock()
-do
-  local count, bad = reap(now, true, held)
-  if not count then return bad end
-  held = bad
-end
 
 local reply = {now, limit, tonumber(call('GET', COUNTER) or '0') or -1}
 local members = call('ZRANGE', OWNER, '0', '-1', 'WITHSCORES')
