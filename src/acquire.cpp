@@ -251,8 +251,12 @@ bool SemaphoreCore::take_wake_up(const Reply& woken_reply, const std::string& id
   // An eviction already removed the entry; its marker was consumed by the waker.
   if (woken.reason == detail::WakeReason::evicted) throw_evicted(id);
   if (woken.reason == detail::WakeReason::too_large) throw_too_large(id, units);
-  // A wake-up with another number of slots is not this request's (an old entry's): poll.
-  if (static_cast<long long>(woken.slots.size()) != units) return false;
+  // A wake-up for another ticket is an earlier entry's, popped before this one was queued but
+  // read only now: poll (the poll tells where this entry stands). So is one with another
+  // number of slots.
+  if (woken.ticket != reply.ticket || static_cast<long long>(woken.slots.size()) != units) {
+    return false;
+  }
   reply.slots = std::move(woken.slots);
   // Promoted: the permit is this entry, with the deadline its last call set (estimated from
   // when that call was sent). Taken as it is when the watchdog's next round surely comes with

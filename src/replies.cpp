@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -301,14 +302,24 @@ EvictResult decode_evict(const Reply& reply) {
 }
 
 WakeUp decode_wake(const Reply& reply) {
-  if (reply.is_nil()) return {WakeReason::timeout, {}};
+  if (reply.is_nil()) return {WakeReason::timeout, 0, {}};
   const auto& items = expect_elements(reply, "the BRPOP reply", 2);
   (void)expect_string(items[0], "the wake list's name");
   const std::string& marker = expect_string(items[1], "the wake-up marker");
-  if (marker == "evicted") return {WakeReason::evicted, {}};
-  if (marker == "too-large") return {WakeReason::too_large, {}};
-  // A promotion pushes the promoted waiter's slots.
-  return {WakeReason::promoted, parse_slots(marker, "the wake-up marker")};
+  if (marker == "evicted") return {WakeReason::evicted, 0, {}};
+  if (marker == "too-large") return {WakeReason::too_large, 0, {}};
+  // A promotion pushes the promoted entry's ticket and its slots: "TICKET:SLOTS".
+  const std::size_t colon = marker.find(':');
+  const auto ticket = colon == std::string::npos
+                          ? std::nullopt
+                          : parse_decimal(std::string_view(marker).substr(0, colon),
+                                          static_cast<std::uint64_t>(LLONG_MAX));
+  if (!ticket || *ticket == 0) {
+    throw ProtocolError(fmt::format("fairsem: unknown wake-up marker \"{}\" in the BRPOP reply",
+                                    printable(marker)));
+  }
+  return {WakeReason::promoted, static_cast<long long>(*ticket),
+          parse_slots(std::string_view(marker).substr(colon + 1), "the wake-up marker")};
 }
 
 ResizeReply decode_resize(const Reply& reply) {

@@ -45,7 +45,8 @@ WakeWait WakeSubscription::wait_for(std::chrono::milliseconds wait) {
 void WakeSubscription::rearm(Connection& conn) {
   {
     std::lock_guard<std::mutex> lock(waker_->mu_);
-    woken_.reset();
+    // A wake-up delivered meanwhile stays: it may be for the entry the poll just saw (promoted
+    // after the poll ran), and a stale one carries another ticket, which the waiter tells.
     error_.clear();
     interrupted_ = false;
     if (listed_) return;

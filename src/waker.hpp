@@ -46,10 +46,10 @@ class WakeSubscription {
   WakeWait wait_for(std::chrono::milliseconds wait);
   /// What came so far, without waiting (for a subscription with a hook).
   WakeWait take() { return wait_for(std::chrono::milliseconds(0)); }
-  /// After a poll that found the request still queued: forgets a wake-up (or error) not yet
-  /// waited for, and listens again if a wake-up had ended the listening. A wake-up the waker
-  /// popped before the poll's reply is stale: the poll, which saw the entry after that pop, found
-  /// no grant (the entry it was for was reaped, and the poll queued a new one). `conn`: as for
+  /// After a poll that found the request still queued: forgets an error not yet waited for,
+  /// and listens again if a wake-up had ended the listening. A wake-up already delivered is
+  /// kept: it may be for the entry the poll saw (promoted just after the poll ran); one for an
+  /// earlier entry of the id carries another ticket, and the waiter drops it. `conn`: as for
   /// Waker::subscribe.
   void rearm(Connection& conn);
 

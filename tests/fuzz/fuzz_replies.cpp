@@ -178,6 +178,7 @@ void decode_all(const Reply& reply) {
   decode([&] {
     const fairsem::detail::WakeUp w = fairsem::detail::decode_wake(reply);
     require((w.reason == fairsem::detail::WakeReason::promoted) == !w.slots.empty());
+    require((w.reason == fairsem::detail::WakeReason::promoted) == (w.ticket >= 1));
     for (const long long slot : w.slots) require(slot >= 0 && slot < fairsem::detail::kMaxLimit);
   });
   decode([&] {

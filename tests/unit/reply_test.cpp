@@ -531,13 +531,15 @@ TEST(WakeReplyTest, DecodesTimeoutPromotionAndEviction) {
   using fairsem::detail::decode_wake;
   using fairsem::detail::WakeReason;
   EXPECT_EQ(decode_wake(nil()).reason, WakeReason::timeout);
-  const auto promoted = decode_wake(array({bulk("p:{s}:wake:a"), bulk("17")}));
+  const auto promoted = decode_wake(array({bulk("p:{s}:wake:a"), bulk("5:17")}));
   EXPECT_EQ(promoted.reason, WakeReason::promoted);
+  EXPECT_EQ(promoted.ticket, 5);
   EXPECT_EQ(promoted.slots, (std::vector<long long>{17}));
-  EXPECT_EQ(decode_wake(array({bulk("p:{s}:wake:a"), bulk("0")})).slots,
+  EXPECT_EQ(decode_wake(array({bulk("p:{s}:wake:a"), bulk("1:0")})).slots,
             (std::vector<long long>{0}));
-  EXPECT_EQ(decode_wake(array({bulk("p:{s}:wake:a"), bulk("1,4,9")})).slots,
-            (std::vector<long long>{1, 4, 9}));
+  const auto weighted = decode_wake(array({bulk("p:{s}:wake:a"), bulk("9007199254740993:1,4,9")}));
+  EXPECT_EQ(weighted.ticket, 9007199254740993);
+  EXPECT_EQ(weighted.slots, (std::vector<long long>{1, 4, 9}));
   EXPECT_EQ(decode_wake(array({bulk("p:{s}:wake:a"), bulk("too-large")})).reason,
             WakeReason::too_large);
   EXPECT_EQ(decode_wake(array({bulk("p:{s}:wake:a"), bulk("evicted")})).reason,
@@ -551,13 +553,19 @@ TEST(WakeReplyTest, MalformedRepliesThrowProtocolError) {
   EXPECT_THROW((void)decode_wake(array({bulk("k")})), ProtocolError);
   EXPECT_THROW((void)decode_wake(array({bulk("k"), bulk("1"), bulk("1")})), ProtocolError);
   EXPECT_THROW((void)decode_wake(array({bulk("k"), bulk("-2")})), ProtocolError);
+  EXPECT_THROW((void)decode_wake(array({bulk("k"), bulk("17")})), ProtocolError);  // no ticket
+  EXPECT_THROW((void)decode_wake(array({bulk("k"), bulk("0:1")})), ProtocolError);
+  EXPECT_THROW((void)decode_wake(array({bulk("k"), bulk(":1")})), ProtocolError);
+  EXPECT_THROW((void)decode_wake(array({bulk("k"), bulk("x:1")})), ProtocolError);
+  EXPECT_THROW((void)decode_wake(array({bulk("k"), bulk("3:")})), ProtocolError);
+  EXPECT_THROW((void)decode_wake(array({bulk("k"), bulk("3:1:2")})), ProtocolError);
   EXPECT_THROW((void)decode_wake(array({bulk("k"), bulk("")})), ProtocolError);
-  EXPECT_THROW((void)decode_wake(array({bulk("k"), bulk("1000000000")})), ProtocolError);
-  EXPECT_THROW((void)decode_wake(array({bulk("k"), bulk("99999999999")})), ProtocolError);
-  EXPECT_THROW((void)decode_wake(array({bulk("k"), bulk("1x")})), ProtocolError);
-  EXPECT_THROW((void)decode_wake(array({bulk("k"), bulk("3,2")})), ProtocolError);
-  EXPECT_THROW((void)decode_wake(array({bulk("k"), bulk("1,,2")})), ProtocolError);
-  EXPECT_THROW((void)decode_wake(array({bulk("k"), bulk(",1")})), ProtocolError);
+  EXPECT_THROW((void)decode_wake(array({bulk("k"), bulk("1:1000000000")})), ProtocolError);
+  EXPECT_THROW((void)decode_wake(array({bulk("k"), bulk("1:99999999999")})), ProtocolError);
+  EXPECT_THROW((void)decode_wake(array({bulk("k"), bulk("1:1x")})), ProtocolError);
+  EXPECT_THROW((void)decode_wake(array({bulk("k"), bulk("1:3,2")})), ProtocolError);
+  EXPECT_THROW((void)decode_wake(array({bulk("k"), bulk("1:1,,2")})), ProtocolError);
+  EXPECT_THROW((void)decode_wake(array({bulk("k"), bulk("1:,1")})), ProtocolError);
   EXPECT_THROW((void)decode_wake(array({bulk("k"), integer(1)})), ProtocolError);
   EXPECT_THROW((void)decode_wake(array({nil(), bulk("1")})), ProtocolError);
 }

@@ -105,13 +105,14 @@ EvictResult decode_evict(const Reply& reply);
 
 enum class WakeReason {
   timeout,   // nil: BRPOP's timeout passed
-  promoted,  // the slots, pushed by the script that promoted the waiter
+  promoted,  // TICKET:SLOTS, pushed by the script that promoted the waiter
   evicted,   // "evicted", pushed by evict
   too_large  // "too-large": a resize left the waiter asking for more units than the limit
 };
 
 struct WakeUp {
   WakeReason reason = WakeReason::timeout;
+  long long ticket = 0;          // promoted: the ticket of the entry promoted (>= 1)
   std::vector<long long> slots;  // promoted: the permit's slots, ascending
 };
 

@@ -67,7 +67,10 @@
 -- Eviction leaves the marker EVICTED as the only element of the evicted id's wake list, so the
 -- waiter blocked on it, a waiter polling with its TICKET, and a holder's next renewal can each
 -- tell "evicted" from "expired". A new entry for the id clears the list first. A promotion
--- pushes the promoted waiter's slot onto its wake list.
+-- pushes TICKET:SLOTS (the promoted entry's ticket and slots, e.g. "17:0,3") onto the waiter's
+-- wake list: a wake-up popped for an earlier entry of the id, but read only after the waiter
+-- queued again (its process was frozen past its lease), carries another ticket and is not
+-- taken as a grant.
 --
 -- Reaping removes members whose deadline has passed and promotes the waiters their removal
 -- lets in, waking each through its own wake list. It runs wherever someone could be kept

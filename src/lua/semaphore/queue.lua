@@ -29,10 +29,14 @@ local function promote(held, freed)
   local room = limit - (used() - (freed and #freed or 0))
   while room > 0 do
     -- Each promoted waiter takes at least one unit: at most `room` of them.
-    local ids = call('ZRANGE', OWNER, int(held), int(held + room - 1))
-    if #ids == 0 then return held end
-    local fields = {}
-    for i, id in ipairs(ids) do fields[i] = UNITS .. id end
+    local members = call('ZRANGE', OWNER, int(held), int(held + room - 1), 'WITHSCORES')
+    if #members == 0 then return held end
+    local ids, tickets, fields = {}, {}, {}
+    for i = 1, #members, 2 do
+      ids[#ids + 1] = members[i]
+      tickets[#tickets + 1] = members[i + 1]
+      fields[#fields + 1] = UNITS .. members[i]
+    end
     local asked = call('HMGET', INFO, unpack(fields))
     local removed = false
     for i, id in ipairs(ids) do
@@ -46,7 +50,9 @@ local function promote(held, freed)
         local slots = take_slots(units, freed)
         call('HSET', SLOTS, id, slots)
         if asked[i] then call('HDEL', INFO, fields[i]) end
-        wake(id, slots)
+        -- The ticket tells the waiter that this wake-up is for its entry as it is now, not for
+        -- an earlier one of its id (reaped while the waiter could not read it).
+        wake(id, tickets[i] .. ':' .. slots)
         room = room - units
         held = held + 1
         promoted_count = promoted_count + 1
