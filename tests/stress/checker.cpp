@@ -27,32 +27,63 @@ std::int64_t valid_until(const Section& s, const std::multimap<int, std::int64_t
   return end;
 }
 
+/// When the section stopped using the units it gave back in a partial release (its end if it
+/// made none, or made it too late to matter), given when its permit stopped being valid.
+std::int64_t partial_until(const Section& s, std::int64_t end) {
+  if (s.partial_ns == 0) return end;
+  return std::min(std::max(s.partial_ns, s.enter_ns), end);
+}
+
+/// The units a section gave back in its partial release (none if it made none).
+long long given_back(const Section& s) {
+  if (s.partial_ns == 0) return 0;
+  return std::max(0LL, s.units - static_cast<long long>(s.kept.size()));
+}
+
 void check_holders(const CheckInput& in, CheckResult& out) {
   std::multimap<int, std::int64_t> kills;
   for (const Kill& k : in.kills) kills.emplace(k.pid, k.at_ns);
-  std::vector<std::pair<std::int64_t, int>> events;  // (time, +1 enter / -1 end)
-  events.reserve(in.sections.size() * 2);
+  struct Event {
+    std::int64_t at;
+    int order;  // 0: units given back, 1: units taken: at equal times ends come first
+    long long units;
+    int holders;
+  };
+  std::vector<Event> events;
+  events.reserve(in.sections.size() * 3);
   std::size_t unended = 0;
   for (const Section& s : in.sections) {
     const std::int64_t end = valid_until(s, kills);
     if (end == kNever) ++unended;
     if (end <= s.enter_ns) continue;  // its permit was no longer valid when it entered
-    events.emplace_back(s.enter_ns, +1);
-    events.emplace_back(end, -1);
+    const long long back = given_back(s);
+    events.push_back({s.enter_ns, 1, s.units, 1});
+    if (back > 0) events.push_back({partial_until(s, end), 0, -back, 0});
+    events.push_back({end, 0, -(s.units - back), -1});
   }
-  // At equal times an end comes before an enter: a permit handed on in the same nanosecond.
-  std::sort(events.begin(), events.end());
+  // A permit handed on in the same nanosecond is not two at once.
+  std::sort(events.begin(), events.end(), [](const Event& a, const Event& b) {
+    return a.at != b.at ? a.at < b.at : a.order < b.order;
+  });
+  long long units = 0;
   long long holders = 0;
-  for (const auto& [t, delta] : events) {
-    holders += delta;
-    if (holders > out.max_holders) {
-      out.max_holders = holders;
-      out.max_holders_at_ns = t;
+  bool over = false;
+  for (const Event& e : events) {
+    units += e.units;
+    holders += e.holders;
+    out.max_holders = std::max(out.max_holders, holders);
+    if (units > out.max_units) {
+      out.max_units = units;
+      out.max_units_at_ns = e.at;
+      out.max_units_holders = holders;
     }
+    if (units > in.limit && !over) ++out.over_limit_instants;
+    over = units > in.limit;
   }
-  if (out.max_holders > in.limit) {
-    out.failures.push_back(fmt::format("{} holders with a valid permit at once (limit {})",
-                                       out.max_holders, in.limit));
+  if (out.over_limit_instants > 0) {
+    out.failures.push_back(fmt::format(
+        "{} units held by valid permits at once (limit {}; {} permits; over the limit {} times)",
+        out.max_units, in.limit, out.max_units_holders, out.over_limit_instants));
   }
   if (unended > 0) {
     out.failures.push_back(fmt::format(
@@ -86,67 +117,162 @@ bool disturbed(const Section& s, const CheckInput& in) {
   return false;
 }
 
+/// Whether `slots` are `units` distinct slots in ascending order.
+bool sound_slot_set(const Section& s) {
+  if (static_cast<long long>(s.slots.size()) != s.units) return false;
+  return std::adjacent_find(s.slots.begin(), s.slots.end(),
+                            [](std::int64_t a, std::int64_t b) { return a >= b; }) == s.slots.end();
+}
+
+/// Whether a partial release kept the lowest slots, fewer than it had.
+bool kept_the_lowest(const Section& s) {
+  return s.kept.size() < s.slots.size() &&
+         std::equal(s.kept.begin(), s.kept.end(), s.slots.begin());
+}
+
 void check_slots(const CheckInput& in, CheckResult& out) {
   std::multimap<int, std::int64_t> kills;
   for (const Kill& k : in.kills) kills.emplace(k.pid, k.at_ns);
-  std::map<std::int64_t, std::vector<const Section*>> by_slot;
+  // One section's holding of one slot: from its enter until its end, or its partial release
+  // if the slot was one it gave back.
+  struct Holding {
+    const Section* section;
+    std::int64_t to;
+  };
+  std::map<std::int64_t, std::vector<Holding>> by_slot;
   for (const Section& s : in.sections) {
-    if (s.slot < 0 || s.slot >= in.limit) {
-      ++out.slots_out_of_range;
-    } else {
-      by_slot[s.slot].push_back(&s);
+    if (!sound_slot_set(s)) ++out.bad_slot_sets;
+    if (s.partial_ns != 0) {
+      ++out.partial_releases;
+      if (s.partial_failed) ++out.partial_releases_failed;
+      if (!kept_the_lowest(s)) ++out.partial_wrong_slots;
+    }
+    const std::int64_t end = valid_until(s, kills);
+    for (const std::int64_t slot : s.slots) {
+      if (slot < 0 || slot >= in.limit) {
+        ++out.slots_out_of_range;
+        continue;
+      }
+      const bool kept =
+          s.partial_ns == 0 || std::find(s.kept.begin(), s.kept.end(), slot) != s.kept.end();
+      by_slot[slot].push_back({&s, kept ? end : partial_until(s, end)});
+      ++out.slot_holdings;
     }
   }
-  for (auto& [slot, sections] : by_slot) {
-    std::sort(sections.begin(), sections.end(),
-              [](const Section* a, const Section* b) { return a->enter_ns < b->enter_ns; });
+  for (auto& [slot, holdings] : by_slot) {
+    std::sort(holdings.begin(), holdings.end(), [](const Holding& a, const Holding& b) {
+      return a.section->enter_ns < b.section->enter_ns;
+    });
     std::int64_t valid_to = std::numeric_limits<std::int64_t>::min();
     std::int64_t last_token = std::numeric_limits<std::int64_t>::min();
-    for (const Section* section : sections) {
-      const Section& s = *section;
-      const std::int64_t end = valid_until(s, kills);
-      if (end <= s.enter_ns) continue;  // no longer valid when it entered
+    for (const Holding& h : holdings) {
+      const Section& s = *h.section;
+      if (h.to <= s.enter_ns) continue;  // no longer valid when it entered
       if (s.enter_ns < valid_to) ++out.shared_slots;
-      valid_to = std::max(valid_to, end);
+      valid_to = std::max(valid_to, h.to);
       // As for the order checks, a grant a fault may have shown its client late is left out.
       if (disturbed(s, in)) continue;
       if (s.token <= last_token) ++out.slot_tokens_not_increasing;
       last_token = s.token;
     }
   }
+  if (out.bad_slot_sets > 0) {
+    out.failures.push_back(fmt::format(
+        "{} permits whose slots were not as many distinct slots as units, in ascending order",
+        out.bad_slot_sets));
+  }
+  if (out.partial_wrong_slots > 0) {
+    out.failures.push_back(
+        fmt::format("{} partial releases that did not keep the permit's lowest slots",
+                    out.partial_wrong_slots));
+  }
   if (out.slots_out_of_range > 0) {
-    out.failures.push_back(fmt::format("{} permits with a slot outside 0 .. {}",
-                                       out.slots_out_of_range, in.limit - 1));
+    out.failures.push_back(
+        fmt::format("{} slots of permits outside 0 .. {}", out.slots_out_of_range, in.limit - 1));
   }
   if (out.shared_slots > 0) {
-    out.failures.push_back(fmt::format("{} permits valid while another valid permit had their slot",
-                                       out.shared_slots));
+    out.failures.push_back(fmt::format(
+        "{} slot holdings valid while another valid permit had the slot", out.shared_slots));
   }
   if (out.slot_tokens_not_increasing > 0) {
     out.failures.push_back(
-        fmt::format("{} permits whose token was not above their slot's previous "
-                    "holder's",
+        fmt::format("{} slot holdings whose token was not above the slot's previous holder's",
                     out.slot_tokens_not_increasing));
   }
 }
 
+struct OrderCount {
+  std::size_t violations = 0;
+  std::size_t past_heavier = 0;  // violations that passed a request for more units
+};
+
 /// Counts the sections that entered before a lower token by more than the slack.
-std::size_t count_order_violations(std::vector<const Section*> sections, std::int64_t slack,
-                                   std::int64_t& worst, std::size_t* over_10ms = nullptr) {
+OrderCount count_order_violations(std::vector<const Section*> sections, std::int64_t slack,
+                                  std::int64_t& worst, std::size_t* over_10ms = nullptr) {
   std::sort(sections.begin(), sections.end(),
             [](const Section* a, const Section* b) { return a->token < b->token; });
-  std::size_t violations = 0;
-  std::int64_t latest_lower = std::numeric_limits<std::int64_t>::min();
+  OrderCount count;
+  constexpr std::int64_t kNone = std::numeric_limits<std::int64_t>::min();
+  std::int64_t latest_lower = kNone;
+  std::map<long long, std::int64_t> latest_lower_by_units;
   for (const Section* s : sections) {
-    if (latest_lower != std::numeric_limits<std::int64_t>::min()) {
+    if (latest_lower != kNone) {
       const std::int64_t inversion = latest_lower - s->enter_ns;
       worst = std::max(worst, inversion);
-      if (inversion > slack) ++violations;
+      if (inversion > slack) {
+        ++count.violations;
+        for (auto it = latest_lower_by_units.upper_bound(s->units);
+             it != latest_lower_by_units.end(); ++it) {
+          if (it->second - s->enter_ns > slack) {
+            ++count.past_heavier;
+            break;
+          }
+        }
+      }
       if (over_10ms != nullptr && inversion > 10'000'000) ++*over_10ms;
     }
     latest_lower = std::max(latest_lower, s->enter_ns);
+    auto [it, added] = latest_lower_by_units.emplace(s->units, s->enter_ns);
+    if (!added) it->second = std::max(it->second, s->enter_ns);
   }
-  return violations;
+  return count;
+}
+
+bool disturbed(const Timeout& t, const CheckInput& in) {
+  Section s;
+  s.pid = t.pid;
+  s.wait_ns = t.wait_ns;
+  s.enter_ns = std::max(t.end_ns, t.deadline_ns);
+  return disturbed(s, in);
+}
+
+/// Timed-out waiters that a later request was granted before: one that began waiting more than
+/// the slack after the waiter did (so the waiter was queued first) and entered before the
+/// waiter's deadline (so the grant came while the waiter was still queued).
+void check_timeouts(const CheckInput& in, CheckResult& out) {
+  std::vector<const Section*> by_wait;
+  by_wait.reserve(in.sections.size());
+  for (const Section& s : in.sections) by_wait.push_back(&s);
+  std::sort(by_wait.begin(), by_wait.end(),
+            [](const Section* a, const Section* b) { return a->wait_ns < b->wait_ns; });
+  for (const Timeout& t : in.timeouts) {
+    const std::int64_t queued_by = t.wait_ns + in.order_slack_ns;
+    if (queued_by >= t.deadline_ns || disturbed(t, in)) continue;
+    ++out.timeouts_checked;
+    auto it = std::upper_bound(by_wait.begin(), by_wait.end(), queued_by,
+                               [](std::int64_t at, const Section* s) { return at < s->wait_ns; });
+    for (; it != by_wait.end() && (*it)->wait_ns < t.deadline_ns; ++it) {
+      if ((*it)->enter_ns < t.deadline_ns) {
+        ++out.timeouts_overtaken;
+        break;
+      }
+    }
+  }
+  if (out.timeouts_overtaken > 0) {
+    out.failures.push_back(fmt::format(
+        "{} timed-out waiters passed by a later request while they were queued (slack {} ms)",
+        out.timeouts_overtaken, in.order_slack_ns / 1'000'000));
+  }
 }
 
 void check_order(const CheckInput& in, CheckResult& out) {
@@ -160,19 +286,23 @@ void check_order(const CheckInput& in, CheckResult& out) {
   out.fifo_checked = blocking.size();
   out.token_order_checked = all.size();
   std::int64_t worst = 0;
-  out.fifo_violations = count_order_violations(blocking, in.order_slack_ns, worst);
+  const OrderCount fifo = count_order_violations(blocking, in.order_slack_ns, worst);
+  out.fifo_violations = fifo.violations;
+  out.fifo_violations_past_heavier = fifo.past_heavier;
   out.token_order_violations =
-      count_order_violations(all, in.order_slack_ns, worst, &out.inversions_over_10ms);
+      count_order_violations(all, in.order_slack_ns, worst, &out.inversions_over_10ms).violations;
   out.worst_inversion_ns = worst;
   if (out.fifo_violations > 0) {
-    out.failures.push_back(
-        fmt::format("{} blocking waiters granted out of ticket order (slack {} ms)",
-                    out.fifo_violations, in.order_slack_ns / 1'000'000));
+    out.failures.push_back(fmt::format(
+        "{} blocking waiters granted out of ticket order (slack {} ms; {} of them "
+        "passed a request for more units)",
+        out.fifo_violations, in.order_slack_ns / 1'000'000, out.fifo_violations_past_heavier));
   }
   if (out.token_order_violations > 0) {
     out.failures.push_back(fmt::format("{} grants entered out of token order (slack {} ms)",
                                        out.token_order_violations, in.order_slack_ns / 1'000'000));
   }
+  check_timeouts(in, out);
 }
 
 void check_stopped_holders(const CheckInput& in, CheckResult& out) {

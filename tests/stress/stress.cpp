@@ -826,7 +826,7 @@ CheckInput Driver::collect() {
     if (state == empty) continue;  // reserved by a worker killed before it wrote the record
     Section s;
     s.token = r.token;
-    s.slot = r.slot;
+    s.slots = {r.slot};
     s.wait_ns = r.wait_ns;
     s.enter_ns = r.enter_ns;
     s.deadline_ns = r.deadline_ns;
@@ -899,7 +899,9 @@ void Driver::print_summary(const CheckResult& r, std::size_t leaked,
   }
   const auto ms = [](std::int64_t ns) { return static_cast<double>(ns) / 1e6; };
   fmt::print("\n{:<44} {}\n", "grants", r.grants);
-  fmt::print("{:<44} {} (limit {})\n", "max simultaneous valid holders", r.max_holders, s_.limit);
+  fmt::print("{:<44} {} in {} permits (limit {}; over the limit {} times)\n",
+             "max units held by valid permits at once", r.max_units, r.max_units_holders, s_.limit,
+             r.over_limit_instants);
   fmt::print("{:<44} {}\n", "tokens granted twice", r.duplicate_tokens);
   fmt::print("{:<44} {} (out of range {}, tokens not increasing {})\n",
              "slots shared by valid permits", r.shared_slots, r.slots_out_of_range,
