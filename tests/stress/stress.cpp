@@ -128,6 +128,17 @@ ConnectionOptions worker_connection(const std::string& url) {
   return c;
 }
 
+/// Takes the next record; null (and the run ends) when the log is full.
+Record* next_record(SharedLog& log) {
+  const std::uint64_t i = log.next_record.fetch_add(1);
+  if (i >= log.capacity) {
+    log.full.store(1);
+    log.stop.store(1);
+    return nullptr;
+  }
+  return &log.record(i);
+}
+
 void worker_thread(SharedLog& log, ProcessSlot& ps, ThreadSlot& ts, FairSemaphore& sem,
                    std::uint64_t seed) {
   std::mt19937_64 rng(seed);
@@ -137,6 +148,7 @@ void worker_thread(SharedLog& log, ProcessSlot& ps, ThreadSlot& ts, FairSemaphor
     const Mode mode = pick < 4   ? Mode::acquire
                       : pick < 7 ? Mode::try_acquire
                                  : Mode::try_acquire_for;
+    const auto timeout = milliseconds(rng() % static_cast<std::uint64_t>(cfg.max_timeout_ms + 1));
     ts.state.store(waiting);
     const std::int64_t wait_ns = now_ns();
     std::optional<Permit> permit;
@@ -149,7 +161,7 @@ void worker_thread(SharedLog& log, ProcessSlot& ps, ThreadSlot& ts, FairSemaphor
           permit = sem.try_acquire();
           break;
         case Mode::try_acquire_for:
-          permit = sem.try_acquire_for(milliseconds(rng() % 200));
+          permit = sem.try_acquire_for(timeout);
           break;
       }
     } catch (const Error&) {
@@ -160,21 +172,37 @@ void worker_thread(SharedLog& log, ProcessSlot& ps, ThreadSlot& ts, FairSemaphor
       continue;
     }
     if (!permit) {
-      (mode == Mode::try_acquire ? ps.rejected : ps.timed_out).fetch_add(1);
+      const std::int64_t end_ns = now_ns();
       ts.state.store(idle);
+      if (mode == Mode::try_acquire) {
+        ps.rejected.fetch_add(1);
+      } else {
+        // Queued all that time: the checker makes sure nobody who asked later got in meanwhile.
+        ps.timed_out.fetch_add(1);
+        Record* r = next_record(log);
+        if (r == nullptr) break;
+        r->units = 1;
+        r->wait_ns = wait_ns;
+        r->enter_ns = end_ns;
+        r->deadline_ns = wait_ns + ms_to_ns(timeout.count());
+        r->pid = static_cast<std::int32_t>(::getpid());
+        r->mode = static_cast<std::uint8_t>(mode);
+        r->state.store(timed_out, std::memory_order_release);
+      }
       std::this_thread::sleep_for(std::chrono::microseconds(rng() % 500));
       continue;
     }
-    const std::uint64_t i = log.next_record.fetch_add(1);
-    if (i >= log.capacity) {
-      log.full.store(1);
-      log.stop.store(1);
+    Record* record = next_record(log);
+    if (record == nullptr) {
       ts.state.store(idle);
       break;  // the permit is released by its destructor
     }
-    Record& r = log.record(i);
+    Record& r = *record;
     r.token = permit->fencing_token();
-    r.slot = permit->slot();
+    r.units = 1;
+    const std::vector<long long> slots = {permit->slot()};
+    r.slot_count = static_cast<std::int32_t>(slots.size());
+    std::copy_n(slots.begin(), std::min<std::size_t>(slots.size(), kMaxUnits), r.slots);
     r.wait_ns = wait_ns;
     r.enter_ns = now_ns();
     r.deadline_ns = to_ns(permit->deadline());
@@ -261,6 +289,9 @@ struct Settings {
   double seconds = 30;
   int lease_ms = 1000;
   int hold_us = 2000;
+  /// try_acquire_for waits up to this: long enough past the order slack for the checker to
+  /// see whether anyone passed a waiter that timed out.
+  int max_timeout_ms = 400;
   std::string faults = "all";
   int fault_interval_ms = 800;
   std::uint64_t max_grants = 4'000'000;
@@ -639,6 +670,7 @@ int Driver::run() {
   cfg.limit = s_.limit;
   cfg.lease_ms = s_.lease_ms;
   cfg.hold_us = s_.hold_us;
+  cfg.max_timeout_ms = s_.max_timeout_ms;
   cfg.threads = s_.threads;
   input_.limit = s_.limit;
   input_.lease_ns = ms_to_ns(s_.lease_ms);
@@ -691,7 +723,7 @@ int Driver::run() {
       }
     }
     if (now >= next_progress) {
-      fmt::print("[{:6.0f} s] {} grants\n", static_cast<double>(now - start) / 1e9,
+      fmt::print("[{:6.0f} s] {} grants and time-outs\n", static_cast<double>(now - start) / 1e9,
                  shm_->log().next_record.load());
       std::fflush(stdout);
       next_progress += ms_to_ns(10'000);
@@ -824,12 +856,28 @@ CheckInput Driver::collect() {
     Record& r = log.record(i);
     const auto state = r.state.load(std::memory_order_acquire);
     if (state == empty) continue;  // reserved by a worker killed before it wrote the record
+    if (state == timed_out) {
+      in.timeouts.push_back({r.units, r.wait_ns, r.deadline_ns, r.enter_ns, r.pid});
+      continue;
+    }
     Section s;
     s.token = r.token;
-    s.slots = {r.slot};
+    s.units = r.units;
+    // More slots than the log keeps can only be more than the units: the checker sees a
+    // slot set that does not match, as it should.
+    const auto kept_slots = [](const std::int64_t* slots, std::int32_t count) {
+      return std::vector<std::int64_t>(slots, slots + std::clamp(count, 0, kMaxUnits));
+    };
+    s.slots = kept_slots(r.slots, r.slot_count);
+    if (r.slot_count > kMaxUnits) s.slots.push_back(-1);
     s.wait_ns = r.wait_ns;
     s.enter_ns = r.enter_ns;
     s.deadline_ns = r.deadline_ns;
+    s.partial_ns = r.partial_ns;
+    if (s.partial_ns != 0) {
+      s.kept = kept_slots(r.kept, r.kept_count);
+      s.partial_failed = r.partial_failed != 0;
+    }
     s.pid = r.pid;
     s.mode = static_cast<Mode>(r.mode);
     s.left = state == left;
@@ -903,11 +951,16 @@ void Driver::print_summary(const CheckResult& r, std::size_t leaked,
              "max units held by valid permits at once", r.max_units, r.max_units_holders, s_.limit,
              r.over_limit_instants);
   fmt::print("{:<44} {}\n", "tokens granted twice", r.duplicate_tokens);
-  fmt::print("{:<44} {} (out of range {}, tokens not increasing {})\n",
-             "slots shared by valid permits", r.shared_slots, r.slots_out_of_range,
+  fmt::print("{:<44} {} of {} (out of range {}, permits' slot sets wrong {})\n",
+             "slot holdings shared by valid permits", r.shared_slots, r.slot_holdings,
+             r.slots_out_of_range, r.bad_slot_sets);
+  fmt::print("{:<44} {}\n", "slot holders whose token did not increase",
              r.slot_tokens_not_increasing);
-  fmt::print("{:<44} {} of {} checked\n", "FIFO violations (blocking waiters)", r.fifo_violations,
-             r.fifo_checked);
+  fmt::print("{:<44} {} of {} checked ({} passed a request for more units)\n",
+             "FIFO violations (blocking waiters)", r.fifo_violations, r.fifo_checked,
+             r.fifo_violations_past_heavier);
+  fmt::print("{:<44} {} of {} checked\n", "timed-out waiters passed by a later request",
+             r.timeouts_overtaken, r.timeouts_checked);
   fmt::print("{:<44} {} of {} checked\n", "token order violations (all grants)",
              r.token_order_violations, r.token_order_checked);
   fmt::print("{:<44} {:.1f} ms (slack {:.0f} ms; {} over 10 ms)\n",
@@ -967,6 +1020,8 @@ int main(int argc, char** argv) {
   app.add_option("--seconds", s.seconds, "length of the load")->check(CLI::Range(1.0, 86400.0));
   app.add_option("--lease-ms", s.lease_ms, "lease")->check(CLI::Range(100, 60000));
   app.add_option("--hold-us", s.hold_us, "longest critical section")->check(CLI::Range(0, 1000000));
+  app.add_option("--max-timeout-ms", s.max_timeout_ms, "longest try_acquire_for timeout")
+      ->check(CLI::Range(0, 60000));
   app.add_option("--faults", s.faults,
                  "all, none, or a comma list of: kill,stop,restart,client-kill,script-flush,"
                  "delay,cut,blackhole");
