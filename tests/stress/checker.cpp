@@ -130,23 +130,31 @@ bool kept_the_lowest(const Section& s) {
          std::equal(s.kept.begin(), s.kept.end(), s.slots.begin());
 }
 
-void check_slots(const CheckInput& in, CheckResult& out) {
-  std::multimap<int, std::int64_t> kills;
-  for (const Kill& k : in.kills) kills.emplace(k.pid, k.at_ns);
-  // One section's holding of one slot: from its enter until its end, or its partial release
-  // if the slot was one it gave back.
-  struct Holding {
-    const Section* section;
-    std::int64_t to;
-  };
-  std::map<std::int64_t, std::vector<Holding>> by_slot;
+/// Counts the permits whose slot sets, or partial releases, break the contract.
+void check_slot_sets(const CheckInput& in, CheckResult& out) {
   for (const Section& s : in.sections) {
     if (!sound_slot_set(s)) ++out.bad_slot_sets;
-    if (s.partial_ns != 0) {
-      ++out.partial_releases;
-      if (s.partial_failed) ++out.partial_releases_failed;
-      if (!kept_the_lowest(s)) ++out.partial_wrong_slots;
-    }
+    if (s.partial_ns == 0) continue;
+    ++out.partial_releases;
+    if (s.partial_failed) ++out.partial_releases_failed;
+    if (!kept_the_lowest(s)) ++out.partial_wrong_slots;
+  }
+}
+
+/// One section's holding of one slot: from its enter until its end, or its partial release if
+/// the slot was one it gave back.
+struct Holding {
+  const Section* section;
+  std::int64_t to;
+};
+
+/// Each slot's holdings; counts the slots out of range.
+std::map<std::int64_t, std::vector<Holding>> holdings_by_slot(const CheckInput& in,
+                                                              CheckResult& out) {
+  std::multimap<int, std::int64_t> kills;
+  for (const Kill& k : in.kills) kills.emplace(k.pid, k.at_ns);
+  std::map<std::int64_t, std::vector<Holding>> by_slot;
+  for (const Section& s : in.sections) {
     const std::int64_t end = valid_until(s, kills);
     for (const std::int64_t slot : s.slots) {
       if (slot < 0 || slot >= in.limit) {
@@ -159,23 +167,32 @@ void check_slots(const CheckInput& in, CheckResult& out) {
       ++out.slot_holdings;
     }
   }
-  for (auto& [slot, holdings] : by_slot) {
-    std::sort(holdings.begin(), holdings.end(), [](const Holding& a, const Holding& b) {
-      return a.section->enter_ns < b.section->enter_ns;
-    });
-    std::int64_t valid_to = std::numeric_limits<std::int64_t>::min();
-    std::int64_t last_token = std::numeric_limits<std::int64_t>::min();
-    for (const Holding& h : holdings) {
-      const Section& s = *h.section;
-      if (h.to <= s.enter_ns) continue;  // no longer valid when it entered
-      if (s.enter_ns < valid_to) ++out.shared_slots;
-      valid_to = std::max(valid_to, h.to);
-      // As for the order checks, a grant a fault may have shown its client late is left out.
-      if (disturbed(s, in)) continue;
-      if (s.token <= last_token) ++out.slot_tokens_not_increasing;
-      last_token = s.token;
-    }
+  return by_slot;
+}
+
+/// One slot's holders, in the order they entered: never two valid at once, tokens increasing.
+void check_slot_holders(std::vector<Holding>& holdings, const CheckInput& in, CheckResult& out) {
+  std::sort(holdings.begin(), holdings.end(), [](const Holding& a, const Holding& b) {
+    return a.section->enter_ns < b.section->enter_ns;
+  });
+  std::int64_t valid_to = std::numeric_limits<std::int64_t>::min();
+  std::int64_t last_token = std::numeric_limits<std::int64_t>::min();
+  for (const Holding& h : holdings) {
+    const Section& s = *h.section;
+    if (h.to <= s.enter_ns) continue;  // no longer valid when it entered
+    if (s.enter_ns < valid_to) ++out.shared_slots;
+    valid_to = std::max(valid_to, h.to);
+    // As for the order checks, a grant a fault may have shown its client late is left out.
+    if (disturbed(s, in)) continue;
+    if (s.token <= last_token) ++out.slot_tokens_not_increasing;
+    last_token = s.token;
   }
+}
+
+void check_slots(const CheckInput& in, CheckResult& out) {
+  check_slot_sets(in, out);
+  auto by_slot = holdings_by_slot(in, out);
+  for (auto& entry : by_slot) check_slot_holders(entry.second, in, out);
   if (out.bad_slot_sets > 0) {
     out.failures.push_back(fmt::format(
         "{} permits whose slots were not as many distinct slots as units, in ascending order",

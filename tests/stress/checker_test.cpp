@@ -59,7 +59,7 @@ TEST(StressChecker, SoundLogPasses) {
   const CheckResult r = check(in);
   EXPECT_TRUE(r.ok()) << r.failures.front();
   EXPECT_EQ(2, r.max_holders);
-  EXPECT_EQ(5u, r.grants);
+  EXPECT_EQ(5U, r.grants);
 }
 
 TEST(StressChecker, MoreHoldersThanTheLimitFail) {
@@ -69,7 +69,7 @@ TEST(StressChecker, MoreHoldersThanTheLimitFail) {
   EXPECT_EQ(3, r.max_holders);
   EXPECT_EQ(3, r.max_units);
   EXPECT_EQ(5 * kMs, r.max_units_at_ns);
-  EXPECT_EQ(1u, r.over_limit_instants);
+  EXPECT_EQ(1U, r.over_limit_instants);
   ASSERT_FALSE(r.ok());
 }
 
@@ -101,7 +101,7 @@ TEST(StressChecker, ATokenGrantedTwiceFails) {
   CheckInput in = base(2);
   in.sections = {section(1, 0, 5, 1), section(1, 10, 15, 2)};
   const CheckResult r = check(in);
-  EXPECT_EQ(1u, r.duplicate_tokens);
+  EXPECT_EQ(1U, r.duplicate_tokens);
   EXPECT_FALSE(r.ok());
 }
 
@@ -110,8 +110,8 @@ TEST(StressChecker, AWaiterOvertakenBeyondTheSlackIsAFifoViolation) {
   // Ticket 2 entered 50 ms before ticket 1 did.
   in.sections = {section(1, 60, 70, 1), section(2, 10, 20, 2)};
   const CheckResult r = check(in);
-  EXPECT_EQ(1u, r.fifo_violations);
-  EXPECT_EQ(1u, r.token_order_violations);
+  EXPECT_EQ(1U, r.fifo_violations);
+  EXPECT_EQ(1U, r.token_order_violations);
   EXPECT_EQ(50 * kMs, r.worst_inversion_ns);
   EXPECT_FALSE(r.ok());
 }
@@ -122,22 +122,22 @@ TEST(StressChecker, SlotsSharedOutOfRangeOrWithFallingTokensFail) {
   // Two valid at once in slot 1.
   in.sections = {section(1, 0, 10, 1, a, 1), section(2, 5, 20, 2, a, 1)};
   CheckResult r = check(in);
-  EXPECT_EQ(1u, r.shared_slots);
+  EXPECT_EQ(1U, r.shared_slots);
   EXPECT_FALSE(r.ok());
   // Handed on in turn: fine; a slot at the limit is not.
   in.sections[1] = section(2, 10, 20, 2, a, 1);
   EXPECT_TRUE(check(in).ok());
   in.sections[1].slots = {2};
   r = check(in);
-  EXPECT_EQ(1u, r.slots_out_of_range);
+  EXPECT_EQ(1U, r.slots_out_of_range);
   EXPECT_FALSE(r.ok());
   // The next holder of a slot with a lower token (the tokens are granted in order).
   in.sections = {section(5, 0, 10, 1, a, 0), section(6, 0, 10, 2, a, 1),
                  section(7, 20, 30, 1, a, 1), section(4, 40, 50, 2, a, 0)};
   in.order_slack_ns = 100 * kMs;  // only the slot check sees it
   r = check(in);
-  EXPECT_EQ(1u, r.slot_tokens_not_increasing);
-  EXPECT_EQ(0u, r.shared_slots);
+  EXPECT_EQ(1U, r.slot_tokens_not_increasing);
+  EXPECT_EQ(0U, r.shared_slots);
   EXPECT_FALSE(r.ok());
   // A frozen holder's permit, lost at its deadline, leaves the slot to the next holder.
   in = base(1);
@@ -160,8 +160,8 @@ TEST(StressChecker, TryAcquireGrantsCountForTokenOrderOnly) {
   CheckInput in = base(1);
   in.sections = {section(1, 60, 70, 1, Mode::try_acquire), section(2, 10, 20, 2)};
   const CheckResult r = check(in);
-  EXPECT_EQ(0u, r.fifo_violations);
-  EXPECT_EQ(1u, r.token_order_violations);
+  EXPECT_EQ(0U, r.fifo_violations);
+  EXPECT_EQ(1U, r.token_order_violations);
 }
 
 TEST(StressChecker, GrantsWhoseWaitAFaultDisturbedAreLeftOutOfOrderChecks) {
@@ -171,7 +171,7 @@ TEST(StressChecker, GrantsWhoseWaitAFaultDisturbedAreLeftOutOfOrderChecks) {
   in.disturbances = {{40 * kMs, 45 * kMs, {}}};  // during ticket 1's wait
   CheckResult r = check(in);
   EXPECT_TRUE(r.ok());
-  EXPECT_EQ(1u, r.fifo_checked);
+  EXPECT_EQ(1U, r.fifo_checked);
   in.disturbances[0].pids = {2};  // a fault that reached only the other process
   EXPECT_FALSE(check(in).ok());
   in.disturbances[0].pids = {2, 1};
@@ -193,24 +193,24 @@ TEST(StressChecker, AFrozenHolderMustSeeLostAndBeOvertakenByNewerTokens) {
   in.stops = {{1, 10 * kMs, 1600 * kMs}};
   CheckResult r = check(in);
   EXPECT_TRUE(r.ok()) << r.failures.front();
-  EXPECT_EQ(1u, r.stopped_holders);
-  EXPECT_EQ(1u, r.stopped_holders_passed_on);
+  EXPECT_EQ(1U, r.stopped_holders);
+  EXPECT_EQ(1U, r.stopped_holders_passed_on);
 
   in.sections[0].lost = false;
   r = check(in);
-  EXPECT_EQ(1u, r.stopped_holders_not_lost);
+  EXPECT_EQ(1U, r.stopped_holders_not_lost);
   EXPECT_FALSE(r.ok());
 
   in.sections[0].lost = true;
   in.sections[1].token = 4;  // the one who got it meanwhile carries an older token
   r = check(in);
-  EXPECT_EQ(1u, r.stopped_holders_token_not_older);
+  EXPECT_EQ(1U, r.stopped_holders_token_not_older);
   EXPECT_FALSE(r.ok());
 
   in.sections[1].wait_ns = 0;  // ...but it asked before the frozen one held: granted earlier,
   r = check(in);               // only noticed late: nothing to say about the freeze
-  EXPECT_EQ(0u, r.stopped_holders_passed_on);
-  EXPECT_EQ(0u, r.stopped_holders_token_not_older);
+  EXPECT_EQ(0U, r.stopped_holders_passed_on);
+  EXPECT_EQ(0U, r.stopped_holders_token_not_older);
 }
 
 TEST(StressChecker, AShortFreezeDoesNotCount) {
@@ -218,7 +218,7 @@ TEST(StressChecker, AShortFreezeDoesNotCount) {
   in.sections = {section(5, 0, 300, 1)};
   in.stops = {{1, 10 * kMs, 200 * kMs}};  // shorter than the lease
   const CheckResult r = check(in);
-  EXPECT_EQ(0u, r.stopped_holders);
+  EXPECT_EQ(0U, r.stopped_holders);
   EXPECT_TRUE(r.ok());
 }
 
@@ -234,10 +234,10 @@ TEST(StressChecker, SoundWeightedLogPasses) {
   EXPECT_TRUE(r.ok()) << r.failures.front();
   EXPECT_EQ(4, r.max_units);
   EXPECT_EQ(3, r.max_holders);
-  EXPECT_EQ(0u, r.over_limit_instants);
-  EXPECT_EQ(1u, r.partial_releases);
-  EXPECT_EQ(9u, r.slot_holdings);
-  EXPECT_EQ(5u, r.fifo_checked);
+  EXPECT_EQ(0U, r.over_limit_instants);
+  EXPECT_EQ(1U, r.partial_releases);
+  EXPECT_EQ(9U, r.slot_holdings);
+  EXPECT_EQ(5U, r.fifo_checked);
 }
 
 TEST(StressChecker, UnitsOverTheLimitFailWhileThePermitsAreFewerThanIt) {
@@ -249,8 +249,8 @@ TEST(StressChecker, UnitsOverTheLimitFailWhileThePermitsAreFewerThanIt) {
   EXPECT_EQ(5, r.max_units);
   EXPECT_EQ(5 * kMs, r.max_units_at_ns);
   EXPECT_EQ(2, r.max_units_holders);
-  EXPECT_EQ(1u, r.over_limit_instants);
-  EXPECT_EQ(1u, r.shared_slots);
+  EXPECT_EQ(1U, r.over_limit_instants);
+  EXPECT_EQ(1U, r.shared_slots);
   EXPECT_FALSE(r.ok());
   in.sections[1] = weighted(2, {2, 3}, 10, 20, 2);  // handed on at 10 ms
   r = check(in);
@@ -269,8 +269,8 @@ TEST(StressChecker, APartialReleaseShrinksTheUnitsHeldAtItsInstant) {
   in.sections[1] = weighted(2, {2, 3}, 40, 70, 2);  // took slot 2 before it was given back
   r = check(in);
   EXPECT_EQ(5, r.max_units);
-  EXPECT_EQ(1u, r.over_limit_instants);
-  EXPECT_EQ(1u, r.shared_slots);
+  EXPECT_EQ(1U, r.over_limit_instants);
+  EXPECT_EQ(1U, r.shared_slots);
   EXPECT_FALSE(r.ok());
   in.sections[1] = weighted(2, {2, 3}, 60, 70, 2);
   in.sections[0].partial_ns = 0;  // without the partial release, 5 units from 60 ms
@@ -293,14 +293,14 @@ TEST(StressChecker, APartialReleaseMustGiveBackTheHighestSlots) {
   give_back(a, 50, {0, 3});  // gave back slot 1, not 3
   in.sections = {a};
   CheckResult r = check(in);
-  EXPECT_EQ(1u, r.partial_wrong_slots);
+  EXPECT_EQ(1U, r.partial_wrong_slots);
   EXPECT_FALSE(r.ok());
   in.sections[0].kept = {0, 1, 3};  // gave back nothing
   EXPECT_FALSE(check(in).ok());
   in.sections[0].kept = {0};  // gave back two units: the two highest
   r = check(in);
   EXPECT_TRUE(r.ok()) << r.failures.front();
-  EXPECT_EQ(1u, r.partial_releases);
+  EXPECT_EQ(1U, r.partial_releases);
 }
 
 TEST(StressChecker, APermitsSlotsMustBeAsManyDistinctSlotsInRangeAsItsUnits) {
@@ -309,16 +309,16 @@ TEST(StressChecker, APermitsSlotsMustBeAsManyDistinctSlotsInRangeAsItsUnits) {
   EXPECT_TRUE(check(in).ok());
   in.sections[0].slots = {0, 1};  // 3 units, 2 slots
   CheckResult r = check(in);
-  EXPECT_EQ(1u, r.bad_slot_sets);
+  EXPECT_EQ(1U, r.bad_slot_sets);
   EXPECT_FALSE(r.ok());
   in.sections[0].slots = {0, 1, 1};
-  EXPECT_EQ(1u, check(in).bad_slot_sets);
+  EXPECT_EQ(1U, check(in).bad_slot_sets);
   in.sections[0].slots = {2, 1, 0};
-  EXPECT_EQ(1u, check(in).bad_slot_sets);
+  EXPECT_EQ(1U, check(in).bad_slot_sets);
   in.sections[0].slots = {0, 1, 4};
   r = check(in);
-  EXPECT_EQ(0u, r.bad_slot_sets);
-  EXPECT_EQ(1u, r.slots_out_of_range);
+  EXPECT_EQ(0U, r.bad_slot_sets);
+  EXPECT_EQ(1U, r.slots_out_of_range);
   EXPECT_FALSE(r.ok());
 }
 
@@ -330,15 +330,15 @@ TEST(StressChecker, EverySlotsTokenMustGrowAcrossWeightedHolders) {
   EXPECT_TRUE(check(in).ok());
   in.sections[3].token = 4;  // slot 0: token 5, then 4
   CheckResult r = check(in);
-  EXPECT_EQ(1u, r.slot_tokens_not_increasing);
-  EXPECT_EQ(0u, r.shared_slots);
+  EXPECT_EQ(1U, r.slot_tokens_not_increasing);
+  EXPECT_EQ(0U, r.shared_slots);
   EXPECT_FALSE(r.ok());
   // The same through a partial release: slot 2 passes from token 5 to token 3.
   Section a = weighted(5, {0, 1, 2}, 0, 20);
   give_back(a, 5, {0, 1});
   in.sections = {a, weighted(3, {2}, 6, 10, 2)};
   r = check(in);
-  EXPECT_EQ(1u, r.slot_tokens_not_increasing);
+  EXPECT_EQ(1U, r.slot_tokens_not_increasing);
   EXPECT_FALSE(r.ok());
   in.sections[1].token = 6;
   EXPECT_TRUE(check(in).ok());
@@ -355,10 +355,10 @@ TEST(StressChecker, ALightRequestPassingAnEarlierHeavyOneIsAFifoViolation) {
   light.wait_ns = 5 * kMs;
   in.sections = {heavy, light};
   CheckResult r = check(in);
-  EXPECT_EQ(1u, r.fifo_violations);
-  EXPECT_EQ(1u, r.fifo_violations_past_heavier);
+  EXPECT_EQ(1U, r.fifo_violations);
+  EXPECT_EQ(1U, r.fifo_violations_past_heavier);
   EXPECT_EQ(290 * kMs, r.worst_inversion_ns);
-  EXPECT_EQ(0u, r.over_limit_instants);  // units were never the problem
+  EXPECT_EQ(0U, r.over_limit_instants);  // units were never the problem
   EXPECT_FALSE(r.ok());
   // A heavy one passing a light one is as wrong, though not "past heavier".
   in.sections[0].units = 1;
@@ -366,8 +366,8 @@ TEST(StressChecker, ALightRequestPassingAnEarlierHeavyOneIsAFifoViolation) {
   in.sections[1].units = 3;
   in.sections[1].slots = {1, 2, 3};
   r = check(in);
-  EXPECT_EQ(1u, r.fifo_violations);
-  EXPECT_EQ(0u, r.fifo_violations_past_heavier);
+  EXPECT_EQ(1U, r.fifo_violations);
+  EXPECT_EQ(0U, r.fifo_violations_past_heavier);
   EXPECT_FALSE(r.ok());
   // In order: fine.
   in.sections[1].enter_ns = 320 * kMs;
@@ -385,14 +385,14 @@ TEST(StressChecker, ATimedOutWaiterPassedByALaterRequestIsAFifoViolation) {
   light.wait_ns = 200 * kMs;
   in.sections = {light};
   CheckResult r = check(in);
-  EXPECT_EQ(1u, r.timeouts_checked);
-  EXPECT_EQ(1u, r.timeouts_overtaken);
+  EXPECT_EQ(1U, r.timeouts_checked);
+  EXPECT_EQ(1U, r.timeouts_overtaken);
   EXPECT_FALSE(r.ok());
   // Asked within the slack of the waiter's call: it may have queued first.
   in.sections[0].wait_ns = 50 * kMs;
   r = check(in);
   EXPECT_TRUE(r.ok()) << r.failures.front();
-  EXPECT_EQ(1u, r.timeouts_checked);
+  EXPECT_EQ(1U, r.timeouts_checked);
   // Granted after the waiter's deadline: the waiter had left.
   in.sections[0] = weighted(9, {0}, 450, 460, 2);
   in.sections[0].wait_ns = 200 * kMs;
@@ -401,17 +401,17 @@ TEST(StressChecker, ATimedOutWaiterPassedByALaterRequestIsAFifoViolation) {
   in.sections[0] = weighted(9, {0}, 201, 220, 2);
   in.sections[0].mode = Mode::try_acquire;
   in.sections[0].wait_ns = 200 * kMs;
-  EXPECT_EQ(1u, check(in).timeouts_overtaken);
+  EXPECT_EQ(1U, check(in).timeouts_overtaken);
   // A fault during the waiter's wait, or a deadline within the slack: not checked.
   in.disturbances = {{300 * kMs, 310 * kMs, {1}}};
   r = check(in);
-  EXPECT_EQ(0u, r.timeouts_checked);
+  EXPECT_EQ(0U, r.timeouts_checked);
   EXPECT_TRUE(r.ok());
   in.disturbances.clear();
   in.timeouts[0].deadline_ns = 80 * kMs;
   in.timeouts[0].end_ns = 81 * kMs;
   r = check(in);
-  EXPECT_EQ(0u, r.timeouts_checked);
+  EXPECT_EQ(0U, r.timeouts_checked);
   EXPECT_TRUE(r.ok());
 }
 
