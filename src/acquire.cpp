@@ -12,10 +12,32 @@
 namespace fairsem::detail {
 
 AcquireReply SemaphoreCore::run_acquire(Connection& conn, const std::string& id,
-                                        std::string_view mode, long long ticket) {
-  Reply reply = ticket == 0 ? run(conn, "acquire", {id, mode, owner_info_})
-                            : run(conn, "acquire", {id, mode, owner_info_, std::to_string(ticket)});
-  return detail::decode_acquire(reply);
+                                        std::string_view mode, long long units, long long ticket) {
+  Reply reply;
+  if (units != 1) {
+    reply = run(conn, "acquire",
+                {id, mode, owner_info_, std::to_string(ticket), std::to_string(units)}, units);
+  } else if (ticket != 0) {
+    reply = run(conn, "acquire", {id, mode, owner_info_, std::to_string(ticket)});
+  } else {
+    reply = run(conn, "acquire", {id, mode, owner_info_});
+  }
+  AcquireReply r = detail::decode_acquire(reply);
+  if (r.state == AcquireState::granted && static_cast<long long>(r.slots.size()) != units) {
+    // The id was granted before with another number of units (a caller-chosen permit_id).
+    throw InvalidArgument(fmt::format(
+        "fairsem: {}: permit {} is held already with {} units, not the {} asked for", where(), id,
+        r.slots.size(), units));
+  }
+  return r;
+}
+
+void SemaphoreCore::check_units(long long units) const {
+  if (units < 1 || units > options_.limit) {
+    throw InvalidArgument(fmt::format(
+        "fairsem: {}: an acquire asks for 1 to {} units (the limit), got {}", where(),
+        options_.limit, units));
+  }
 }
 
 void SemaphoreCore::throw_evicted(const std::string& id) const {
@@ -23,6 +45,14 @@ void SemaphoreCore::throw_evicted(const std::string& id) const {
       fmt::format("fairsem: {}: the queued request {} was evicted (removed on purpose)", where(),
                   id),
       id);
+}
+
+void SemaphoreCore::throw_too_large(const std::string& id, long long units) const {
+  throw RequestTooLargeError(
+      fmt::format("fairsem: {}: the queued request {} for {} units was removed from the queue: "
+                  "the semaphore was resized to a limit below that, so it could never be granted",
+                  where(), id, units),
+      id, units);
 }
 
 long long SemaphoreCore::wait_replicas(Connection& conn) {
@@ -58,7 +88,7 @@ void SemaphoreCore::await_replicas(Connection& conn, const std::string& id) {
 Permit SemaphoreCore::make_permit(const std::string& id, const AcquireReply& reply,
                                   Clock::time_point sent) {
   // The lease is counted from when the request left, never from this machine's wall clock.
-  auto state = std::make_shared<PermitState>(id, reply.ticket, reply.slot, sent + reply.lease);
+  auto state = std::make_shared<PermitState>(id, reply.ticket, reply.slots, sent + reply.lease);
   // Watched first: if the Client's watchdog cannot start, no orphan entry is left to be renewed
   // forever.
   if (options_.auto_renew && !watched_.load()) {
@@ -72,13 +102,13 @@ Permit SemaphoreCore::make_permit(const std::string& id, const AcquireReply& rep
   return {shared_from_this(), std::move(state)};
 }
 
-std::optional<Permit> SemaphoreCore::try_acquire() {
+std::optional<Permit> SemaphoreCore::try_acquire(long long units) {
   const std::string id = next_id();
   Borrowed conn(*this);
   const auto sent = Clock::now();
   AcquireReply reply;
   try {
-    reply = run_acquire(*conn, id, "try");
+    reply = run_acquire(*conn, id, "try", units);
     if (reply.state != AcquireState::granted) return std::nullopt;
     await_replicas(*conn, id);
     return make_permit(id, reply, sent);
@@ -89,9 +119,10 @@ std::optional<Permit> SemaphoreCore::try_acquire() {
   }
 }
 
-std::optional<Permit> SemaphoreCore::acquire(std::optional<Clock::time_point> deadline) {
+std::optional<Permit> SemaphoreCore::acquire(long long units,
+                                             std::optional<Clock::time_point> deadline) {
   // No time to wait: like try_acquire, never queue.
-  if (deadline && *deadline <= Clock::now()) return try_acquire();
+  if (deadline && *deadline <= Clock::now()) return try_acquire(units);
   const std::string id = next_id();
   // A connection of the pool for each call, none while waiting: the wake-up comes through the
   // Client's waker. Borrowed here first, so that a failure to connect leaves nothing to undo.
@@ -101,7 +132,7 @@ std::optional<Permit> SemaphoreCore::acquire(std::optional<Clock::time_point> de
   AcquireReply reply;
   std::unique_ptr<WakeSubscription> wake_up;
   try {
-    reply = run_acquire(**conn, id, "queue");
+    reply = run_acquire(**conn, id, "queue", units);
     if (reply.state != AcquireState::granted) {
       wake_up = runtime_->waker(slot_, keys_[5])->subscribe(keys_[5] + id, **conn);
     }
@@ -118,11 +149,14 @@ std::optional<Permit> SemaphoreCore::acquire(std::optional<Clock::time_point> de
         const auto left = std::chrono::ceil<milliseconds>(*deadline - now);
         wait = std::max(milliseconds(1), std::min(wait, left));
       }
-      if (wait_for_wake_up(*wake_up, id, wait, reply, sent)) return make_permit(id, reply, sent);
+      if (wait_for_wake_up(*wake_up, id, units, wait, reply, sent)) {
+        return make_permit(id, reply, sent);
+      }
       conn.emplace(*this);
       sent = Clock::now();
-      reply = run_acquire(**conn, id, "queue", reply.ticket);
+      reply = run_acquire(**conn, id, "queue", units, reply.ticket);
       if (reply.state == AcquireState::evicted) throw_evicted(id);
+      if (reply.state == AcquireState::too_large) throw_too_large(id, units);
       // Still queued: a wake-up popped before this reply is older than what the poll saw.
       if (reply.state != AcquireState::granted) wake_up->rearm(**conn);
     }
@@ -132,6 +166,8 @@ std::optional<Permit> SemaphoreCore::acquire(std::optional<Clock::time_point> de
     return make_permit(id, reply, sent);
   } catch (const EvictedError&) {
     throw;  // the entry is gone already
+  } catch (const RequestTooLargeError&) {
+    throw;  // likewise
   } catch (const ReplicationError&) {
     // A caller-chosen id may be another handle's permit, granted to this call as well: it is
     // left to its lease (as try_acquire does), never given up here.
@@ -158,15 +194,16 @@ void SemaphoreCore::leave(std::optional<Borrowed>& conn, const std::string& id,
   give_up(**conn, id, ticket);
 }
 
-std::optional<Permit> SemaphoreCore::measured_acquire(bool wait,
+std::optional<Permit> SemaphoreCore::measured_acquire(long long units, bool wait,
                                                       std::optional<Clock::time_point> deadline) {
+  check_units(units);
   const auto start = Clock::now();
   MetricCounters::add(metrics_.acquire_attempts);
   // A deadline already passed leaves no time to wait (acquire() does not queue then either):
   // finding no permit is a rejection, as for try_acquire, not a timeout.
   const bool queue = wait && !(deadline && *deadline <= start);
   try {
-    std::optional<Permit> permit = queue ? acquire(deadline) : try_acquire();
+    std::optional<Permit> permit = queue ? acquire(units, deadline) : try_acquire(units);
     if (permit) {
       metrics_.record_grant(Clock::now() - start);
     } else {
@@ -183,7 +220,7 @@ std::optional<Permit> SemaphoreCore::measured_acquire(bool wait,
 }
 
 bool SemaphoreCore::wait_for_wake_up(WakeSubscription& wake_up, const std::string& id,
-                                     milliseconds wait, AcquireReply& reply,
+                                     long long units, milliseconds wait, AcquireReply& reply,
                                      Clock::time_point sent) {
   // Woken by the release (or reap) that promotes this waiter; on timeout the acquire after it
   // renews the queue entry and reports promotion, so a lost wake-up costs one poll.
@@ -193,7 +230,7 @@ bool SemaphoreCore::wait_for_wake_up(WakeSubscription& wake_up, const std::strin
     const auto left = std::chrono::ceil<milliseconds>(until - Clock::now());
     if (left <= milliseconds(0)) return false;
     const WakeWait waited = wake_up.wait_for(left);
-    if (waited.woken) return take_wake_up(*waited.woken, id, reply, sent);
+    if (waited.woken) return take_wake_up(*waited.woken, id, units, reply, sent);
     if (waited.error.empty()) return false;  // no wake-up within `wait`: poll
     // A transient refusal goes straight to the poll; after any other the wait goes on: a
     // wake-up can still come, and the poll follows as on a timeout.
@@ -203,11 +240,14 @@ bool SemaphoreCore::wait_for_wake_up(WakeSubscription& wake_up, const std::strin
 }
 
 bool SemaphoreCore::take_wake_up(const Reply& woken_reply, const std::string& id,
-                                 AcquireReply& reply, Clock::time_point sent) {
-  const detail::WakeUp woken = detail::decode_wake(woken_reply);
+                                 long long units, AcquireReply& reply, Clock::time_point sent) {
+  detail::WakeUp woken = detail::decode_wake(woken_reply);
   // An eviction already removed the entry; its marker was consumed by the waker.
   if (woken.reason == detail::WakeReason::evicted) throw_evicted(id);
-  reply.slot = woken.slot;
+  if (woken.reason == detail::WakeReason::too_large) throw_too_large(id, units);
+  // A wake-up with another number of slots is not this request's (an old entry's): poll.
+  if (static_cast<long long>(woken.slots.size()) != units) return false;
+  reply.slots = std::move(woken.slots);
   // Promoted: the permit is this entry, with the deadline its last call set (estimated from
   // when that call was sent). Taken as it is when the watchdog's next round surely comes with
   // half the usual margin left; otherwise the poll renews it first. With min_replicas the poll

@@ -9,9 +9,9 @@
 
 namespace fairsem::detail {
 
-AsyncAcquire::AsyncAcquire(std::shared_ptr<SemaphoreCore> core,
+AsyncAcquire::AsyncAcquire(std::shared_ptr<SemaphoreCore> core, long long units,
                            std::optional<Clock::time_point> deadline, AcquireCallback done)
-    : core_(std::move(core)), deadline_(deadline), done_(std::move(done)) {}
+    : core_(std::move(core)), units_(units), deadline_(deadline), done_(std::move(done)) {}
 
 AsyncAcquire::~AsyncAcquire() = default;
 
@@ -77,7 +77,7 @@ void AsyncAcquire::advance() {
   if (!queued_) {
     // No time to wait: like try_acquire, never queue.
     if (deadline_ && *deadline_ <= started_) {
-      finish(nullptr, core_->try_acquire());
+      finish(nullptr, core_->try_acquire(units_));
       return;
     }
     if (queue()) return;
@@ -103,7 +103,7 @@ bool AsyncAcquire::queue() {
     SemaphoreCore::Borrowed conn(*core_);
     sent_ = Clock::now();
     asked_ = true;
-    reply_ = core_->run_acquire(*conn, id_, "queue");
+    reply_ = core_->run_acquire(*conn, id_, "queue", units_);
     queued_ = true;
     if (reply_.state == AcquireState::granted) {
       core_->await_replicas(*conn, id_);
@@ -128,7 +128,7 @@ bool AsyncAcquire::queue() {
 bool AsyncAcquire::woken(bool& poll_now) {
   const WakeWait waited = wake_up_->take();
   if (waited.woken) {
-    if (core_->take_wake_up(*waited.woken, id_, reply_, sent_)) {
+    if (core_->take_wake_up(*waited.woken, id_, units_, reply_, sent_)) {
       wake_up_.reset();
       finish(nullptr, core_->make_permit(id_, reply_, sent_));
       return true;
@@ -149,8 +149,9 @@ bool AsyncAcquire::poll() {
   {
     SemaphoreCore::Borrowed conn(*core_);
     sent_ = Clock::now();
-    reply_ = core_->run_acquire(*conn, id_, "queue", reply_.ticket);
+    reply_ = core_->run_acquire(*conn, id_, "queue", units_, reply_.ticket);
     if (reply_.state == AcquireState::evicted) core_->throw_evicted(id_);
+    if (reply_.state == AcquireState::too_large) core_->throw_too_large(id_, units_);
     if (reply_.state == AcquireState::granted) {
       wake_up_.reset();
       core_->await_replicas(*conn, id_);
@@ -230,6 +231,8 @@ void AsyncAcquire::fail(const std::exception_ptr& error) {
     std::rethrow_exception(error);
   } catch (const EvictedError&) {
     // The entry is gone already.
+  } catch (const RequestTooLargeError&) {
+    // Likewise.
   } catch (const ReplicationError&) {
     // A caller-chosen id may be another handle's permit: left to its lease.
     if (asked_ && core_->options_.permit_id.empty()) leave();
@@ -243,9 +246,11 @@ void AsyncAcquire::fail(const std::exception_ptr& error) {
 // --- SemaphoreCore's part ---------------------------------------------------------------------
 
 std::shared_ptr<AsyncAcquire> SemaphoreCore::acquire_async(
-    std::optional<Clock::time_point> deadline, AcquireCallback done) {
+    long long units, std::optional<Clock::time_point> deadline, AcquireCallback done) {
   if (!done) throw InvalidArgument("fairsem: an asynchronous acquire needs a callback");
-  auto request = std::make_shared<AsyncAcquire>(shared_from_this(), deadline, std::move(done));
+  check_units(units);
+  auto request =
+      std::make_shared<AsyncAcquire>(shared_from_this(), units, deadline, std::move(done));
   {
     std::lock_guard<std::mutex> lock(mu_);
     requests_.emplace(request.get(), request);

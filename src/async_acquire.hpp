@@ -23,8 +23,8 @@ class AsyncAcquire : public std::enable_shared_from_this<AsyncAcquire> {
  public:
   using Clock = std::chrono::steady_clock;
 
-  AsyncAcquire(std::shared_ptr<SemaphoreCore> core, std::optional<Clock::time_point> deadline,
-               AcquireCallback done);
+  AsyncAcquire(std::shared_ptr<SemaphoreCore> core, long long units,
+               std::optional<Clock::time_point> deadline, AcquireCallback done);
   ~AsyncAcquire();
   AsyncAcquire(const AsyncAcquire&) = delete;
   AsyncAcquire& operator=(const AsyncAcquire&) = delete;
@@ -57,6 +57,7 @@ class AsyncAcquire : public std::enable_shared_from_this<AsyncAcquire> {
   void fail(const std::exception_ptr& error);
 
   const std::shared_ptr<SemaphoreCore> core_;
+  const long long units_;
   const std::optional<Clock::time_point> deadline_;
   const Clock::time_point started_ = Clock::now();
   AcquireCallback done_;

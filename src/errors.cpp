@@ -12,6 +12,7 @@ ReplyError::~ReplyError() = default;
 ProtocolError::~ProtocolError() = default;
 LimitMismatchError::~LimitMismatchError() = default;
 EvictedError::~EvictedError() = default;
+RequestTooLargeError::~RequestTooLargeError() = default;
 ReplicationError::~ReplicationError() = default;
 CancelledError::~CancelledError() = default;
 InvalidArgument::~InvalidArgument() = default;

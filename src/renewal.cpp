@@ -117,7 +117,9 @@ void SemaphoreCore::renewal_failed(const std::vector<PermitState*>& permits,
       info.ticket = state->ticket;
       info.lease_left = std::chrono::ceil<milliseconds>(left);
       info.owner = owner_info_;
-      info.slot = state->slot;
+      info.slots = state->slots();
+      info.count = static_cast<long long>(info.slots.size());
+      info.slot = info.slots.empty() ? -1 : info.slots.front();
       options_.on_renew_failure(info, error);
     } catch (const std::exception& e) {
       log(LogLevel::error,

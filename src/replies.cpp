@@ -112,6 +112,12 @@ void throw_refusal(const std::vector<Reply>& items, const RefusalContext& contex
                                  context.where, expect_string(items[1], "the refused key")),
                      "ERR value is not an integer or out of range");
   }
+  if (code == -4 && items.size() == 2) {
+    const long long stored = expect_at_least(items[1], "the stored limit", 1);
+    throw InvalidArgument(fmt::format("fairsem: {}: asked for {} units, more than the limit {} "
+                                      "stored in Redis (after a resize); nothing was written",
+                                      context.where, context.units, stored));
+  }
   throw ProtocolError(fmt::format("fairsem: {}: unexpected refusal {} from the semaphore script",
                                   context.where, code));
 }
@@ -124,9 +130,31 @@ void decode_open(const Reply& reply) {
   }
 }
 
+std::vector<long long> parse_slots(std::string_view text, std::string_view what) {
+  std::vector<long long> slots;
+  std::size_t start = 0;
+  for (;;) {
+    const std::size_t comma = text.find(',', start);
+    const std::string_view part =
+        text.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
+    const auto slot = parse_decimal(part, static_cast<std::uint64_t>(kMaxLimit - 1));
+    if (!slot || (!slots.empty() && static_cast<long long>(*slot) <= slots.back())) {
+      throw ProtocolError(fmt::format("fairsem: {} \"{}\" is not a list of ascending slots", what,
+                                      printable(text)));
+    }
+    slots.push_back(static_cast<long long>(*slot));
+    if (comma == std::string_view::npos) return slots;
+    start = comma + 1;
+  }
+}
+
 AcquireReply decode_acquire(const Reply& reply) {
-  const auto& items = expect_elements(reply, "the acquire reply", 6);
+  const auto& items = expect_array(reply, "the acquire reply", 6);
   const long long state = expect_integer(items[0], "the acquire state");
+  if (state != 1 && items.size() != 6) {
+    throw ProtocolError(fmt::format(
+        "fairsem: expected 6 elements in an acquire reply of state {}, got {}", state, items.size()));
+  }
   AcquireReply r;
   switch (state) {
     case 0:
@@ -141,11 +169,15 @@ AcquireReply decode_acquire(const Reply& reply) {
     case 3:
       r.state = AcquireState::evicted;
       break;
+    case 4:
+      r.state = AcquireState::too_large;
+      break;
     default:
       throw ProtocolError(fmt::format("fairsem: unknown acquire state {}", state));
   }
-  // Full and evicted carry no entry: their ticket, deadline and position are placeholders.
-  if (r.state == AcquireState::full || r.state == AcquireState::evicted) {
+  // Full, evicted and too large carry no entry: their ticket, deadline and position are
+  // placeholders.
+  if (r.state != AcquireState::granted && r.state != AcquireState::queued) {
     (void)expect_integer(items[1], "the ticket");
     (void)expect_integer(items[2], "the lease deadline");
     (void)expect_integer(items[3], "the queue position");
@@ -164,7 +196,15 @@ AcquireReply decode_acquire(const Reply& reply) {
       throw ProtocolError(
           fmt::format("fairsem: a granted acquire reports queue position {}", items[3].integer));
     }
-    r.slot = expect_slot(items[5]);
+    if (items.size() - 5 > static_cast<std::size_t>(kMaxLimit)) {
+      throw ProtocolError("fairsem: a granted acquire reports more slots than the largest limit");
+    }
+    for (std::size_t i = 5; i < items.size(); ++i) {
+      r.slots.push_back(expect_slot(items[i]));
+      if (r.slots.size() > 1 && r.slots.back() <= r.slots[r.slots.size() - 2]) {
+        throw ProtocolError("fairsem: a granted acquire reports slots out of order");
+      }
+    }
   } else {
     r.position = expect_at_least(items[3], "the queue position", 1);
     if (expect_integer(items[5], "the slot") != -1) {
@@ -202,9 +242,9 @@ RenewReply decode_renew(const Reply& reply, std::size_t permits) {
 
 Status decode_status(const Reply& reply) {
   const auto& items = expect_array(reply, "the status reply", 3);
-  if ((items.size() - 3) % 5 != 0) {
+  if ((items.size() - 3) % 6 != 0) {
     throw ProtocolError(
-        fmt::format("fairsem: the status reply has {} elements; expected 3 and then 5 per entry",
+        fmt::format("fairsem: the status reply has {} elements; expected 3 and then 6 per entry",
                     items.size()));
   }
   const long long now = expect_at_least(items[0], "the server clock", 0);
@@ -212,7 +252,7 @@ Status decode_status(const Reply& reply) {
   status.limit = expect_at_least(items[1], "the limit", 0);
   // -1: the counter holds something that is not a number.
   status.last_ticket = expect_at_least(items[2], "the counter", -1);
-  for (std::size_t i = 3; i < items.size(); i += 5) {
+  for (std::size_t i = 3; i < items.size(); i += 6) {
     PermitInfo info;
     info.id = expect_string(items[i], "a permit id");
     info.ticket = expect_integer(items[i + 1], "a ticket");
@@ -220,13 +260,25 @@ Status decode_status(const Reply& reply) {
     const long long deadline = expect_integer(items[i + 2], "a deadline");
     info.lease_left = milliseconds(deadline > now ? deadline - now : 0);
     info.owner = expect_string(items[i + 3], "owner info");
+    info.count = expect_at_least(items[i + 4], "a permit's units", 1);
+    if (info.count > kMaxLimit) {
+      throw ProtocolError(fmt::format("fairsem: the status reply gives {} {} units, more than the "
+                                      "largest limit",
+                                      printable(info.id), info.count));
+    }
     // Holders come first (a waiter is only promoted from the head of the queue).
-    if (expect_at_least(items[i + 4], "a slot", -1) >= 0) {
+    const std::string& slots = expect_string(items[i + 5], "a holder's slots");
+    if (!slots.empty()) {
       if (!status.waiters.empty()) {
         throw ProtocolError(fmt::format("fairsem: the status reply lists holder {} after a waiter",
                                         printable(info.id)));
       }
-      info.slot = expect_slot(items[i + 4]);
+      info.slots = parse_slots(slots, "a holder's slots");
+      if (static_cast<long long>(info.slots.size()) != info.count) {
+        throw ProtocolError(fmt::format("fairsem: the status reply gives {} {} units but {} slots",
+                                        printable(info.id), info.count, info.slots.size()));
+      }
+      info.slot = info.slots.front();
       status.holders.push_back(std::move(info));
     } else {
       status.waiters.push_back(std::move(info));
@@ -249,22 +301,14 @@ EvictResult decode_evict(const Reply& reply) {
 }
 
 WakeUp decode_wake(const Reply& reply) {
-  if (reply.is_nil()) return {WakeReason::timeout, -1};
+  if (reply.is_nil()) return {WakeReason::timeout, {}};
   const auto& items = expect_elements(reply, "the BRPOP reply", 2);
   (void)expect_string(items[0], "the wake list's name");
   const std::string& marker = expect_string(items[1], "the wake-up marker");
-  if (marker == "evicted") return {WakeReason::evicted, -1};
-  // A promotion pushes the promoted waiter's slot.
-  long long slot = -1;
-  if (!marker.empty() && marker.size() <= 10 &&
-      std::all_of(marker.begin(), marker.end(), [](char c) { return c >= '0' && c <= '9'; })) {
-    slot = std::stoll(marker);
-  }
-  if (slot < 0 || slot >= kMaxLimit) {
-    throw ProtocolError(fmt::format("fairsem: unknown wake-up marker \"{}\" in the BRPOP reply",
-                                    printable(marker)));
-  }
-  return {WakeReason::promoted, slot};
+  if (marker == "evicted") return {WakeReason::evicted, {}};
+  if (marker == "too-large") return {WakeReason::too_large, {}};
+  // A promotion pushes the promoted waiter's slots.
+  return {WakeReason::promoted, parse_slots(marker, "the wake-up marker")};
 }
 
 ResizeReply decode_resize(const Reply& reply) {

@@ -141,7 +141,13 @@ const std::string& Permit::id() const {
 
 long long Permit::fencing_token() const { return state_ ? state_->ticket : 0; }
 
-long long Permit::slot() const { return state_ ? state_->slot : -1; }
+long long Permit::count() const { return held() ? state_->count() : 0; }
+
+std::vector<long long> Permit::slots() const {
+  return held() ? state_->slots() : std::vector<long long>();
+}
+
+long long Permit::slot() const { return held() ? state_->first_slot() : -1; }
 
 std::chrono::steady_clock::time_point Permit::deadline() const {
   return state_ ? state_->get_deadline() : Clock::time_point();
@@ -167,6 +173,13 @@ ReleaseResult Permit::release() {
   auto core = core_;
   auto state = state_;
   return core->release(*state);
+}
+
+ReleaseResult Permit::release(long long units) {
+  if (!state_) return ReleaseResult::already_released;
+  auto core = core_;
+  auto state = state_;
+  return core->release_units(*state, units);
 }
 
 // --- FairSemaphore --------------------------------------------------------------------------
@@ -210,10 +223,10 @@ FairSemaphore& FairSemaphore::operator=(FairSemaphore&& other) noexcept {
 
 FairSemaphore::~FairSemaphore() { cancel_pending(core_); }
 
-std::future<Permit> FairSemaphore::acquire_async() {
+std::future<Permit> FairSemaphore::acquire_async(long long units) {
   auto promise = std::make_shared<std::promise<Permit>>();
   std::future<Permit> future = promise->get_future();
-  core_->acquire_async(std::nullopt,
+  core_->acquire_async(units, std::nullopt,
                        [promise](const std::exception_ptr& error, std::optional<Permit> permit) {
                          if (error) {
                            promise->set_exception(error);
@@ -224,10 +237,11 @@ std::future<Permit> FairSemaphore::acquire_async() {
   return future;
 }
 
-std::future<std::optional<Permit>> FairSemaphore::acquire_future_until(Clock::time_point deadline) {
+std::future<std::optional<Permit>> FairSemaphore::acquire_future_until(long long units,
+                                                                     Clock::time_point deadline) {
   auto promise = std::make_shared<std::promise<std::optional<Permit>>>();
   std::future<std::optional<Permit>> future = promise->get_future();
-  core_->acquire_async(deadline,
+  core_->acquire_async(units, deadline,
                        [promise](const std::exception_ptr& error, std::optional<Permit> permit) {
                          if (error) {
                            promise->set_exception(error);
@@ -238,13 +252,13 @@ std::future<std::optional<Permit>> FairSemaphore::acquire_future_until(Clock::ti
   return future;
 }
 
-AcquireRequest FairSemaphore::acquire_async(AcquireCallback done) {
-  return AcquireRequest(core_->acquire_async(std::nullopt, std::move(done)));
+AcquireRequest FairSemaphore::acquire_async(long long units, AcquireCallback done) {
+  return AcquireRequest(core_->acquire_async(units, std::nullopt, std::move(done)));
 }
 
-AcquireRequest FairSemaphore::acquire_async_until(Clock::time_point deadline,
+AcquireRequest FairSemaphore::acquire_async_until(long long units, Clock::time_point deadline,
                                                   AcquireCallback done) {
-  return AcquireRequest(core_->acquire_async(deadline, std::move(done)));
+  return AcquireRequest(core_->acquire_async(units, deadline, std::move(done)));
 }
 
 bool AcquireRequest::cancel() {
@@ -253,14 +267,17 @@ bool AcquireRequest::cancel() {
       std::make_exception_ptr(CancelledError("fairsem: the asynchronous acquire was cancelled")));
 }
 
-std::optional<Permit> FairSemaphore::try_acquire() {
-  return core_->measured_acquire(false, std::nullopt);
+std::optional<Permit> FairSemaphore::try_acquire(long long units) {
+  return core_->measured_acquire(units, false, std::nullopt);
 }
 
-Permit FairSemaphore::acquire() { return std::move(*core_->measured_acquire(true, std::nullopt)); }
+Permit FairSemaphore::acquire(long long units) {
+  return std::move(*core_->measured_acquire(units, true, std::nullopt));
+}
 
-std::optional<Permit> FairSemaphore::acquire_until_steady(Clock::time_point deadline) {
-  return core_->measured_acquire(true, deadline);
+std::optional<Permit> FairSemaphore::acquire_until_steady(long long units,
+                                                          Clock::time_point deadline) {
+  return core_->measured_acquire(units, true, deadline);
 }
 
 std::size_t FairSemaphore::renew_all() { return core_->renew_all(); }

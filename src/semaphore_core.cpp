@@ -102,7 +102,8 @@ std::unique_ptr<Connection> SemaphoreCore::take_connection() {
   return conn;
 }
 
-Reply SemaphoreCore::run(Connection& conn, std::string_view op, const Args& extra) {
+Reply SemaphoreCore::run(Connection& conn, std::string_view op, const Args& extra,
+                         long long units) {
   Args args;
   args.reserve(3 + extra.size());
   args.push_back(op);
@@ -142,7 +143,7 @@ Reply SemaphoreCore::run(Connection& conn, std::string_view op, const Args& extr
                        e.server_message());
     }
   }
-  detail::check_script_reply(reply, {where_, keys_[3], options_.limit});
+  detail::check_script_reply(reply, {where_, keys_[3], options_.limit, units});
   return reply;
 }
 
@@ -180,6 +181,33 @@ ReleaseResult SemaphoreCore::release(PermitState& state) {
     return ReleaseResult::released;
   }
   // Gone before anyone noticed (e.g. an expired lease without auto_renew): lost all the same.
+  if (!state.lost.exchange(true)) MetricCounters::add(metrics_.permits_lost);
+  return ReleaseResult::expired;
+}
+
+ReleaseResult SemaphoreCore::release_units(PermitState& state, long long units) {
+  if (state.done.load()) return ReleaseResult::already_released;
+  const long long count = state.count();
+  if (units < 1 || units > count) {
+    throw InvalidArgument(fmt::format("fairsem: {}: permit {} holds {} units; release gives back "
+                                      "1 to {} of them, got {}",
+                                      where(), state.id, count, count, units));
+  }
+  if (units == count) return release(state);
+  const long long keep = count - units;
+  Reply reply = [&] {
+    Borrowed conn(*this);
+    return run(*conn, "release",
+               {state.id, std::to_string(state.ticket), receipt_arg_, "keep", std::to_string(keep)});
+  }();
+  if (detail::decode_release(reply) == detail::ReleaseState::holder_released) {
+    state.keep_slots(static_cast<std::size_t>(keep));
+    MetricCounters::add(metrics_.releases);
+    return ReleaseResult::released;
+  }
+  // Gone before anyone noticed: the whole permit is lost, and dropped as release() drops it.
+  if (state.done.exchange(true)) return ReleaseResult::already_released;
+  forget(state);
   if (!state.lost.exchange(true)) MetricCounters::add(metrics_.permits_lost);
   return ReleaseResult::expired;
 }

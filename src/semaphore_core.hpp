@@ -51,12 +51,31 @@ std::string default_owner_info();
 bool is_transient(const std::string& server_message);
 
 struct PermitState {
-  PermitState(std::string permit_id, long long permit_ticket, long long permit_slot,
+  PermitState(std::string permit_id, long long permit_ticket, std::vector<long long> permit_slots,
               Clock::time_point permit_deadline)
       : id(std::move(permit_id)),
         ticket(permit_ticket),
-        slot(permit_slot),
-        deadline(permit_deadline.time_since_epoch().count()) {}
+        deadline(permit_deadline.time_since_epoch().count()),
+        slots_(std::move(permit_slots)) {}
+
+  /// The slots held now, ascending (a partial release gives back the highest).
+  std::vector<long long> slots() const {
+    std::lock_guard<std::mutex> lock(slots_mu_);
+    return slots_;
+  }
+  long long first_slot() const {
+    std::lock_guard<std::mutex> lock(slots_mu_);
+    return slots_.empty() ? -1 : slots_.front();
+  }
+  long long count() const {
+    std::lock_guard<std::mutex> lock(slots_mu_);
+    return static_cast<long long>(slots_.size());
+  }
+  /// After a partial release: keeps the `keep` lowest slots.
+  void keep_slots(std::size_t keep) {
+    std::lock_guard<std::mutex> lock(slots_mu_);
+    if (slots_.size() > keep) slots_.resize(keep);
+  }
 
   Clock::time_point get_deadline() const noexcept {
     return Clock::time_point(Clock::duration(deadline.load(std::memory_order_acquire)));
@@ -67,10 +86,13 @@ struct PermitState {
 
   const std::string id;
   const long long ticket;
-  const long long slot;
   std::atomic<Clock::rep> deadline;
   std::atomic<bool> lost{false};
   std::atomic<bool> done{false};  // released, or dropped after a failed release
+
+ private:
+  mutable std::mutex slots_mu_;
+  std::vector<long long> slots_;
 };
 
 /// The counters behind FairSemaphore::metrics(). Relaxed atomics: each is a count on its own,
@@ -154,19 +176,25 @@ class SemaphoreCore : public std::enable_shared_from_this<SemaphoreCore> {
 
   void open();
   void connect();
-  std::optional<Permit> try_acquire();
-  std::optional<Permit> acquire(std::optional<Clock::time_point> deadline);
+  std::optional<Permit> try_acquire(long long units);
+  std::optional<Permit> acquire(long long units, std::optional<Clock::time_point> deadline);
   /// What the public calls run: try_acquire (`wait` false), or acquire until `deadline` (none:
-  /// no limit), counted in the metrics.
-  std::optional<Permit> measured_acquire(bool wait, std::optional<Clock::time_point> deadline);
+  /// no limit), of `units` units, counted in the metrics. Throws InvalidArgument for units
+  /// below 1 or above the limit.
+  std::optional<Permit> measured_acquire(long long units, bool wait,
+                                         std::optional<Clock::time_point> deadline);
   ReleaseResult release(PermitState& state);
+  /// Gives back `units` of the permit's units (all of them: release()). Throws InvalidArgument
+  /// for units below 1 or above what the permit holds.
+  ReleaseResult release_units(PermitState& state, long long units);
   bool renew(PermitState& state);
   std::size_t renew_all();
   Status status();
   EvictResult evict(const std::string& permit_id);
   ResizeResult resize(long long new_limit);
-  /// Starts an asynchronous acquire (until `deadline`, if any); see FairSemaphore.
-  std::shared_ptr<AsyncAcquire> acquire_async(std::optional<Clock::time_point> deadline,
+  /// Starts an asynchronous acquire of `units` (until `deadline`, if any); see FairSemaphore.
+  std::shared_ptr<AsyncAcquire> acquire_async(long long units,
+                                              std::optional<Clock::time_point> deadline,
                                               AcquireCallback done);
   /// Ends every asynchronous acquire still pending with `why`.
   void cancel_requests(const std::exception_ptr& why);
@@ -213,22 +241,26 @@ class SemaphoreCore : public std::enable_shared_from_this<SemaphoreCore> {
 
   /// Runs one operation of the semaphore script, again after a lost reply (up to
   /// kScriptAttempts in all). Refusals become LimitMismatchError / ReplyError.
-  Reply run(Connection& conn, std::string_view op, const Args& extra);
+  Reply run(Connection& conn, std::string_view op, const Args& extra, long long units = 1);
   /// `ticket`: the ticket a polling waiter already has (0 on its first call).
   AcquireReply run_acquire(Connection& conn, const std::string& id, std::string_view mode,
-                           long long ticket = 0);
+                           long long units, long long ticket = 0);
+  /// Units below 1 or above the limit: InvalidArgument.
+  void check_units(long long units) const;
   [[noreturn]] void throw_evicted(const std::string& id) const;
+  /// The queued request `id` for `units` was removed: a resize left the limit below them.
+  [[noreturn]] void throw_too_large(const std::string& id, long long units) const;
   /// WAIT for min_replicas replicas to have what this connection wrote; returns how many did.
   long long wait_replicas(Connection& conn);
   /// One wait (up to `wait`) for the wake-up of the queued request `id`, whose last call got
   /// `reply` and was sent at `sent`. True: promoted, and the permit can be taken as that call
   /// left it (its slot filled in). False: poll. Throws EvictedError.
-  bool wait_for_wake_up(WakeSubscription& wake_up, const std::string& id, milliseconds wait,
-                        AcquireReply& reply, Clock::time_point sent);
+  bool wait_for_wake_up(WakeSubscription& wake_up, const std::string& id, long long units,
+                        milliseconds wait, AcquireReply& reply, Clock::time_point sent);
   /// A wake-up popped for the queued request `id`, whose last call got `reply` and was sent at
   /// `sent`: as wait_for_wake_up's result. Throws EvictedError.
-  bool take_wake_up(const Reply& woken, const std::string& id, AcquireReply& reply,
-                    Clock::time_point sent);
+  bool take_wake_up(const Reply& woken, const std::string& id, long long units,
+                    AcquireReply& reply, Clock::time_point sent);
   /// Logs that the waker's BRPOP was refused with `error` (transient refusals are not).
   void wake_up_refused(const std::string& error);
   /// give_up on `conn`, borrowed first if it is not (a failure to connect is logged).

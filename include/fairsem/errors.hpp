@@ -88,6 +88,22 @@ class EvictedError : public Error {
   std::string permit_id_;
 };
 
+/// A queued request can never be granted: while it waited, a resize left the semaphore's limit
+/// below the units it asks for. Its queue entry was removed (the requests behind it moved up).
+class RequestTooLargeError : public Error {
+ public:
+  RequestTooLargeError(const std::string& message, std::string permit_id, long long units)
+      : Error(message), permit_id_(std::move(permit_id)), units_(units) {}
+  ~RequestTooLargeError() override;
+
+  const std::string& permit_id() const noexcept { return permit_id_; }
+  long long units() const noexcept { return units_; }
+
+ private:
+  std::string permit_id_;
+  long long units_;
+};
+
 /// A permit was granted but fewer replicas than SemaphoreOptions::min_replicas acknowledged
 /// it within replica_timeout, so a failover could lose it. The acquire reports failure: the
 /// permit was released again (a caller-chosen permit_id is left to expire with its lease).

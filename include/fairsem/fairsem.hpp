@@ -7,5 +7,6 @@
 #include "fairsem/errors.hpp"
 #include "fairsem/metrics.hpp"
 #include "fairsem/semaphore.hpp"
+#include "fairsem/semaphore_lock.hpp"
 #include "fairsem/server_info.hpp"
 #include "fairsem/version.hpp"

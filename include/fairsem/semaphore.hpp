@@ -1,111 +1,25 @@
 #pragma once
 
-// FairSemaphore: a fair (FIFO), lease-based counting semaphore shared through Redis by every
-// process that opens the same name. Permit: one granted permit, released by its destructor.
+// FairSemaphore: a fair (strict FIFO), lease-based counting semaphore shared through Redis by
+// every process that opens the same name, and SemaphoreAdmin, its operator's view.
 
-#include <atomic>
 #include <chrono>
-#include <cstdint>
 #include <exception>
 #include <functional>
 #include <future>
 #include <memory>
 #include <optional>
 #include <string>
-#include <string_view>
-#include <system_error>
 #include <vector>
 
 #include "fairsem/client.hpp"
 #include "fairsem/connection_options.hpp"
 #include "fairsem/errors.hpp"
 #include "fairsem/metrics.hpp"
+#include "fairsem/permit.hpp"
+#include "fairsem/semaphore_options.hpp"
 
 namespace fairsem {
-
-enum class LogLevel { warning, error };
-
-/// Receives what fairsem cannot report by exception: a release that failed in a destructor, a
-/// renewal that failed on the watchdog thread. May be called from any thread, including the
-/// watchdog's; it must not block for long. Empty (the default): nothing is logged. Messages name
-/// the semaphore and the server endpoint, never a password.
-using Logger = std::function<void(LogLevel level, std::string_view message)>;
-
-/// Called once per permit when a held permit is found lost (its lease ran out or its entry
-/// was removed from Redis): from the watchdog thread, or from the thread that called
-/// Permit::renew — possibly both at once for different permits, so it must be thread-safe.
-/// The permit's holder should stop relying on it (see Permit::lost and the fencing token).
-using LostCallback = std::function<void(const std::string& permit_id, const std::string& reason)>;
-
-struct PermitInfo;
-
-/// Called when renewing a held permit failed while its lease still runs: the renew call threw
-/// (Redis unreachable, an error reply), or with min_replicas too few replicas acknowledged it.
-/// A warning before the loss: unless a renewal succeeds within permit.lease_left, on_lost
-/// follows. `permit` has the permit's id, its fencing token (ticket), its slot, the time its
-/// lease has left on this process's clock (> 0) and its owner_info; `error` says what failed.
-/// Called once per permit per failed renewal, from the watchdog thread, or from the thread that
-/// called Permit::renew or renew_all (which then also throw, except when only replicas were
-/// missing); never for a permit already lost or released. Must be thread-safe, like on_lost; what
-/// it throws is logged.
-using RenewFailureCallback =
-    std::function<void(const PermitInfo& permit, const std::string& error)>;
-
-struct SemaphoreOptions {
-  /// How many permits may be held at once across every client of the semaphore (1 to 10^9).
-  /// The first
-  /// client stores it in Redis; opening the semaphore with another limit throws
-  /// LimitMismatchError.
-  long long limit = 1;
-  /// How long a permit (or a queued waiter) lives in Redis without being renewed; also the
-  /// time after which the permit of a crashed holder passes on. At most 30 days.
-  std::chrono::milliseconds lease = std::chrono::seconds(10);
-  /// Keys are "<key_prefix>:{<name>}:...".
-  std::string key_prefix = "fairsem";
-  /// How often the watchdog renews held permits; zero means lease / 3. Must be below lease.
-  std::chrono::milliseconds renew_interval = std::chrono::milliseconds(0);
-  /// Renew held permits in the background (on the Client's one watchdog thread, shared by all
-  /// its semaphores). Off: a permit lives one lease unless Permit::renew() is called.
-  bool auto_renew = true;
-  /// Empty: a lost permit is reported to the logger.
-  LostCallback on_lost;
-  /// Empty: failed renewals are only logged (and counted in Metrics::renewal_failures).
-  RenewFailureCallback on_renew_failure;
-  /// Stored with each permit so status() shows who holds or waits; empty means "hostname:pid".
-  std::string owner_info;
-  /// A caller-chosen permit id (same rules as names). Acquiring it again — from this or any
-  /// process — returns the same permit (same fencing token) instead of a second one. Empty:
-  /// every acquire gets a fresh random id.
-  std::string permit_id;
-  Logger logger;
-  /// After each grant, WAIT until this many replicas have the write; if fewer acknowledge
-  /// within replica_timeout, the permit is released and the acquire throws ReplicationError.
-  /// Renewals WAIT too, and a renewal not acknowledged in time does not extend deadline().
-  /// So an acknowledged permit, and its lease, survive a failover to an acknowledging replica
-  /// (README "Deployments"). 0 (the default): no WAIT.
-  int min_replicas = 0;
-  /// How long one WAIT may take, > 0 when min_replicas > 0.
-  std::chrono::milliseconds replica_timeout = std::chrono::seconds(1);
-
-  /// Throws InvalidArgument naming the first bad field.
-  void validate() const;
-  /// renew_interval, or lease / 3 when it is zero.
-  std::chrono::milliseconds effective_renew_interval() const noexcept {
-    return renew_interval.count() != 0 ? renew_interval : lease / 3;
-  }
-};
-
-/// Checks a semaphore name or permit id: non-empty, at most 200 bytes, no '{', '}',
-/// whitespace or control bytes. Throws InvalidArgument naming `what`.
-void validate_name(std::string_view value, std::string_view what);
-
-/// What Permit::release found.
-enum class ReleaseResult {
-  released,         // the permit was live and is now free (the next waiter was woken)
-  expired,          // the permit was already gone from Redis: its lease ran out or its keys
-                    // were removed, so someone else may have held it meanwhile
-  already_released  // this Permit had been released (or moved from) before; nothing was sent
-};
 
 /// What an eviction found.
 enum class EvictResult {
@@ -124,80 +38,11 @@ struct ResizeResult {
   long long promoted = 0;  // waiters granted a permit at once (growing)
 };
 
-/// One entry of Status: a holder or a waiter.
-struct PermitInfo {
-  std::string id;
-  long long ticket = 0;                    // the fencing token of a holder
-  std::chrono::milliseconds lease_left{};  // until the server reaps it, unless renewed
-  std::string owner;                       // SemaphoreOptions::owner_info of its acquirer
-  long long slot = -1;                     // a holder's slot (Permit::slot); -1 for a waiter
-};
-
 struct Status {
   long long limit = 0;        // the current limit; 0 from SemaphoreAdmin: none stored (never used)
   long long last_ticket = 0;  // the counter: tickets handed out so far
   std::vector<PermitInfo> holders;  // in ticket order; more than limit right after a shrink
   std::vector<PermitInfo> waiters;  // in queue order
-};
-
-namespace detail {
-class SemaphoreCore;
-struct PermitState;
-class AsyncAcquire;
-}  // namespace detail
-
-/// A granted permit. Move-only; the destructor releases it and never throws (a failed
-/// release is reported to the logger, and the permit then expires with its lease).
-class Permit {
- public:
-  /// An empty permit (holds nothing), as left behind by a move.
-  Permit() noexcept;
-  Permit(Permit&& other) noexcept;
-  /// Releases the permit held before, then takes over `other`'s.
-  Permit& operator=(Permit&& other) noexcept;
-  Permit(const Permit&) = delete;
-  Permit& operator=(const Permit&) = delete;
-  ~Permit();
-
-  /// True unless empty (moved from or released).
-  bool held() const noexcept;
-  explicit operator bool() const noexcept { return held(); }
-
-  const std::string& id() const;
-  /// The permit's ticket: strictly increasing in grant order across all clients. Pass it to
-  /// the resource you protect so it can refuse a holder whose lease ran out (a paused
-  /// process that resumes after its permit passed on carries an older token).
-  long long fencing_token() const;
-  /// The permit's slot: a number from 0 to limit - 1 that no other live permit of the
-  /// semaphore holds (the slot of the holder whose leaving promoted it, or else the lowest free
-  /// one). For one slot, fencing tokens
-  /// strictly increase from holder to holder, so a resource partitioned by slot (partition k,
-  /// connection k, worker k) can keep the newest token per slot and refuse older ones. -1 for
-  /// an empty Permit.
-  long long slot() const;
-  /// When the lease runs out unless renewed, on this process's steady clock (estimated on
-  /// the safe side: from when the renewing request was sent).
-  std::chrono::steady_clock::time_point deadline() const;
-  /// True once the permit was found gone from Redis (by the watchdog, renew or release), or
-  /// once its deadline() passed without a renewal (e.g. while Redis could not be reached).
-  bool lost() const noexcept;
-
-  /// Renews the lease now. Returns false (and marks the permit lost, calling on_lost) if it
-  /// is gone. Throws ConnectionError/TimeoutError if Redis cannot be reached.
-  bool renew();
-  /// Frees the permit and wakes the waiter it promotes. Releasing twice is harmless. Throws
-  /// ConnectionError/TimeoutError when Redis cannot be reached (retried once first); the
-  /// permit is then dropped locally and expires with its lease.
-  ReleaseResult release();
-
- private:
-  friend class detail::SemaphoreCore;
-  Permit(std::shared_ptr<detail::SemaphoreCore> core,
-         std::shared_ptr<detail::PermitState> state) noexcept;
-  void release_quietly() noexcept;
-
-  std::shared_ptr<detail::SemaphoreCore> core_;
-  std::shared_ptr<detail::PermitState> state_;
 };
 
 /// How an asynchronous acquire ended: `error` null and `permit` set when granted; both empty
@@ -229,6 +74,13 @@ class AcquireRequest {
 /// acquire and release through one FairSemaphore, and permits may outlive it (they keep
 /// what they need alive). A moved-from FairSemaphore may only be destroyed or assigned to.
 ///
+/// Units: every acquire takes `units` of the limit at once (1 unless given), all granted
+/// together, in strict FIFO order by ticket for every size: a request is granted when its units
+/// are free and every request queued before it was granted. A small request never overtakes
+/// a large one queued earlier, even where it would fit: the large one cannot starve, at the
+/// price of head-of-line blocking (the units left free while the head waits for more stay
+/// unused). Units below 1 or above the limit throw InvalidArgument.
+///
 /// Timed calls: the deadline bounds the waiting in the queue. Talking to Redis is bounded by
 /// the connection's timeouts and retries, so when Redis is unreachable try_acquire_for can
 /// take longer than its timeout before it throws ConnectionError.
@@ -252,40 +104,62 @@ class FairSemaphore {
   /// removed (on a worker thread; the destructor does not wait for it). Permits live on.
   ~FairSemaphore();
 
-  /// Takes a permit if one is free and nobody waits; never waits and never queues.
-  [[nodiscard]] std::optional<Permit> try_acquire();
+  /// Takes a permit of `units` if they are free and nobody waits; never waits and never queues.
+  [[nodiscard]] std::optional<Permit> try_acquire(long long units = 1);
   /// Queues and waits until granted, in ticket (FIFO) order. Throws EvictedError if the
-  /// request is evicted while it waits.
-  [[nodiscard]] Permit acquire();
+  /// request is evicted while it waits, RequestTooLargeError if a resize left the limit below
+  /// `units`.
+  [[nodiscard]] Permit acquire(long long units = 1);
   /// Like acquire(), giving up after `timeout`: the queue entry is removed (and if it was
   /// promoted in the last instant, the permit passes on to the next waiter).
   template <class Rep, class Period>
   [[nodiscard]] std::optional<Permit> try_acquire_for(
       const std::chrono::duration<Rep, Period>& timeout) {
-    return acquire_until_steady(std::chrono::steady_clock::now() + to_steady(timeout));
+    return try_acquire_for(1, timeout);
+  }
+  template <class Rep, class Period>
+  [[nodiscard]] std::optional<Permit> try_acquire_for(
+      long long units, const std::chrono::duration<Rep, Period>& timeout) {
+    return acquire_until_steady(units, std::chrono::steady_clock::now() + to_steady(timeout));
   }
   /// Like try_acquire_for, until a time point of any clock (steady_clock, system_clock...).
   template <class Clock, class Duration>
   [[nodiscard]] std::optional<Permit> try_acquire_until(
       const std::chrono::time_point<Clock, Duration>& deadline) {
+    return try_acquire_until(1, deadline);
+  }
+  template <class Clock, class Duration>
+  [[nodiscard]] std::optional<Permit> try_acquire_until(
+      long long units, const std::chrono::time_point<Clock, Duration>& deadline) {
     const auto left = deadline - Clock::now();
-    return acquire_until_steady(std::chrono::steady_clock::now() + to_steady(left));
+    return acquire_until_steady(units, std::chrono::steady_clock::now() + to_steady(left));
   }
 
   /// acquire() without a waiting thread: queues (on one of the Client's worker threads) and
   /// completes the future with the permit, or with the exception acquire() would throw.
-  [[nodiscard]] std::future<Permit> acquire_async();
+  [[nodiscard]] std::future<Permit> acquire_async(long long units = 1);
   /// try_acquire_for() without a waiting thread: an empty optional when `timeout` passes.
   template <class Rep, class Period>
   [[nodiscard]] std::future<std::optional<Permit>> try_acquire_for_async(
       const std::chrono::duration<Rep, Period>& timeout) {
-    return acquire_future_until(std::chrono::steady_clock::now() + to_steady(timeout));
+    return try_acquire_for_async(1, timeout);
+  }
+  template <class Rep, class Period>
+  [[nodiscard]] std::future<std::optional<Permit>> try_acquire_for_async(
+      long long units, const std::chrono::duration<Rep, Period>& timeout) {
+    return acquire_future_until(units, std::chrono::steady_clock::now() + to_steady(timeout));
   }
   /// What the two above are made of: `done` is called once with the outcome (see
   /// AcquireCallback); the returned AcquireRequest can cancel it. No deadline: like acquire().
-  AcquireRequest acquire_async(AcquireCallback done);
+  AcquireRequest acquire_async(AcquireCallback done) { return acquire_async(1, std::move(done)); }
+  AcquireRequest acquire_async(long long units, AcquireCallback done);
   /// As above, giving up at `deadline` (done gets neither error nor permit then).
   AcquireRequest acquire_async_until(std::chrono::steady_clock::time_point deadline,
+                                     AcquireCallback done) {
+    return acquire_async_until(1, deadline, std::move(done));
+  }
+  AcquireRequest acquire_async_until(long long units,
+                                     std::chrono::steady_clock::time_point deadline,
                                      AcquireCallback done);
 
   /// Renews every permit this semaphore handle holds now, as one watchdog round does: one
@@ -329,9 +203,10 @@ class FairSemaphore {
     }
     return duration_cast<Steady>(d);
   }
-  std::optional<Permit> acquire_until_steady(std::chrono::steady_clock::time_point deadline);
+  std::optional<Permit> acquire_until_steady(long long units,
+                                             std::chrono::steady_clock::time_point deadline);
   std::future<std::optional<Permit>> acquire_future_until(
-      std::chrono::steady_clock::time_point deadline);
+      long long units, std::chrono::steady_clock::time_point deadline);
 
   std::shared_ptr<detail::SemaphoreCore> core_;
 };
@@ -364,61 +239,6 @@ class SemaphoreAdmin {
 
  private:
   std::shared_ptr<detail::SemaphoreCore> core_;
-};
-
-/// Adapts a FairSemaphore to TimedLockable, for std::unique_lock and std::scoped_lock. One
-/// SemaphoreLock holds at most one permit: use one per thread (it is not itself thread-safe).
-class SemaphoreLock {
- public:
-  explicit SemaphoreLock(FairSemaphore& semaphore) noexcept : semaphore_(&semaphore) {}
-
-  /// Throws std::system_error(resource_deadlock_would_occur) if this lock already holds.
-  void lock() {
-    check_not_held();
-    permit_ = semaphore_->acquire();
-  }
-  bool try_lock() {
-    check_not_held();
-    return store(semaphore_->try_acquire());
-  }
-  template <class Rep, class Period>
-  bool try_lock_for(const std::chrono::duration<Rep, Period>& timeout) {
-    check_not_held();
-    return store(semaphore_->try_acquire_for(timeout));
-  }
-  template <class Clock, class Duration>
-  bool try_lock_until(const std::chrono::time_point<Clock, Duration>& deadline) {
-    check_not_held();
-    return store(semaphore_->try_acquire_until(deadline));
-  }
-  /// Releases the permit (never throws for Redis trouble; see ~Permit). Throws
-  /// std::system_error(operation_not_permitted) if nothing is held.
-  void unlock() {
-    if (!permit_.held()) {
-      throw std::system_error(std::make_error_code(std::errc::operation_not_permitted),
-                              "fairsem: SemaphoreLock::unlock without a permit");
-    }
-    permit_ = Permit();
-  }
-
-  /// The permit held between lock and unlock (empty otherwise), e.g. for its fencing token.
-  const Permit& permit() const noexcept { return permit_; }
-
- private:
-  void check_not_held() const {
-    if (permit_.held()) {
-      throw std::system_error(std::make_error_code(std::errc::resource_deadlock_would_occur),
-                              "fairsem: SemaphoreLock already holds a permit");
-    }
-  }
-  bool store(std::optional<Permit> permit) {
-    if (!permit) return false;
-    permit_ = std::move(*permit);
-    return true;
-  }
-
-  FairSemaphore* semaphore_;
-  Permit permit_;
 };
 
 }  // namespace fairsem

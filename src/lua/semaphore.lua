@@ -6,20 +6,27 @@
 --   3 P:{NAME}:counter  STRING ticket counter (INCR only; a ticket is the fencing token)
 --   4 P:{NAME}:meta     HASH  limit = the current limit; slots = how many slot numbers have
 --                             been handed out so far (the slots at or above it are free)
---   5 P:{NAME}:info     HASH  permit id -> owner info (who holds or waits)
+--   5 P:{NAME}:info     HASH  permit id -> owner info (who holds or waits); and for a waiter
+--                             that asks for more than one unit, {units}ID -> how many
 --   6 P:{NAME}:wake:    prefix of the per-waiter wake lists (LIST P:{NAME}:wake:ID)
 --   7 P:{NAME}:released: prefix of release receipts (STRING P:{NAME}:released:ID, one lease)
---   8 P:{NAME}:slots    HASH  holder id -> its slot: the holders are exactly its fields
+--   8 P:{NAME}:slots    HASH  holder id -> its slots, ascending, comma-separated (one per unit
+--                             it holds): the holders are exactly its fields
 --   9 P:{NAME}:free     ZSET  the free slots below meta's `slots` (member = score = slot)
+--
+-- Units. Every slot below meta's `slots` is either a holder's or in free, so the units held
+-- are `slots` minus the size of free, read without walking the holders.
 --
 -- ARGV: 1 operation, 2 limit, 3 lease in ms, then per operation:
 --   open                          check key types and the limit; store the limit if unset
---   acquire  ID MODE OWNER_INFO [TICKET]
+--   acquire  ID MODE OWNER_INFO [TICKET [UNITS]]
 --                                 MODE "try" (never queues) or "queue"; TICKET: the ticket a
---                                 waiter polling again already has (0 or absent: none yet)
---   release  ID TICKET RECEIPT_MS [leaving]
+--                                 waiter polling again already has (0 or absent: none yet);
+--                                 UNITS: how many units (slots) it asks for, 1 when absent
+--   release  ID TICKET RECEIPT_MS [leaving | keep K]
 --                                 TICKET 0: whatever entry ID has; "leaving": a waiter giving up
---                                 (either clears its wake list)
+--                                 (either clears its wake list); "keep K": a holder gives back
+--                                 all but its K lowest slots and keeps its permit
 --   renew    ID TICKET ...        one call renews every permit of a process
 --   status
 --   evict    ID                   remove ID (holder or waiter) on an operator's request
@@ -27,19 +34,25 @@
 -- Limit 0 ("whatever is stored") is accepted by status, evict and resize only, for tools that
 -- do not know the limit; with no limit stored, status and evict neither reap nor promote.
 --
--- Holders and slots. A member of owner holds a permit iff it has a field in slots; its value,
--- the permit's slot, is a number 0 .. limit-1 that no other holder has. The holders are always
--- the first members in ticket order (a waiter is only ever promoted from the head of the
--- queue), and after every run either every permit is taken or nobody waits. A holder that
--- leaves (release, reap, evict) hands its slot to the waiter its leaving promotes, or puts it
--- back; an acquire granted at once takes the lowest free slot. Since a waiter is promoted only
--- behind every holder, for one slot tickets strictly increase from holder to holder: the pair
--- (slot, ticket) fences.
+-- Holders and slots. A member of owner holds a permit iff it has a field in slots; its value
+-- lists the permit's slots, one per unit, numbers 0 .. limit-1 that no other holder has. The
+-- holders are always the first members in ticket order (a waiter is only ever promoted from
+-- the head of the queue), and after every run either nobody waits or the first waiter asks for
+-- more units than are free: strict FIFO for every weight, so a small request never overtakes
+-- a large one queued before it (which could otherwise starve). A holder that leaves (release,
+-- reap, evict) hands its slots to the waiters its leaving promotes, or puts them back; an
+-- acquire granted at once takes the lowest free slots. Since a waiter is promoted only behind
+-- every holder, for one slot tickets strictly increase from holder to holder: the pair (slot,
+-- ticket) fences.
 --
 -- Limits. Open refuses a limit other than the stored one; every other operation follows the
 -- stored limit, so clients keep working through a resize. Growing promotes waiters at once;
 -- shrinking takes nothing away: holders beyond the new limit keep their permits (and slots)
--- until they leave, and nobody is promoted until fewer than the new limit hold.
+-- until they leave, and nobody is promoted until fewer than the new limit units are held. A
+-- waiter asking for more units than the limit can never be granted: when it reaches the head
+-- of the queue, or polls, it is removed with the marker TOO-LARGE in its wake list (its
+-- acquire fails), and the waiters behind it move up. A new request for more units than the
+-- stored limit is refused ({-4, limit}) with nothing written.
 --
 -- A permit is ID *and* TICKET: release and renew act only on the entry with that ticket, so a
 -- holder whose entry expired can never touch a later permit that reuses its id.
@@ -71,17 +84,21 @@
 --   {-1, stored_limit}                    the semaphore was opened with another limit
 --   {-2, key, actual_type, wanted_type}   a key under the prefix belongs to something else
 --   {-3, key}                             the counter is not an integer
+--   {-4, limit}                           acquire: more units asked than the limit (ever)
 -- Otherwise:
 --   open     {1}
---   acquire  {state, ticket, deadline, position, now, slot}
---                                         state 1 granted, 2 queued, 0 full, 3 the polling
---                                         waiter was evicted; slot -1 unless granted
---   release  {state}                      1 a holder released, 2 a waiter left, 0 not present,
---                                         3 this permit was released by an earlier run
+--   acquire  {state, ticket, deadline, position, now, slot...}
+--                                         state 1 granted (one slot per unit, ascending), 2
+--                                         queued, 0 full, 3 the polling waiter was evicted, 4 it
+--                                         was removed as too large for the limit; a single
+--                                         slot -1 unless granted
+--   release  {state}                      1 a holder released (or, with keep, now holds at
+--                                         most K units), 2 a waiter left, 0 not present, 3
+--                                         this permit was released by an earlier run
 --   renew    {now, deadline, r...}        per id: 1 holder, 0 lost, -1 evicted,
 --                                         k >= 2 waiting at k - 1
---   status   {now, limit, counter, id, ticket, deadline, info, slot, ...}  in ticket order;
---                                         slot -1 for a waiter
+--   status   {now, limit, counter, id, ticket, deadline, info, units, slots, ...}
+--                                         in ticket order; slots as stored, "" for a waiter
 --   evict    {state}                      1 a holder removed, 2 a waiter removed, 0 not present,
 --                                         3 evicted already (its marker is still there)
 --   resize   {old_limit, new_limit, promoted}
@@ -93,6 +110,7 @@
 local OWNER, TIME, COUNTER, META, INFO, WAKE = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local RELEASED, SLOTS, FREE = KEYS[7], KEYS[8], KEYS[9]
 local WANTED = {'zset', 'zset', 'string', 'hash', 'hash', nil, nil, 'hash', 'zset'}
+local UNITS = '{units}'  -- info's field {units}ID: the units waiter ID asks for, when above 1
 local op, limit, lease = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local call, pcall_redis = redis.call, redis.pcall
 
@@ -112,6 +130,25 @@ end
 -- Numbers go to Redis as integer strings: Lua would format large ones with an exponent.
 local function int(n) return string.format('%d', n) end
 
+-- A holder's slots as stored ("3" or "0,2,5"): a list of strings, or nil if any is not a
+-- whole number from 0 (only something edited behind the semaphore's back).
+local function split(stored)
+  local slots = {}
+  for slot in string.gmatch(stored, '[^,]+') do
+    local n = tonumber(slot)
+    if not n or n < 0 or n ~= math.floor(n) then return nil end
+    slots[#slots + 1] = slot
+  end
+  if #slots == 0 then return nil end
+  return slots
+end
+
+local function by_number(a, b) return tonumber(a) < tonumber(b) end
+local function join(slots)
+  table.sort(slots, by_number)
+  return table.concat(slots, ',')
+end
+
 local function wake(id, message)
   -- A foreign key in the way only costs that waiter its wake-up: it polls.
   if type(pcall_redis('LPUSH', WAKE .. id, message)) == 'number' then
@@ -123,15 +160,22 @@ end
 -- How many slots free holds, when known (nil: not read yet). It saves a ZPOPMIN on an empty
 -- set and a DEL of a missing one, the common case of a semaphore that is not full.
 local free_count
+-- meta's `slots`: how many slot numbers have been handed out (each one below it is a holder's
+-- or free). Set from meta below.
+local top = 0
 
--- Puts the slots of leaving holders back; those at or above the limit (after a shrink) retire.
+-- The units held: every slot below top that is not free.
+local function used()
+  if not free_count then free_count = call('ZCARD', FREE) end
+  return top - free_count
+end
+
+-- Puts slots back into free.
 local function give_back(slots)
   local pairs_to_add = {}
   for _, slot in ipairs(slots) do
-    if tonumber(slot) < limit then
-      pairs_to_add[#pairs_to_add + 1] = slot
-      pairs_to_add[#pairs_to_add + 1] = slot
-    end
+    pairs_to_add[#pairs_to_add + 1] = slot
+    pairs_to_add[#pairs_to_add + 1] = slot
   end
   for i = 1, #pairs_to_add, 1000 do  -- unpack() has a stack limit
     call('ZADD', FREE, unpack(pairs_to_add, i, math.min(i + 999, #pairs_to_add)))
@@ -142,45 +186,52 @@ end
 -- Sets the slot bookkeeping up again from owner and slots: on first use, after a resize, when
 -- meta was lost, and when something was edited behind the semaphore's back. Drops the slots of
 -- ids no longer in owner, keeps the holders the first members in ticket order (a holder after
--- a gap, or with a slot that is not a number or is taken twice, becomes a waiter again), and
--- refills free with every slot below the new high-water mark that no holder has: O(holders +
--- the most holders there have been at once). Returns the number of holders.
+-- a gap, or with a slot that is not a number or is taken twice, becomes a waiter again, asking
+-- for as many units as it had), and refills free with every slot below the high-water mark
+-- that no holder has: O(holders + the most units ever held at once). Returns the number of
+-- holders.
 local function repair()
   local entries = call('HGETALL', SLOTS)
-  local slot_of, kept = {}, 0
+  local slots_of, kept = {}, 0
   for i = 1, #entries, 2 do
-    local id, slot = entries[i], tonumber(entries[i + 1])
-    if slot and slot >= 0 and slot == math.floor(slot) and call('ZSCORE', OWNER, id) then
-      slot_of[id] = slot
+    local id, slots = entries[i], split(entries[i + 1])
+    if slots and call('ZSCORE', OWNER, id) then
+      slots_of[id] = slots
       kept = kept + 1
     else
       call('HDEL', SLOTS, id)
       call('DEL', WAKE .. id)
     end
   end
-  local used, held = {}, 0
+  local used_slots, held = {}, 0
   if kept > 0 then
     for _, id in ipairs(call('ZRANGE', OWNER, '0', int(kept - 1))) do
-      local slot = slot_of[id]
-      if not slot or used[slot] then break end
-      used[slot] = true
-      slot_of[id] = nil
+      local slots = slots_of[id]
+      if not slots then break end
+      local clash = false
+      for _, slot in ipairs(slots) do
+        if used_slots[tonumber(slot)] then clash = true end
+      end
+      if clash then break end
+      for _, slot in ipairs(slots) do used_slots[tonumber(slot)] = true end
+      slots_of[id] = nil
       held = held + 1
     end
-    -- Demoted: a wake-up pushed with the slot it had must not be taken as a grant.
-    for id in pairs(slot_of) do
+    -- Demoted: a wake-up pushed with the slots it had must not be taken as a grant.
+    for id, slots in pairs(slots_of) do
       call('HDEL', SLOTS, id)
       call('DEL', WAKE .. id)
+      if #slots > 1 then call('HSET', INFO, UNITS .. id, int(#slots)) end
     end
   end
-  local top = tonumber(call('HGET', META, 'slots') or '0') or 0
-  for slot in pairs(used) do top = math.max(top, slot + 1) end
-  top = math.min(top, limit)
+  local new_top = tonumber(call('HGET', META, 'slots') or '0') or 0
+  for slot in pairs(used_slots) do new_top = math.max(new_top, slot + 1) end
   call('DEL', FREE)
   free_count = 0
+  top = new_top
   local free = {}
   for slot = 0, top - 1 do
-    if not used[slot] then free[#free + 1] = int(slot) end
+    if not used_slots[slot] then free[#free + 1] = int(slot) end
   end
   give_back(free)
   call('HSET', META, 'slots', int(top))
@@ -196,12 +247,14 @@ local function forget_everyone()
   end
   call('DEL', OWNER, TIME, INFO, FREE)
   call('HSET', META, 'slots', '0')
-  free_count = 0
+  free_count, top = 0, 0
   return nil
 end
 
 -- The lowest free slot: from free, else the next one never handed out (so a limit of 10^9
--- needs no set of 10^9 slots). Nil only when the bookkeeping is broken beyond repair.
+-- needs no set of 10^9 slots). Only called while fewer than limit units are held, so the
+-- slot is below the limit (free holds slots above it only after a shrink, and then every one
+-- below it is held or free). Nil only when the bookkeeping is broken beyond repair.
 local function take_slot()
   for _ = 1, 2 do
     if free_count ~= 0 then
@@ -213,28 +266,80 @@ local function take_slot()
       free_count = 0
     end
     local handed_out = call('HINCRBY', META, 'slots', 1)
-    if handed_out <= limit then return int(handed_out - 1) end
+    if handed_out <= limit then
+      top = handed_out
+      return int(handed_out - 1)
+    end
     call('HINCRBY', META, 'slots', -1)
-    repair()  -- every slot below the limit seems taken, yet fewer than limit hold
+    repair()  -- every slot below the limit seems taken, yet fewer than limit units are held
   end
   return nil
+end
+
+-- `n` slots for a grant: from `freed` (slots holders just left) while they last, else free.
+local function take_slots(n, freed)
+  local slots = {}
+  for _ = 1, n do
+    local slot = (freed and table.remove(freed)) or take_slot()
+    if not slot then return error('fairsem semaphore script: no free slot for a grant') end
+    slots[#slots + 1] = slot
+  end
+  return join(slots)
+end
+
+-- Removes the entry of `id` (holder or waiter; a holder's slots are the caller's to pass on)
+-- and empties its wake list; `marker`, if given, is then the list's only element (kept
+-- `keep_ms`) for the waiter or holder to find.
+local function remove_entry(id, marker, keep_ms)
+  local list = WAKE .. id
+  call('ZREM', OWNER, id)
+  call('ZREM', TIME, id)
+  call('HDEL', INFO, id, UNITS .. id)
+  call('DEL', list)
+  if marker then
+    call('LPUSH', list, marker)
+    call('PEXPIRE', list, int(keep_ms))
+  end
 end
 
 -- Waiters promoted by this run (resize reports them).
 local promoted_count = 0
 
--- Grants free permits to the waiters at the head of the queue: the members at ranks
--- held .. limit-1, each given a slot (one of `freed`, the slots holders just left, while they
--- last, else a free one) and woken with it. Returns the number of holders after.
+-- Grants units to the waiters at the head of the queue, in ticket order, while the first one
+-- left fits: nobody overtakes a waiter that does not (one asking for more than the limit is
+-- removed, TOO-LARGE, and the next one moves up). `freed`: slots below the limit that
+-- leaving holders just gave up, not yet in free; the promoted take those first, so a slot
+-- passes straight from holder to holder. Returns the number of holders after.
 local function promote(held, freed)
-  if held >= limit then return held end
-  for _, id in ipairs(call('ZRANGE', OWNER, int(held), int(limit - 1))) do
-    local slot = freed and table.remove(freed) or take_slot()
-    if not slot then return error('fairsem semaphore script: no free slot for a promotion') end
-    call('HSET', SLOTS, id, slot)
-    wake(id, slot)
-    held = held + 1
-    promoted_count = promoted_count + 1
+  local room = limit - (used() - (freed and #freed or 0))
+  while room > 0 do
+    -- Each promoted waiter takes at least one unit: at most `room` of them.
+    local ids = call('ZRANGE', OWNER, int(held), int(held + room - 1))
+    if #ids == 0 then return held end
+    local fields = {}
+    for i, id in ipairs(ids) do fields[i] = UNITS .. id end
+    local asked = call('HMGET', INFO, unpack(fields))
+    local removed = false
+    for i, id in ipairs(ids) do
+      local units = tonumber(asked[i] or '1') or 1
+      if units > limit then
+        remove_entry(id, 'too-large', lease)
+        removed = true
+      elseif units > room then
+        return held
+      else
+        local slots = take_slots(units, freed)
+        call('HSET', SLOTS, id, slots)
+        if asked[i] then call('HDEL', INFO, fields[i]) end
+        wake(id, slots)
+        room = room - units
+        held = held + 1
+        promoted_count = promoted_count + 1
+      end
+    end
+    -- Everyone looked at was promoted (room is used up, or the queue ended) unless some were
+    -- removed: then look further.
+    if not removed then return held end
   end
   return held
 end
@@ -244,23 +349,23 @@ end
 local function settle(held)
   if held == 0 then
     if free_count ~= 0 then call('DEL', FREE) end
-    free_count = 0
+    free_count, top = 0, 0
     call('HSET', META, 'slots', '0')
   end
   return held
 end
 
 -- After holders left with `slots` (their former slots): the waiters that lets in take those
--- slots first, so a slot passes straight from holder to holder; the rest go back to free
--- (those at or above the limit, after a shrink, retire). Returns the number of holders after.
+-- below the limit first; the rest go back to free. Returns the number of holders after.
 local function pass_on(held, slots)
-  local freed = {}
+  local below, above = {}, {}
   for _, slot in ipairs(slots) do
-    if tonumber(slot) < limit then freed[#freed + 1] = slot end
+    if tonumber(slot) < limit then below[#below + 1] = slot else above[#above + 1] = slot end
   end
-  held = promote(held, freed)
+  if #above > 0 then give_back(above) end
+  held = promote(held, below)
   if held == 0 then return settle(held) end
-  give_back(freed)
+  give_back(below)
   return held
 end
 
@@ -289,13 +394,18 @@ local function reap(now, check, held)
   local expired = call('ZRANGEBYSCORE', TIME, '-inf', cutoff)
   if not rebuild and #expired <= 64 then
     -- A few: one by one, O(log N) each. The first write: info's type is checked by it.
-    bad = select(2, guarded(5, 'HDEL', unpack(expired)))
+    local fields = {}
+    for _, id in ipairs(expired) do
+      fields[#fields + 1] = id
+      fields[#fields + 1] = UNITS .. id
+    end
+    bad = select(2, guarded(5, 'HDEL', unpack(fields)))
     if bad then return nil, bad end
     local freed, gone = {}, {}
     for _, id in ipairs(expired) do
-      local slot = call('HGET', SLOTS, id)
-      if slot then
-        freed[#freed + 1] = slot
+      local stored = call('HGET', SLOTS, id)
+      if stored then
+        for _, slot in ipairs(split(stored) or {}) do freed[#freed + 1] = slot end
         gone[#gone + 1] = id
       end
     end
@@ -312,13 +422,22 @@ local function reap(now, check, held)
   call('ZREMRANGEBYSCORE', TIME, '-inf', cutoff)
   call('ZINTERSTORE', OWNER, 2, OWNER, TIME, 'WEIGHTS', 1, 0)
   call('ZINTERSTORE', TIME, 2, TIME, OWNER, 'WEIGHTS', 1, 0)
-  for i = 1, #expired, 1000 do  -- unpack() has a stack limit
-    call('HDEL', INFO, unpack(expired, i, math.min(i + 999, #expired)))
+  for i = 1, #expired, 500 do  -- unpack() has a stack limit
+    local fields = {}
+    for j = i, math.min(i + 499, #expired) do
+      fields[#fields + 1] = expired[j]
+      fields[#fields + 1] = UNITS .. expired[j]
+    end
+    call('HDEL', INFO, unpack(fields))
   end
   count = call('ZCARD', OWNER)
   if call('HLEN', INFO) > count then
-    for _, id in ipairs(call('HKEYS', INFO)) do
-      if not call('ZSCORE', OWNER, id) then call('HDEL', INFO, id) end
+    -- Fields of ids no longer queued (a waiter's {units} field counts too, hence the check
+    -- of each field whenever a waiter asks for more than one unit: rare in this pass).
+    for _, field in ipairs(call('HKEYS', INFO)) do
+      local id = field
+      if string.sub(field, 1, #UNITS) == UNITS then id = string.sub(field, #UNITS + 1) end
+      if not call('ZSCORE', OWNER, id) then call('HDEL', INFO, field) end
     end
   end
   return count, settle(promote(repair()))
@@ -355,6 +474,7 @@ elseif tonumber(stored) ~= limit then
   if op == 'open' then return {-1, stored} end
   limit = tonumber(stored)
 end
+top = tonumber(meta[2] or '0') or 0
 local held
 if op ~= 'open' and op ~= 'status' and op ~= 'evict' and op ~= 'resize' then
   local bad
@@ -376,7 +496,7 @@ else
   -- with slots handed out means the slots hash was deleted behind the semaphore's back. Who has
   -- which slot is then unknown: every entry is dropped (holders learn at their next renewal
   -- that their permits are lost; waiters queue again) rather than a slot handed out twice.
-  if limit > 0 and held == 0 and tonumber(meta[2]) ~= 0 then
+  if limit > 0 and held == 0 and top ~= 0 then
     local bad = forget_everyone()
     if bad then return bad end
   end
@@ -386,7 +506,7 @@ end
 if op == 'open' then return {1} end
 
 if op == 'release' then
-  local id, ticket, receipt_ms = ARGV[4], tonumber(ARGV[5]), ARGV[6]
+  local id, ticket, receipt_ms, how = ARGV[4], tonumber(ARGV[5]), ARGV[6], ARGV[7]
   local score, bad = guarded(1, 'ZSCORE', id)
   if bad then return bad end
   if not score or (ticket ~= 0 and tonumber(score) ~= ticket) then
@@ -395,22 +515,38 @@ if op == 'release' then
     if ticket ~= 0 and tonumber(pcall_redis('GET', RELEASED .. id)) == ticket then return {3} end
     return {0}
   end
-  bad = select(2, guarded(5, 'HDEL', id))  -- the first write: info's type is checked by it
+  if how == 'keep' then
+    -- A holder giving back all but its K lowest slots: done already when it holds no more
+    -- (this call run again after a lost reply).
+    local stored_slots = call('HGET', SLOTS, id)
+    if not stored_slots then return {0} end
+    local slots = split(stored_slots) or {}
+    local keep = tonumber(ARGV[8])
+    if #slots <= keep then return {1} end
+    table.sort(slots, by_number)
+    local given = {}
+    while #slots > keep do given[#given + 1] = table.remove(slots) end
+    call('HSET', SLOTS, id, table.concat(slots, ','))
+    pass_on(held, given)
+    return {1}
+  end
+  -- The first write: info's type is checked by it.
+  bad = select(2, guarded(5, 'HDEL', id, UNITS .. id))
   if bad then return bad end
   -- Should time be foreign, the entry's owner info is all this run has changed.
   bad = select(2, guarded(2, 'ZREM', id))
   if bad then return bad end
   call('ZREM', OWNER, id)
-  local slot = call('HGET', SLOTS, id)
+  local stored_slots = call('HGET', SLOTS, id)
   -- A waiter leaving (TICKET 0 or "leaving", also one giving up just after its promotion)
   -- may have a wake-up in its list; a holder's list is empty (it popped its wake-up, or its
   -- own call cleared the list).
-  if not slot or ticket == 0 or ARGV[7] == 'leaving' then call('DEL', WAKE .. id) end
-  if not slot then return {2} end
+  if not stored_slots or ticket == 0 or how == 'leaving' then call('DEL', WAKE .. id) end
+  if not stored_slots then return {2} end
   call('HDEL', SLOTS, id)
   -- A receipt, so that a retry after a lost reply can tell "released" from "expired".
   call('SET', RELEASED .. id, score, 'PX', receipt_ms)
-  pass_on(held - 1, {slot})
+  pass_on(held - 1, split(stored_slots) or {})
   return {1}
 end
 
@@ -418,9 +554,21 @@ local t = call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local deadline = now + lease
 
+-- An acquire's reply: {state, ticket, deadline, position, now, slot...}.
+local function acquired(state, ticket, position, stored_slots)
+  local reply = {state, ticket, deadline, position, now}
+  if stored_slots then
+    for _, slot in ipairs(split(stored_slots) or {}) do reply[#reply + 1] = tonumber(slot) end
+  else
+    reply[6] = -1
+  end
+  return reply
+end
+
 if op == 'acquire' then
   local id, mode, owner_info = ARGV[4], ARGV[5], ARGV[6]
   local polling = tonumber(ARGV[7] or '0') ~= 0
+  local units = tonumber(ARGV[8] or '1')
   local ticket, bad = guarded(1, 'ZSCORE', id)
   if bad then return bad end
   local count
@@ -431,36 +579,52 @@ if op == 'acquire' then
     if not count then return bad end
     held = bad
     if call('ZSCORE', OWNER, id) then
-      call('ZADD', TIME, int(deadline), id)
-      local slot = call('HGET', SLOTS, id)
-      if slot then
+      local stored_slots = call('HGET', SLOTS, id)
+      if stored_slots then
+        call('ZADD', TIME, int(deadline), id)
         call('DEL', WAKE .. id)
-        return {1, tonumber(ticket), deadline, 0, now, tonumber(slot)}
+        return acquired(1, tonumber(ticket), 0, stored_slots)
       end
-      return {2, tonumber(ticket), deadline, call('ZRANK', OWNER, id) - held + 1, now, -1}
+      if units > limit then
+        -- A resize left it asking for more than can ever be free: it leaves, and is told.
+        remove_entry(id)
+        return {4, 0, 0, 0, now, -1}
+      end
+      call('ZADD', TIME, int(deadline), id)
+      return acquired(2, tonumber(ticket), call('ZRANK', OWNER, id) - held + 1)
     end
     -- Its own deadline had passed: it was reaped just now, and queues again below.
-  elseif polling and pcall_redis('LINDEX', WAKE .. id, '0') == 'evicted' then
-    -- A waiter polling with its ticket whose entry is gone: evicted, not expired.
-    call('DEL', WAKE .. id)
-    return {3, 0, 0, 0, now, -1}
-  else
+  elseif polling then
+    -- A waiter polling with its ticket whose entry is gone: evicted, or removed as too large
+    -- for the limit, and not expired, when its list holds the marker.
+    local marker = pcall_redis('LINDEX', WAKE .. id, '0')
+    if marker == 'evicted' or marker == 'too-large' then
+      call('DEL', WAKE .. id)
+      return {marker == 'evicted' and 3 or 4, 0, 0, 0, now, -1}
+    end
+  end
+  if units > limit then return {-4, limit} end
+  if not ticket then
     count = call('ZCARD', OWNER)
     -- Someone would wait: first make sure no expired member (or lost key) is in the way.
-    if held >= limit or count > held then
+    if used() + units > limit or count > held then
       count, bad = reap(now, true, held)
       if not count then return bad end
       held = bad
     end
   end
-  -- After reaping, a permit is free exactly when fewer than limit hold (nobody then waits).
-  -- try never queues: when every permit is taken, it fails without writing.
-  local granted = held < limit
+  -- After reaping, the units are free for this request exactly when nobody waits and enough
+  -- are left. try never queues: otherwise it fails without writing.
+  local granted = count == held and used() + units <= limit
   if mode == 'try' and not granted then return {0, 0, 0, 0, now, -1} end
   -- Writes, each first one to its key guarded, the earlier ones undone on a refusal.
   bad = select(2, guarded(2, 'ZADD', int(deadline), id))
   if bad then return bad end
-  bad = select(2, guarded(5, 'HSET', id, owner_info))
+  if granted or units == 1 then
+    bad = select(2, guarded(5, 'HSET', id, owner_info))
+  else
+    bad = select(2, guarded(5, 'HSET', id, owner_info, UNITS .. id, int(units)))
+  end
   if bad then
     call('ZREM', TIME, id)
     return bad
@@ -468,7 +632,7 @@ if op == 'acquire' then
   local counted = pcall_redis('INCR', COUNTER)
   if type(counted) == 'table' then
     call('ZREM', TIME, id)
-    call('HDEL', INFO, id)
+    call('HDEL', INFO, id, UNITS .. id)
     if string.find(counted.err, 'WRONGTYPE', 1, true) then
       return {-2, COUNTER, call('TYPE', COUNTER)['ok'], 'string'}
     end
@@ -493,12 +657,11 @@ if op == 'acquire' then
   call('DEL', WAKE .. id)
   -- Tickets only grow, so the new member is last, behind the count - held waiters.
   if granted then
-    local slot = take_slot()
-    if not slot then return error('fairsem semaphore script: no free slot for a grant') end
-    call('HSET', SLOTS, id, slot)
-    return {1, ticket, deadline, 0, now, tonumber(slot)}
+    local slots = take_slots(units)
+    call('HSET', SLOTS, id, slots)
+    return acquired(1, ticket, 0, slots)
   end
-  return {2, ticket, deadline, count - held + 1, now, -1}
+  return acquired(2, ticket, count - held + 1)
 end
 
 if op == 'resize' then
@@ -508,8 +671,9 @@ if op == 'resize' then
   end
   call('HSET', META, 'limit', int(new))
   limit = new
-  -- Slots at or above a smaller limit retire; a larger one makes more of them free. The reap
-  -- that follows promotes under the new limit only.
+  -- A larger limit makes more slots free; after a smaller one, the slots held above it go
+  -- back to free when their holders leave. The reap that follows promotes under the new
+  -- limit only.
   local count, after = reap(now, true, repair())
   if not count then return after end
   settle(after)
@@ -559,11 +723,16 @@ if op == 'status' then
   local members = call('ZRANGE', OWNER, '0', '-1', 'WITHSCORES')
   for i = 1, #members, 2 do
     local id = members[i]
+    local info = call('HMGET', INFO, id, UNITS .. id)
+    local stored_slots = call('HGET', SLOTS, id)
+    local units = tonumber(info[2] or '1') or 1
+    if stored_slots then units = #(split(stored_slots) or {}) end
     reply[#reply + 1] = id
     reply[#reply + 1] = tonumber(members[i + 1])
     reply[#reply + 1] = tonumber(call('ZSCORE', TIME, id) or '0')
-    reply[#reply + 1] = call('HGET', INFO, id) or ''
-    reply[#reply + 1] = tonumber(call('HGET', SLOTS, id) or '-1') or -1
+    reply[#reply + 1] = info[1] or ''
+    reply[#reply + 1] = units
+    reply[#reply + 1] = stored_slots or ''
   end
   return reply
 end
@@ -577,17 +746,12 @@ if op == 'evict' then
     return {0}
   end
   local left = tonumber(call('ZSCORE', TIME, id) or now) - now
-  local slot = call('HGET', SLOTS, id)
-  call('ZREM', OWNER, id)
-  call('ZREM', TIME, id)
-  call('HDEL', INFO, id)
-  call('DEL', list)
-  call('LPUSH', list, 'evicted')
+  local stored_slots = call('HGET', SLOTS, id)
   -- Kept until the holder's next renewal (due before its deadline) has surely seen it.
-  call('PEXPIRE', list, int(math.max(left, 0) + lease))
-  if not slot then return {2} end
+  remove_entry(id, 'evicted', math.max(left, 0) + lease)
+  if not stored_slots then return {2} end
   call('HDEL', SLOTS, id)
-  if limit > 0 then pass_on(held - 1, {slot}) end
+  if limit > 0 then pass_on(held - 1, split(stored_slots) or {}) end
   return {1}
 end
 

@@ -248,20 +248,26 @@ TEST(AcquireReplyTest, DecodesEveryState) {
   EXPECT_EQ(r.ticket, 7);
   EXPECT_EQ(r.lease, milliseconds(10'000));
   EXPECT_EQ(r.position, 0);
-  EXPECT_EQ(r.slot, 0);
+  EXPECT_EQ(r.slots, (std::vector<long long>{0}));
   r = decode_acquire(acquire_reply(1, 9, kNow + 10'000, 0, kNow, 999'999'999));
-  EXPECT_EQ(r.slot, 999'999'999);
+  EXPECT_EQ(r.slots, (std::vector<long long>{999'999'999}));
+  // A grant of three units: three slots, ascending.
+  r = decode_acquire(array({integer(1), integer(4), integer(kNow + 1), integer(0), integer(kNow),
+                            integer(0), integer(3), integer(7)}));
+  EXPECT_EQ(r.slots, (std::vector<long long>{0, 3, 7}));
   r = decode_acquire(acquire_reply(2, 8, kNow + 500, 3));
   EXPECT_EQ(r.state, AcquireState::queued);
   EXPECT_EQ(r.ticket, 8);
   EXPECT_EQ(r.lease, milliseconds(500));
   EXPECT_EQ(r.position, 3);
-  EXPECT_EQ(r.slot, -1);
+  EXPECT_TRUE(r.slots.empty());
   r = decode_acquire(acquire_reply(0, 0, 0, 0));
   EXPECT_EQ(r.state, AcquireState::full);
   EXPECT_EQ(r.ticket, 0);
   r = decode_acquire(acquire_reply(3, 0, 0, 0));
   EXPECT_EQ(r.state, AcquireState::evicted);
+  r = decode_acquire(acquire_reply(4, 0, 0, 0));
+  EXPECT_EQ(r.state, AcquireState::too_large);
   // The longest lease there is.
   r = decode_acquire(acquire_reply(1, 1, kNow + fairsem::detail::kMaxLease.count(), 0));
   EXPECT_EQ(r.lease, fairsem::detail::kMaxLease);
@@ -274,15 +280,23 @@ TEST(AcquireReplyTest, MalformedRepliesThrowProtocolError) {
   EXPECT_THROW(
       (void)decode_acquire(array({integer(1), integer(1), integer(d), integer(0), integer(kNow)})),
       ProtocolError);
+  // Slots of a grant strictly ascend; a reply that got no permit has exactly one -1.
   EXPECT_THROW((void)decode_acquire(array({integer(1), integer(1), integer(d), integer(0),
                                            integer(kNow), integer(0), integer(0)})),
+               ProtocolError);
+  EXPECT_THROW((void)decode_acquire(array({integer(1), integer(1), integer(d), integer(0),
+                                           integer(kNow), integer(3), integer(1)})),
+               ProtocolError);
+  EXPECT_THROW((void)decode_acquire(array({integer(2), integer(1), integer(d), integer(1),
+                                           integer(kNow), integer(-1), integer(-1)})),
                ProtocolError);
   // A grant needs a slot below the largest limit; anything else carries slot -1.
   EXPECT_THROW((void)decode_acquire(acquire_reply(1, 1, d, 0, kNow, -1)), ProtocolError);
   EXPECT_THROW((void)decode_acquire(acquire_reply(1, 1, d, 0, kNow, 1'000'000'000)), ProtocolError);
   EXPECT_THROW((void)decode_acquire(acquire_reply(2, 1, d, 1, kNow, 0)), ProtocolError);
   EXPECT_THROW((void)decode_acquire(acquire_reply(0, 0, 0, 0, kNow, 3)), ProtocolError);
-  EXPECT_THROW((void)decode_acquire(acquire_reply(4, 1, d, 0)), ProtocolError);
+  EXPECT_THROW((void)decode_acquire(acquire_reply(5, 1, d, 0)), ProtocolError);
+  EXPECT_THROW((void)decode_acquire(acquire_reply(4, 0, 0, 0, kNow, 2)), ProtocolError);
   EXPECT_THROW((void)decode_acquire(acquire_reply(-1, 1, d, 0)), ProtocolError);
   EXPECT_THROW((void)decode_acquire(acquire_reply(1, 0, d, 0)), ProtocolError);   // ticket 0
   EXPECT_THROW((void)decode_acquire(acquire_reply(2, -5, d, 1)), ProtocolError);  // negative
@@ -361,9 +375,9 @@ TEST(RenewReplyTest, MalformedRepliesThrowProtocolError) {
 TEST(StatusReplyTest, SplitsHoldersFromWaiters) {
   const auto s = fairsem::detail::decode_status(
       array({integer(kNow), integer(2), integer(9),                                  //
-             bulk("a"), integer(7), integer(kNow + 500), bulk("h:1"), integer(1),    //
-             bulk("b"), integer(8), integer(kNow - 5), bulk("h:2"), integer(0),      //
-             bulk("c"), integer(9), integer(kNow + 1000), bulk(""), integer(-1)}));  //
+             bulk("a"), integer(7), integer(kNow + 500), bulk("h:1"), integer(1), bulk("1"),    //
+             bulk("b"), integer(8), integer(kNow - 5), bulk("h:2"), integer(1), bulk("0"),      //
+             bulk("c"), integer(9), integer(kNow + 1000), bulk(""), integer(1), bulk("")}));  //
   EXPECT_EQ(s.limit, 2);
   EXPECT_EQ(s.last_ticket, 9);
   ASSERT_EQ(s.holders.size(), 2u);
@@ -384,18 +398,31 @@ TEST(StatusReplyTest, EmptySemaphoreAndOddButValidValues) {
   using fairsem::detail::decode_status;
   // Counter -1 means the counter holds something that is not a number.
   const auto s = decode_status(array({integer(kNow), integer(0), integer(-1), bulk("a"), integer(1),
-                                      integer(LLONG_MIN), bulk(""), integer(-1)}));
+                                      integer(LLONG_MIN), bulk(""), integer(1), bulk("")}));
   EXPECT_EQ(s.last_ticket, -1);
   EXPECT_TRUE(s.holders.empty());
   ASSERT_EQ(s.waiters.size(), 1u);
   EXPECT_EQ(s.waiters[0].lease_left, milliseconds(0));
   const auto far = decode_status(array({integer(0), integer(1), integer(1), bulk("a"), integer(1),
-                                        integer(LLONG_MAX), bulk(""), integer(0)}));
+                                        integer(LLONG_MAX), bulk(""), integer(1), bulk("0")}));
   EXPECT_EQ(far.holders.at(0).lease_left, milliseconds(LLONG_MAX));
   // Right after a shrink, more holders than the limit.
   const auto shrunk = decode_status(
       array({integer(kNow), integer(1), integer(2), bulk("a"), integer(1), integer(kNow), bulk(""),
-             integer(1), bulk("b"), integer(2), integer(kNow), bulk(""), integer(0)}));
+             integer(1), bulk("1"), bulk("b"), integer(2), integer(kNow), bulk(""), integer(1),
+             bulk("0")}));
+  // A weighted holder and a weighted waiter.
+  const auto weighted = decode_status(
+      array({integer(kNow), integer(8), integer(2), bulk("a"), integer(1), integer(kNow), bulk(""),
+             integer(3), bulk("0,2,5"), bulk("b"), integer(2), integer(kNow), bulk(""), integer(4),
+             bulk("")}));
+  ASSERT_EQ(weighted.holders.size(), 1u);
+  EXPECT_EQ(weighted.holders[0].count, 3);
+  EXPECT_EQ(weighted.holders[0].slots, (std::vector<long long>{0, 2, 5}));
+  EXPECT_EQ(weighted.holders[0].slot, 0);
+  ASSERT_EQ(weighted.waiters.size(), 1u);
+  EXPECT_EQ(weighted.waiters[0].count, 4);
+  EXPECT_TRUE(weighted.waiters[0].slots.empty());
   EXPECT_EQ(shrunk.holders.size(), 2u);
   EXPECT_TRUE(decode_status(array({integer(kNow), integer(1), integer(0)})).holders.empty());
 }
@@ -415,24 +442,35 @@ TEST(StatusReplyTest, MalformedRepliesThrowProtocolError) {
   EXPECT_THROW((void)decode_status(with({bulk("a"), integer(1), integer(kNow), bulk("")})),
                ProtocolError);  // no slot
   EXPECT_THROW(
-      (void)decode_status(with({integer(1), integer(1), integer(kNow), bulk(""), integer(0)})),
+      (void)decode_status(with({integer(1), integer(1), integer(kNow), bulk(""), integer(1), bulk("0")})),
       ProtocolError);
   EXPECT_THROW(
-      (void)decode_status(with({bulk("a"), bulk("1"), integer(kNow), bulk(""), integer(0)})),
+      (void)decode_status(with({bulk("a"), bulk("1"), integer(kNow), bulk(""), integer(1), bulk("0")})),
       ProtocolError);
-  EXPECT_THROW((void)decode_status(with({bulk("a"), integer(1), nil(), bulk(""), integer(0)})),
+  EXPECT_THROW((void)decode_status(with({bulk("a"), integer(1), nil(), bulk(""), integer(1), bulk("0")})),
                ProtocolError);
-  EXPECT_THROW((void)decode_status(with({bulk("a"), integer(1), integer(kNow), nil(), integer(0)})),
+  const auto entry = [&](Reply units, Reply slots) {
+    return with({bulk("a"), integer(1), integer(kNow), bulk(""), std::move(units), std::move(slots)});
+  };
+  EXPECT_THROW((void)decode_status(with({bulk("a"), integer(1), integer(kNow), nil(), integer(1),
+                                         bulk("0")})),
                ProtocolError);
-  EXPECT_THROW((void)decode_status(with({bulk("a"), integer(1), integer(kNow), bulk(""), nil()})),
-               ProtocolError);
-  EXPECT_THROW(
-      (void)decode_status(with({bulk("a"), integer(1), integer(kNow), bulk(""), integer(-2)})),
-      ProtocolError);
+  EXPECT_THROW((void)decode_status(entry(nil(), bulk("0"))), ProtocolError);
+  EXPECT_THROW((void)decode_status(entry(integer(1), nil())), ProtocolError);
+  EXPECT_THROW((void)decode_status(entry(integer(1), integer(0))), ProtocolError);
+  EXPECT_THROW((void)decode_status(entry(integer(0), bulk(""))), ProtocolError);  // no units
+  EXPECT_THROW((void)decode_status(entry(integer(1'000'000'001), bulk(""))), ProtocolError);
+  EXPECT_THROW((void)decode_status(entry(integer(2), bulk("0"))), ProtocolError);  // 2 units, 1 slot
+  EXPECT_THROW((void)decode_status(entry(integer(2), bulk("1,1"))), ProtocolError);  // twice
+  EXPECT_THROW((void)decode_status(entry(integer(2), bulk("2,1"))), ProtocolError);  // unsorted
+  EXPECT_THROW((void)decode_status(entry(integer(1), bulk("-2"))), ProtocolError);
+  EXPECT_THROW((void)decode_status(entry(integer(1), bulk("1000000000"))), ProtocolError);
+  EXPECT_THROW((void)decode_status(entry(integer(2), bulk("1,"))), ProtocolError);
+  EXPECT_THROW((void)decode_status(entry(integer(1), bulk("x"))), ProtocolError);
   // A holder listed after a waiter.
   EXPECT_THROW(
-      (void)decode_status(with({bulk("a"), integer(1), integer(kNow), bulk(""), integer(-1),
-                                bulk("b"), integer(2), integer(kNow), bulk(""), integer(0)})),
+      (void)decode_status(with({bulk("a"), integer(1), integer(kNow), bulk(""), integer(1), bulk(""),
+                                bulk("b"), integer(2), integer(kNow), bulk(""), integer(1), bulk("0")})),
       ProtocolError);
   EXPECT_THROW((void)decode_status(array({integer(-1), integer(1), integer(1)})), ProtocolError);
   EXPECT_THROW((void)decode_status(array({integer(kNow), integer(-1), integer(1)})), ProtocolError);
@@ -478,8 +516,13 @@ TEST(WakeReplyTest, DecodesTimeoutPromotionAndEviction) {
   EXPECT_EQ(decode_wake(nil()).reason, WakeReason::timeout);
   const auto promoted = decode_wake(array({bulk("p:{s}:wake:a"), bulk("17")}));
   EXPECT_EQ(promoted.reason, WakeReason::promoted);
-  EXPECT_EQ(promoted.slot, 17);
-  EXPECT_EQ(decode_wake(array({bulk("p:{s}:wake:a"), bulk("0")})).slot, 0);
+  EXPECT_EQ(promoted.slots, (std::vector<long long>{17}));
+  EXPECT_EQ(decode_wake(array({bulk("p:{s}:wake:a"), bulk("0")})).slots,
+            (std::vector<long long>{0}));
+  EXPECT_EQ(decode_wake(array({bulk("p:{s}:wake:a"), bulk("1,4,9")})).slots,
+            (std::vector<long long>{1, 4, 9}));
+  EXPECT_EQ(decode_wake(array({bulk("p:{s}:wake:a"), bulk("too-large")})).reason,
+            WakeReason::too_large);
   EXPECT_EQ(decode_wake(array({bulk("p:{s}:wake:a"), bulk("evicted")})).reason,
             WakeReason::evicted);
 }
@@ -495,6 +538,9 @@ TEST(WakeReplyTest, MalformedRepliesThrowProtocolError) {
   EXPECT_THROW((void)decode_wake(array({bulk("k"), bulk("1000000000")})), ProtocolError);
   EXPECT_THROW((void)decode_wake(array({bulk("k"), bulk("99999999999")})), ProtocolError);
   EXPECT_THROW((void)decode_wake(array({bulk("k"), bulk("1x")})), ProtocolError);
+  EXPECT_THROW((void)decode_wake(array({bulk("k"), bulk("3,2")})), ProtocolError);
+  EXPECT_THROW((void)decode_wake(array({bulk("k"), bulk("1,,2")})), ProtocolError);
+  EXPECT_THROW((void)decode_wake(array({bulk("k"), bulk(",1")})), ProtocolError);
   EXPECT_THROW((void)decode_wake(array({bulk("k"), integer(1)})), ProtocolError);
   EXPECT_THROW((void)decode_wake(array({nil(), bulk("1")})), ProtocolError);
 }

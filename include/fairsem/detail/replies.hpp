@@ -32,6 +32,7 @@ struct RefusalContext {
   std::string_view where;     // "semaphore 'NAME' on ENDPOINT"
   std::string_view meta_key;  // the key holding the stored limit
   long long limit = 0;        // the limit this client opened the semaphore with
+  long long units = 1;        // the units an acquire asked for
 };
 
 /// Any reply of the semaphore script: returns its elements when its first element (the
@@ -40,13 +41,20 @@ const std::vector<Reply>& check_script_reply(const Reply& reply, const RefusalCo
 
 /// A refusal's elements: {-1, stored_limit} throws LimitMismatchError (or ReplyError when the
 /// stored limit is not a number), {-2, key, actual_type, wanted_type} and {-3, key} throw
-/// ReplyError. Anything else throws ProtocolError.
+/// ReplyError, {-4, stored_limit} (more units asked than the limit) InvalidArgument. Anything
+/// else throws ProtocolError.
 [[noreturn]] void throw_refusal(const std::vector<Reply>& items, const RefusalContext& context);
 
 /// The open reply, {1}.
 void decode_open(const Reply& reply);
 
-enum class AcquireState { full, granted, queued, evicted };
+enum class AcquireState {
+  full,
+  granted,
+  queued,
+  evicted,
+  too_large  // the polling waiter asked for more units than a resize left: it was removed
+};
 
 struct AcquireReply {
   AcquireState state = AcquireState::full;
@@ -54,10 +62,12 @@ struct AcquireReply {
   /// Granted or queued: the server's deadline minus its clock, 0 to kMaxLease.
   std::chrono::milliseconds lease{0};
   long long position = 0;  // queued: 1-based queue position; else 0
-  long long slot = -1;     // granted: the permit's slot, 0 to kMaxLimit - 1; else -1
+  /// Granted: the permit's slots (one per unit), ascending, each 0 to kMaxLimit - 1; else none.
+  std::vector<long long> slots;
 };
 
-/// {state, ticket, deadline, position, now, slot}.
+/// {state, ticket, deadline, position, now, slot...}: one slot per unit when granted, else
+/// a single -1.
 AcquireReply decode_acquire(const Reply& reply);
 
 enum class ReleaseState {
@@ -85,8 +95,9 @@ struct RenewReply {
 /// {now, deadline, r...} with exactly one r per permit of the request.
 RenewReply decode_renew(const Reply& reply, std::size_t permits);
 
-/// {now, limit, counter, (id, ticket, deadline, owner_info, slot)...}. Entries with a slot
-/// (>= 0) are the holders and come first; slot -1 marks a waiter. lease_left is never negative.
+/// {now, limit, counter, (id, ticket, deadline, owner_info, units, slots)...}. Entries with
+/// slots ("0,3": as many as units) are the holders and come first; "" marks a waiter.
+/// lease_left is never negative.
 Status decode_status(const Reply& reply);
 
 /// {state}: 1 holder, 2 waiter, 3 already evicted, 0 not found.
@@ -94,14 +105,19 @@ EvictResult decode_evict(const Reply& reply);
 
 enum class WakeReason {
   timeout,   // nil: BRPOP's timeout passed
-  promoted,  // the slot, pushed by the script that promoted the waiter
-  evicted    // "evicted", pushed by evict
+  promoted,  // the slots, pushed by the script that promoted the waiter
+  evicted,   // "evicted", pushed by evict
+  too_large  // "too-large": a resize left the waiter asking for more units than the limit
 };
 
 struct WakeUp {
   WakeReason reason = WakeReason::timeout;
-  long long slot = -1;  // promoted: the permit's slot
+  std::vector<long long> slots;  // promoted: the permit's slots, ascending
 };
+
+/// A holder's slots as the script stores and pushes them: "3" or "0,2,5", strictly ascending,
+/// each 0 to kMaxLimit - 1. Throws ProtocolError naming `what` otherwise.
+std::vector<long long> parse_slots(std::string_view text, std::string_view what);
 
 /// The BRPOP reply on a waiter's wake list: nil, or {list, element}.
 WakeUp decode_wake(const Reply& reply);

@@ -1,0 +1,91 @@
+#pragma once
+
+// Permit: a granted permit of a FairSemaphore, of one or more units, released by its
+// destructor.
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace fairsem {
+
+/// What Permit::release found.
+enum class ReleaseResult {
+  released,         // the permit was live and is now free (the next waiter was woken)
+  expired,          // the permit was already gone from Redis: its lease ran out or its keys
+                    // were removed, so someone else may have held it meanwhile
+  already_released  // this Permit had been released (or moved from) before; nothing was sent
+};
+
+namespace detail {
+class SemaphoreCore;
+struct PermitState;
+class AsyncAcquire;
+}  // namespace detail
+
+/// A granted permit. Move-only; the destructor releases it and never throws (a failed
+/// release is reported to the logger, and the permit then expires with its lease).
+class Permit {
+ public:
+  /// An empty permit (holds nothing), as left behind by a move.
+  Permit() noexcept;
+  Permit(Permit&& other) noexcept;
+  /// Releases the permit held before, then takes over `other`'s.
+  Permit& operator=(Permit&& other) noexcept;
+  Permit(const Permit&) = delete;
+  Permit& operator=(const Permit&) = delete;
+  ~Permit();
+
+  /// True unless empty (moved from or released).
+  bool held() const noexcept;
+  explicit operator bool() const noexcept { return held(); }
+
+  const std::string& id() const;
+  /// The permit's ticket: strictly increasing in grant order across all clients. Pass it to
+  /// the resource you protect so it can refuse a holder whose lease ran out (a paused
+  /// process that resumes after its permit passed on carries an older token).
+  long long fencing_token() const;
+  /// The units the permit holds now: what the acquire asked for, less what release(units)
+  /// gave back. 0 for an empty Permit.
+  long long count() const;
+  /// The permit's slots, one per unit, ascending: numbers from 0 to limit - 1 that no other
+  /// live permit of the semaphore holds (slots of the holders whose leaving promoted it, or
+  /// else the lowest free ones). For one slot, fencing tokens strictly increase from holder to
+  /// holder, so a resource partitioned by slot (partition k, connection k, worker k) can keep
+  /// the newest token per slot and refuse older ones. Empty for an empty Permit.
+  std::vector<long long> slots() const;
+  /// The lowest of slots(); -1 for an empty Permit.
+  long long slot() const;
+  /// When the lease runs out unless renewed, on this process's steady clock (estimated on
+  /// the safe side: from when the renewing request was sent).
+  std::chrono::steady_clock::time_point deadline() const;
+  /// True once the permit was found gone from Redis (by the watchdog, renew or release), or
+  /// once its deadline() passed without a renewal (e.g. while Redis could not be reached).
+  bool lost() const noexcept;
+
+  /// Renews the lease now. Returns false (and marks the permit lost, calling on_lost) if it
+  /// is gone. Throws ConnectionError/TimeoutError if Redis cannot be reached.
+  bool renew();
+  /// Frees the permit and wakes the waiter it promotes. Releasing twice is harmless. Throws
+  /// ConnectionError/TimeoutError when Redis cannot be reached (retried once first); the
+  /// permit is then dropped locally and expires with its lease.
+  ReleaseResult release();
+  /// Gives back `units` of count() and keeps the rest: the highest slots go (and wake the
+  /// waiters they let in); the permit keeps its lowest count() - units slots, its ticket and
+  /// its lease. Giving back all of them is release(). Throws InvalidArgument for units below 1
+  /// or above count(), and what release() throws. Expired: the permit is dropped, as by
+  /// release(). Not thread-safe with other calls on the same Permit.
+  ReleaseResult release(long long units);
+
+ private:
+  friend class detail::SemaphoreCore;
+  Permit(std::shared_ptr<detail::SemaphoreCore> core,
+         std::shared_ptr<detail::PermitState> state) noexcept;
+  void release_quietly() noexcept;
+
+  std::shared_ptr<detail::SemaphoreCore> core_;
+  std::shared_ptr<detail::PermitState> state_;
+};
+
+}  // namespace fairsem

@@ -1,0 +1,99 @@
+#pragma once
+
+// The options of a FairSemaphore (SemaphoreOptions), the callbacks they carry, and what those
+// callbacks are told about a permit (PermitInfo).
+
+#include <chrono>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace fairsem {
+
+enum class LogLevel { warning, error };
+
+/// Receives what fairsem cannot report by exception: a release that failed in a destructor, a
+/// renewal that failed on the watchdog thread. May be called from any thread, including the
+/// watchdog's; it must not block for long. Empty (the default): nothing is logged. Messages name
+/// the semaphore and the server endpoint, never a password.
+using Logger = std::function<void(LogLevel level, std::string_view message)>;
+
+/// Called once per permit when a held permit is found lost (its lease ran out or its entry
+/// was removed from Redis): from the watchdog thread, or from the thread that called
+/// Permit::renew — possibly both at once for different permits, so it must be thread-safe.
+/// The permit's holder should stop relying on it (see Permit::lost and the fencing token).
+using LostCallback = std::function<void(const std::string& permit_id, const std::string& reason)>;
+
+/// One entry of Status (a holder or a waiter), and the permit on_renew_failure is told about.
+struct PermitInfo {
+  std::string id;
+  long long ticket = 0;                    // the fencing token of a holder
+  std::chrono::milliseconds lease_left{};  // until the server reaps it, unless renewed
+  std::string owner;                       // SemaphoreOptions::owner_info of its acquirer
+  long long count = 1;                     // the units it holds or asks for
+  std::vector<long long> slots;            // a holder's slots, ascending (Permit::slots)
+  long long slot = -1;                     // a holder's lowest slot (Permit::slot); -1 waiting
+};
+
+/// Called when renewing a held permit failed while its lease still runs: the renew call threw
+/// (Redis unreachable, an error reply), or with min_replicas too few replicas acknowledged it.
+/// A warning before the loss: unless a renewal succeeds within permit.lease_left, on_lost
+/// follows. `permit` has the permit's id, its fencing token (ticket), its slot, the time its
+/// lease has left on this process's clock (> 0) and its owner_info; `error` says what failed.
+/// Called once per permit per failed renewal, from the watchdog thread, or from the thread that
+/// called Permit::renew or renew_all (which then also throw, except when only replicas were
+/// missing); never for a permit already lost or released. Must be thread-safe, like on_lost; what
+/// it throws is logged.
+using RenewFailureCallback =
+    std::function<void(const PermitInfo& permit, const std::string& error)>;
+
+struct SemaphoreOptions {
+  /// How many permits may be held at once across every client of the semaphore (1 to 10^9).
+  /// The first
+  /// client stores it in Redis; opening the semaphore with another limit throws
+  /// LimitMismatchError.
+  long long limit = 1;
+  /// How long a permit (or a queued waiter) lives in Redis without being renewed; also the
+  /// time after which the permit of a crashed holder passes on. At most 30 days.
+  std::chrono::milliseconds lease = std::chrono::seconds(10);
+  /// Keys are "<key_prefix>:{<name>}:...".
+  std::string key_prefix = "fairsem";
+  /// How often the watchdog renews held permits; zero means lease / 3. Must be below lease.
+  std::chrono::milliseconds renew_interval = std::chrono::milliseconds(0);
+  /// Renew held permits in the background (on the Client's one watchdog thread, shared by all
+  /// its semaphores). Off: a permit lives one lease unless Permit::renew() is called.
+  bool auto_renew = true;
+  /// Empty: a lost permit is reported to the logger.
+  LostCallback on_lost;
+  /// Empty: failed renewals are only logged (and counted in Metrics::renewal_failures).
+  RenewFailureCallback on_renew_failure;
+  /// Stored with each permit so status() shows who holds or waits; empty means "hostname:pid".
+  std::string owner_info;
+  /// A caller-chosen permit id (same rules as names). Acquiring it again — from this or any
+  /// process — returns the same permit (same fencing token) instead of a second one. Empty:
+  /// every acquire gets a fresh random id.
+  std::string permit_id;
+  Logger logger;
+  /// After each grant, WAIT until this many replicas have the write; if fewer acknowledge
+  /// within replica_timeout, the permit is released and the acquire throws ReplicationError.
+  /// Renewals WAIT too, and a renewal not acknowledged in time does not extend deadline().
+  /// So an acknowledged permit, and its lease, survive a failover to an acknowledging replica
+  /// (README "Deployments"). 0 (the default): no WAIT.
+  int min_replicas = 0;
+  /// How long one WAIT may take, > 0 when min_replicas > 0.
+  std::chrono::milliseconds replica_timeout = std::chrono::seconds(1);
+
+  /// Throws InvalidArgument naming the first bad field.
+  void validate() const;
+  /// renew_interval, or lease / 3 when it is zero.
+  std::chrono::milliseconds effective_renew_interval() const noexcept {
+    return renew_interval.count() != 0 ? renew_interval : lease / 3;
+  }
+};
+
+/// Checks a semaphore name or permit id: non-empty, at most 200 bytes, no '{', '}',
+/// whitespace or control bytes. Throws InvalidArgument naming `what`.
+void validate_name(std::string_view value, std::string_view what);
+
+}  // namespace fairsem
