@@ -27,6 +27,56 @@ std::int64_t valid_until(const Section& s, const std::multimap<int, std::int64_t
   return end;
 }
 
+/// The time of the first request: details give times relative to it.
+std::int64_t origin(const CheckInput& in) {
+  std::int64_t first = kNever;
+  for (const Section& s : in.sections) first = std::min(first, s.wait_ns);
+  for (const Timeout& t : in.timeouts) first = std::min(first, t.wait_ns);
+  return first == kNever ? 0 : first;
+}
+
+std::string ms_since(std::int64_t t, std::int64_t origin) {
+  if (t == kNever) return "never";
+  return fmt::format("{:.3f}", static_cast<double>(t - origin) / 1e6);
+}
+
+std::string describe(const Section& s, std::int64_t end, std::int64_t origin) {
+  std::string out = fmt::format(
+      "token {} pid {} mode {} units {} slots [{}] wait {} enter {} valid until {} (left {}, "
+      "leave {}, lost {}, deadline {})",
+      s.token, s.pid, static_cast<int>(s.mode), s.units, fmt::join(s.slots, ","),
+      ms_since(s.wait_ns, origin), ms_since(s.enter_ns, origin), ms_since(end, origin), s.left,
+      s.left ? ms_since(s.leave_ns, origin) : "-", s.lost, ms_since(s.deadline_ns, origin));
+  if (s.partial_ns != 0) {
+    out += fmt::format("; partial release at {} kept [{}]{}", ms_since(s.partial_ns, origin),
+                       fmt::join(s.kept, ","), s.partial_failed ? " (threw)" : "");
+  }
+  return out;
+}
+
+/// The faults around `from` .. `to`.
+void describe_faults(const CheckInput& in, std::int64_t from, std::int64_t to, std::int64_t origin,
+                     std::vector<std::string>& out) {
+  for (const Kill& k : in.kills) {
+    if (overlaps(from, to, k.at_ns, k.at_ns)) {
+      out.push_back(fmt::format("  kill of pid {} at {}", k.pid, ms_since(k.at_ns, origin)));
+    }
+  }
+  for (const Stop& st : in.stops) {
+    if (overlaps(from, to, st.stop_ns, st.cont_ns)) {
+      out.push_back(fmt::format("  stop of pid {} from {} to {}", st.pid,
+                                ms_since(st.stop_ns, origin), ms_since(st.cont_ns, origin)));
+    }
+  }
+  for (const Window& w : in.disturbances) {
+    if (overlaps(from, to, w.from_ns, w.to_ns)) {
+      out.push_back(fmt::format("  disturbance from {} to {} (pids [{}])",
+                                ms_since(w.from_ns, origin), ms_since(w.to_ns, origin),
+                                fmt::join(w.pids, ",")));
+    }
+  }
+}
+
 /// When the section stopped using the units it gave back in a partial release (its end if it
 /// made none, or made it too late to matter), given when its permit stopped being valid.
 std::int64_t partial_until(const Section& s, std::int64_t end) {
@@ -68,6 +118,7 @@ void check_holders(const CheckInput& in, CheckResult& out) {
   long long units = 0;
   long long holders = 0;
   bool over = false;
+  std::int64_t first_over = 0;
   for (const Event& e : events) {
     units += e.units;
     holders += e.holders;
@@ -77,10 +128,27 @@ void check_holders(const CheckInput& in, CheckResult& out) {
       out.max_units_at_ns = e.at;
       out.max_units_holders = holders;
     }
-    if (units > in.limit && !over) ++out.over_limit_instants;
+    if (units > in.limit && !over) {
+      if (out.over_limit_instants == 0) first_over = e.at;
+      ++out.over_limit_instants;
+    }
     over = units > in.limit;
   }
   if (out.over_limit_instants > 0) {
+    const std::int64_t t0 = origin(in);
+    out.details.push_back(
+        fmt::format("first time over the limit: {}; valid then:", ms_since(first_over, t0)));
+    std::int64_t from = first_over;
+    std::int64_t to = first_over;
+    for (const Section& s : in.sections) {
+      const std::int64_t end = valid_until(s, kills);
+      if (s.enter_ns <= first_over && first_over < end) {
+        out.details.push_back("  " + describe(s, end, t0));
+        from = std::min(from, s.wait_ns);
+        to = std::max(to, std::min(end, s.left ? s.leave_ns : end));
+      }
+    }
+    describe_faults(in, from, to, t0, out.details);
     out.failures.push_back(fmt::format(
         "{} units held by valid permits at once (limit {}; {} permits; over the limit {} times)",
         out.max_units, in.limit, out.max_units_holders, out.over_limit_instants));
@@ -170,18 +238,37 @@ std::map<std::int64_t, std::vector<Holding>> holdings_by_slot(const CheckInput& 
   return by_slot;
 }
 
+void describe_shared(const CheckInput& in, const Holding& first, const Holding& second,
+                     std::vector<std::string>& out) {
+  const std::int64_t t0 = origin(in);
+  out.push_back("first slot held by two valid permits:");
+  out.push_back(fmt::format("  {} (this slot until {})", describe(*first.section, first.to, t0),
+                            ms_since(first.to, t0)));
+  out.push_back(fmt::format("  {} (this slot until {})", describe(*second.section, second.to, t0),
+                            ms_since(second.to, t0)));
+  describe_faults(in, std::min(first.section->wait_ns, second.section->wait_ns),
+                  std::max(first.to, second.to), t0, out);
+}
+
 /// One slot's holders, in the order they entered: never two valid at once, tokens increasing.
 void check_slot_holders(std::vector<Holding>& holdings, const CheckInput& in, CheckResult& out) {
   std::sort(holdings.begin(), holdings.end(), [](const Holding& a, const Holding& b) {
     return a.section->enter_ns < b.section->enter_ns;
   });
   std::int64_t valid_to = std::numeric_limits<std::int64_t>::min();
+  const Holding* longest = nullptr;  // the holding valid until valid_to
   std::int64_t last_token = std::numeric_limits<std::int64_t>::min();
   for (const Holding& h : holdings) {
     const Section& s = *h.section;
     if (h.to <= s.enter_ns) continue;  // no longer valid when it entered
-    if (s.enter_ns < valid_to) ++out.shared_slots;
-    valid_to = std::max(valid_to, h.to);
+    if (s.enter_ns < valid_to) {
+      if (out.shared_slots == 0) describe_shared(in, *longest, h, out.details);
+      ++out.shared_slots;
+    }
+    if (h.to > valid_to) {
+      valid_to = h.to;
+      longest = &h;
+    }
     // As for the order checks, a grant a fault may have shown its client late is left out.
     if (disturbed(s, in)) continue;
     if (s.token <= last_token) ++out.slot_tokens_not_increasing;
@@ -221,6 +308,10 @@ void check_slots(const CheckInput& in, CheckResult& out) {
 struct OrderCount {
   std::size_t violations = 0;
   std::size_t past_heavier = 0;  // violations that passed a request for more units
+  /// The worst violation: the lower token that entered last, and the higher one it entered
+  /// after.
+  const Section* worst_lower = nullptr;
+  const Section* worst_higher = nullptr;
 };
 
 /// Counts the sections that entered before a lower token by more than the slack.
@@ -229,15 +320,20 @@ OrderCount count_order_violations(std::vector<const Section*> sections, std::int
   std::sort(sections.begin(), sections.end(),
             [](const Section* a, const Section* b) { return a->token < b->token; });
   OrderCount count;
-  constexpr std::int64_t kNone = std::numeric_limits<std::int64_t>::min();
-  std::int64_t latest_lower = kNone;
+  const Section* latest_lower = nullptr;
+  std::int64_t worst_violation = slack;
   std::map<long long, std::int64_t> latest_lower_by_units;
   for (const Section* s : sections) {
-    if (latest_lower != kNone) {
-      const std::int64_t inversion = latest_lower - s->enter_ns;
+    if (latest_lower != nullptr) {
+      const std::int64_t inversion = latest_lower->enter_ns - s->enter_ns;
       worst = std::max(worst, inversion);
       if (inversion > slack) {
         ++count.violations;
+        if (inversion > worst_violation) {
+          worst_violation = inversion;
+          count.worst_lower = latest_lower;
+          count.worst_higher = s;
+        }
         for (auto it = latest_lower_by_units.upper_bound(s->units);
              it != latest_lower_by_units.end(); ++it) {
           if (it->second - s->enter_ns > slack) {
@@ -248,11 +344,25 @@ OrderCount count_order_violations(std::vector<const Section*> sections, std::int
       }
       if (over_10ms != nullptr && inversion > 10'000'000) ++*over_10ms;
     }
-    latest_lower = std::max(latest_lower, s->enter_ns);
+    if (latest_lower == nullptr || s->enter_ns > latest_lower->enter_ns) latest_lower = s;
     auto [it, added] = latest_lower_by_units.emplace(s->units, s->enter_ns);
     if (!added) it->second = std::max(it->second, s->enter_ns);
   }
   return count;
+}
+
+void describe_order_violation(const CheckInput& in, const OrderCount& count,
+                              std::vector<std::string>& out) {
+  if (count.worst_lower == nullptr) return;
+  const std::int64_t t0 = origin(in);
+  std::multimap<int, std::int64_t> kills;
+  for (const Kill& k : in.kills) kills.emplace(k.pid, k.at_ns);
+  out.push_back("worst grant out of order: the lower token entered after the higher one");
+  for (const Section* s : {count.worst_lower, count.worst_higher}) {
+    out.push_back("  " + describe(*s, valid_until(*s, kills), t0));
+  }
+  describe_faults(in, std::min(count.worst_lower->wait_ns, count.worst_higher->wait_ns),
+                  count.worst_lower->enter_ns, t0, out);
 }
 
 bool disturbed(const Timeout& t, const CheckInput& in) {
@@ -306,8 +416,10 @@ void check_order(const CheckInput& in, CheckResult& out) {
   const OrderCount fifo = count_order_violations(blocking, in.order_slack_ns, worst);
   out.fifo_violations = fifo.violations;
   out.fifo_violations_past_heavier = fifo.past_heavier;
-  out.token_order_violations =
-      count_order_violations(all, in.order_slack_ns, worst, &out.inversions_over_10ms).violations;
+  const OrderCount tokens =
+      count_order_violations(all, in.order_slack_ns, worst, &out.inversions_over_10ms);
+  out.token_order_violations = tokens.violations;
+  describe_order_violation(in, tokens, out.details);
   out.worst_inversion_ns = worst;
   if (out.fifo_violations > 0) {
     out.failures.push_back(fmt::format(

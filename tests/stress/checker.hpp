@@ -136,6 +136,10 @@ struct CheckResult {
   std::size_t stopped_holders_passed_on = 0;        // someone entered while they were frozen
   std::size_t stopped_holders_token_not_older = 0;  // ...with a token not above theirs
   std::vector<std::string> failures;  // one line per broken promise; empty when all hold
+  /// What the first of some broken promises looked like (the sections involved, the faults
+  /// around them), to tell a broken library from a broken harness. Times in ms since the first
+  /// request.
+  std::vector<std::string> details;
 
   bool ok() const noexcept { return failures.empty(); }
 };

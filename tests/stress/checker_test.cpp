@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -252,6 +253,14 @@ TEST(StressChecker, UnitsOverTheLimitFailWhileThePermitsAreFewerThanIt) {
   EXPECT_EQ(1U, r.over_limit_instants);
   EXPECT_EQ(1U, r.shared_slots);
   EXPECT_FALSE(r.ok());
+  // The failure comes with the sections involved: both permits when it went over, both
+  // holders of slot 2.
+  ASSERT_EQ(6U, r.details.size());
+  // (ms since the first request, which began waiting at -1 ms)
+  EXPECT_EQ("first time over the limit: 6.000; valid then:", r.details[0]);
+  EXPECT_NE(std::string::npos, r.details[1].find("token 1 pid 1 mode 0 units 3 slots [0,1,2]"));
+  EXPECT_NE(std::string::npos, r.details[2].find("token 2 pid 2 mode 0 units 2 slots [2,3]"));
+  EXPECT_EQ("first slot held by two valid permits:", r.details[3]);
   in.sections[1] = weighted(2, {2, 3}, 10, 20, 2);  // handed on at 10 ms
   r = check(in);
   EXPECT_TRUE(r.ok()) << r.failures.front();

@@ -1,11 +1,13 @@
 // fairsem_stress: P worker processes x T threads loop acquire -> critical section -> release on
-// one semaphore with limit L, for S seconds, against a private redis-server (appendonly,
-// appendfsync always), while the driver injects faults at random moments: SIGKILL and SIGSTOP
-// of workers, Redis restarts, CLIENT KILL, SCRIPT FLUSH, and network faults through a proxy.
-// Every critical section is logged to shared memory; afterwards checker.cpp proves the
-// promises from that log alone, and the driver checks that nothing is left in Redis.
+// one semaphore with limit L units, each request asking for one of the --weights units (some
+// giving part of them back half way through), for S seconds, against a private redis-server
+// (appendonly, appendfsync always), while the driver injects faults at random moments: SIGKILL
+// and SIGSTOP of workers, Redis restarts, CLIENT KILL, SCRIPT FLUSH, and network faults through
+// a proxy. Every critical section, and every timed wait that gave up, is logged to shared
+// memory; afterwards checker.cpp proves the promises from that log alone, counted in units, and
+// the driver checks that nothing is left in Redis.
 //
-//   fairsem_stress --seconds 60 --processes 4 --threads 4 --limit 3 --faults all
+//   fairsem_stress --seconds 60 --processes 4 --threads 4 --limit 4 --weights 1,2,3 --faults all
 //
 // Exit status 0 when every check held and every requested fault was injected, 1 otherwise.
 
@@ -1075,6 +1077,7 @@ void Driver::print_summary(const CheckInput& checked, const CheckResult& r, std:
     fmt::print("RESULT: ok\n");
   } else {
     for (const auto& f : failures_) fmt::print("FAILED: {}\n", f);
+    for (const auto& d : r.details) fmt::print("{}\n", d);
   }
 }
 
