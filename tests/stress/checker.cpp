@@ -361,8 +361,26 @@ void describe_order_violation(const CheckInput& in, const OrderCount& count,
   for (const Section* s : {count.worst_lower, count.worst_higher}) {
     out.push_back("  " + describe(*s, valid_until(*s, kills), t0));
   }
-  describe_faults(in, std::min(count.worst_lower->wait_ns, count.worst_higher->wait_ns),
-                  count.worst_lower->enter_ns, t0, out);
+  const std::int64_t from = std::min(count.worst_lower->wait_ns, count.worst_higher->wait_ns);
+  const std::int64_t to = count.worst_lower->enter_ns;
+  // A holder killed up to a lease before can have passed its units on in the window too.
+  describe_faults(in, from - in.lease_ns - 200'000'000, to, t0, out);
+  // What gave units back meanwhile (whose leaving or partial release may have promoted the
+  // lower token), and who else entered.
+  std::size_t listed = 0;
+  for (const Section& s : in.sections) {
+    const std::int64_t end = valid_until(s, kills);
+    const bool ended = overlaps(from, to, end, end);
+    const bool partial = s.partial_ns != 0 && overlaps(from, to, s.partial_ns, s.partial_ns);
+    const bool entered = overlaps(from, to, s.enter_ns, s.enter_ns);
+    if (&s == count.worst_lower || &s == count.worst_higher || !(ended || partial || entered)) {
+      continue;
+    }
+    if (++listed > 20) break;
+    out.push_back(fmt::format("  meanwhile{}{}{}: {}", entered ? " entered" : "",
+                              partial ? " gave back" : "", ended ? " ended" : "",
+                              describe(s, end, t0)));
+  }
 }
 
 bool disturbed(const Timeout& t, const CheckInput& in) {
