@@ -16,7 +16,10 @@ bool overlaps(std::int64_t from, std::int64_t to, std::int64_t w_from, std::int6
   return from <= w_to && w_from <= to;
 }
 
-/// When the section's permit stopped counting as held by it; kNever if unknown.
+/// When the section's permit stopped counting as held by it; kNever if unknown. A section its
+/// process died in counts until the kill, or until the deadline last seen, if that came first:
+/// a holder stuck in a call (a partial release through a blackholed connection) renews nothing
+/// meanwhile, and its lease runs out in Redis before the kill.
 std::int64_t valid_until(const Section& s, const std::multimap<int, std::int64_t>& kills) {
   if (s.left) return s.lost ? std::min(s.leave_ns, s.deadline_ns) : s.leave_ns;
   const auto [first, last] = kills.equal_range(s.pid);
@@ -24,7 +27,7 @@ std::int64_t valid_until(const Section& s, const std::multimap<int, std::int64_t
   for (auto it = first; it != last; ++it) {
     if (it->second >= s.enter_ns) end = std::min(end, it->second);
   }
-  return end;
+  return end == kNever ? end : std::min(end, s.deadline_ns);
 }
 
 /// The time of the first request: details give times relative to it.

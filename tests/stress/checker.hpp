@@ -26,7 +26,8 @@ struct Section {
   std::int64_t wait_ns = 0;   // the acquire call started
   std::int64_t enter_ns = 0;  // the acquire call returned a permit
   std::int64_t leave_ns = 0;  // the section ended (only when `left`)
-  /// Permit::deadline() when the section ended (or began, if it never ended).
+  /// Permit::deadline() when the section ended (if it never ended: when it was last looked at,
+  /// at the enter or around a partial release).
   std::int64_t deadline_ns = 0;
   /// A partial release (Permit::release(k), 0 < k < units) in the middle of the section: when
   /// its holder stopped using the units it gave back (just before the call; 0: none), and
@@ -148,7 +149,7 @@ struct CheckResult {
 /// - at no instant more than `limit` units held by permits that were valid. A section counts
 ///   from enter to leave (the units it gave back, only until its partial release); if its
 ///   permit was lost by then, only until its deadline; if its process was killed inside, until
-///   the kill;
+///   the kill or the deadline last seen, whichever came first;
 /// - no token granted twice;
 /// - every permit of n units holds n distinct slots, each in 0 .. limit-1; a partial release
 ///   keeps the lowest slots (gives back the highest); no slot held by two valid permits at

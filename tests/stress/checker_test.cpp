@@ -89,6 +89,7 @@ TEST(StressChecker, AKilledHolderCountsUntilTheKill) {
   CheckInput in = base(1);
   Section dead = section(1, 0, 0, 7);
   dead.left = false;
+  dead.deadline_ns = 2000 * kMs;  // renewed until it died
   in.sections = {dead, section(2, 1200, 1300, 2)};
   in.kills = {{7, 100 * kMs}};
   EXPECT_TRUE(check(in).ok());
@@ -96,6 +97,11 @@ TEST(StressChecker, AKilledHolderCountsUntilTheKill) {
   EXPECT_FALSE(check(in).ok());
   in.kills.clear();  // never ended and never killed: the log is incomplete
   EXPECT_FALSE(check(in).ok());
+  // Stuck in a call past the deadline it last saw (nothing renews meanwhile), then killed:
+  // its lease ran out in Redis first, and the next holder came after that.
+  in.sections[0].deadline_ns = 1100 * kMs;
+  in.kills = {{7, 1250 * kMs}};
+  EXPECT_TRUE(check(in).ok());
 }
 
 TEST(StressChecker, ATokenGrantedTwiceFails) {

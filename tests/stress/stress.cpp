@@ -152,6 +152,9 @@ void give_back(Record& r, ProcessSlot& ps, Permit& permit, const std::vector<lon
     std::copy_n(kept.begin(), std::min<std::size_t>(n, kMaxUnits), r.kept);
   };
   write_kept(slots, keep);
+  // If the process dies in the call (a blackholed connection holds it there for seconds), its
+  // lease, renewed by nobody meanwhile, may run out in Redis before the kill.
+  r.deadline_ns = to_ns(permit.deadline());
   r.partial_ns = now_ns();
   // Logged before the call: once it reaches Redis the slots may pass on at once, and a SIGKILL
   // may come before it returns.
@@ -167,6 +170,7 @@ void give_back(Record& r, ProcessSlot& ps, Permit& permit, const std::vector<lon
     const std::vector<long long> kept = permit.slots();
     write_kept(kept, kept.size());
   }
+  r.deadline_ns = to_ns(permit.deadline());
 }
 
 /// One request of a worker thread.
