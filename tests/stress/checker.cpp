@@ -183,7 +183,10 @@ bool disturbed(const Section& s, const CheckInput& in) {
     if (overlaps(s.wait_ns, s.enter_ns, w.from_ns, w.to_ns)) return true;
   }
   for (const Stop& st : in.stops) {
-    if (st.pid == s.pid && overlaps(s.wait_ns, s.enter_ns, st.stop_ns, st.cont_ns)) return true;
+    if (st.pid == s.pid &&
+        overlaps(s.wait_ns, s.enter_ns, st.stop_ns, st.cont_ns + in.thaw_recovery_ns)) {
+      return true;
+    }
   }
   return false;
 }

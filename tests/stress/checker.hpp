@@ -88,6 +88,10 @@ struct CheckInput {
   /// violation: the time between a grant in Redis and its client noticing is not observable.
   /// For a timed-out waiter, also how long after its call it may have taken to join the queue.
   std::int64_t order_slack_ns = 0;
+  /// How long after its SIGCONT a frozen process may still be slow to hear of its grants (its
+  /// waker's BRPOP may have failed during the freeze and pause before listening again): the
+  /// order checks leave out its grants whose wait overlaps the freeze or this time after it.
+  std::int64_t thaw_recovery_ns = 0;
 };
 
 struct CheckResult {

@@ -187,6 +187,11 @@ TEST(StressChecker, GrantsWhoseWaitAFaultDisturbedAreLeftOutOfOrderChecks) {
   in.stops = {{1, 30 * kMs, 50 * kMs}};  // its own process was frozen while it waited
   r = check(in);
   EXPECT_TRUE(r.ok());
+  in.stops = {{1, 1 * kMs, 4 * kMs}};  // ...or thawed just before it asked
+  EXPECT_FALSE(check(in).ok());
+  in.thaw_recovery_ns = 10 * kMs;
+  EXPECT_TRUE(check(in).ok());
+  in.thaw_recovery_ns = 0;
   in.stops.clear();  // undisturbed, the same log is a violation
   EXPECT_FALSE(check(in).ok());
 }

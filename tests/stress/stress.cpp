@@ -755,6 +755,9 @@ int Driver::run() {
   input_.limit = s_.limit;
   input_.lease_ns = ms_to_ns(s_.lease_ms);
   input_.order_slack_ns = ms_to_ns(s_.order_slack_ms);
+  // A waker whose BRPOP failed during a freeze pauses 200 ms, then reconnects (connect timeout
+  // 500 ms) before it listens again.
+  input_.thaw_recovery_ns = ms_to_ns(1000);
 
   fmt::print(
       "fairsem_stress: {} processes x {} threads, limit {}, weights {}, lease {} ms, {} s, "
