@@ -93,6 +93,24 @@ long long given_back(const Section& s) {
   return std::max(0LL, s.units - static_cast<long long>(s.kept.size()));
 }
 
+/// Every section valid at `at`, and the faults around them.
+void describe_over_limit(const CheckInput& in, const std::multimap<int, std::int64_t>& kills,
+                         std::int64_t at, std::vector<std::string>& out) {
+  const std::int64_t t0 = origin(in);
+  out.push_back(fmt::format("first time over the limit: {}; valid then:", ms_since(at, t0)));
+  std::int64_t from = at;
+  std::int64_t to = at;
+  for (const Section& s : in.sections) {
+    const std::int64_t end = valid_until(s, kills);
+    if (s.enter_ns <= at && at < end) {
+      out.push_back("  " + describe(s, end, t0));
+      from = std::min(from, s.wait_ns);
+      to = std::max(to, std::min(end, s.left ? s.leave_ns : end));
+    }
+  }
+  describe_faults(in, from, to, t0, out);
+}
+
 void check_holders(const CheckInput& in, CheckResult& out) {
   std::multimap<int, std::int64_t> kills;
   for (const Kill& k : in.kills) kills.emplace(k.pid, k.at_ns);
@@ -138,20 +156,7 @@ void check_holders(const CheckInput& in, CheckResult& out) {
     over = units > in.limit;
   }
   if (out.over_limit_instants > 0) {
-    const std::int64_t t0 = origin(in);
-    out.details.push_back(
-        fmt::format("first time over the limit: {}; valid then:", ms_since(first_over, t0)));
-    std::int64_t from = first_over;
-    std::int64_t to = first_over;
-    for (const Section& s : in.sections) {
-      const std::int64_t end = valid_until(s, kills);
-      if (s.enter_ns <= first_over && first_over < end) {
-        out.details.push_back("  " + describe(s, end, t0));
-        from = std::min(from, s.wait_ns);
-        to = std::max(to, std::min(end, s.left ? s.leave_ns : end));
-      }
-    }
-    describe_faults(in, from, to, t0, out.details);
+    describe_over_limit(in, kills, first_over, out.details);
     out.failures.push_back(fmt::format(
         "{} units held by valid permits at once (limit {}; {} permits; over the limit {} times)",
         out.max_units, in.limit, out.max_units_holders, out.over_limit_instants));
@@ -247,7 +252,7 @@ std::map<std::int64_t, std::vector<Holding>> holdings_by_slot(const CheckInput& 
 void describe_shared(const CheckInput& in, const Holding& first, const Holding& second,
                      std::vector<std::string>& out) {
   const std::int64_t t0 = origin(in);
-  out.push_back("first slot held by two valid permits:");
+  out.emplace_back("first slot held by two valid permits:");
   out.push_back(fmt::format("  {} (this slot until {})", describe(*first.section, first.to, t0),
                             ms_since(first.to, t0)));
   out.push_back(fmt::format("  {} (this slot until {})", describe(*second.section, second.to, t0),
@@ -320,6 +325,14 @@ struct OrderCount {
   const Section* worst_higher = nullptr;
 };
 
+/// Whether `s` entered more than the slack before a lower token that asked for more units
+/// (`latest_lower_by_units`: the latest enter of the lower tokens, by units).
+bool passed_heavier(const std::map<long long, std::int64_t>& latest_lower_by_units,
+                    const Section& s, std::int64_t slack) {
+  return std::any_of(latest_lower_by_units.upper_bound(s.units), latest_lower_by_units.end(),
+                     [&](const auto& entry) { return entry.second - s.enter_ns > slack; });
+}
+
 /// Counts the sections that entered before a lower token by more than the slack.
 OrderCount count_order_violations(std::vector<const Section*> sections, std::int64_t slack,
                                   std::int64_t& worst, std::size_t* over_10ms = nullptr) {
@@ -340,13 +353,7 @@ OrderCount count_order_violations(std::vector<const Section*> sections, std::int
           count.worst_lower = latest_lower;
           count.worst_higher = s;
         }
-        for (auto it = latest_lower_by_units.upper_bound(s->units);
-             it != latest_lower_by_units.end(); ++it) {
-          if (it->second - s->enter_ns > slack) {
-            ++count.past_heavier;
-            break;
-          }
-        }
+        if (passed_heavier(latest_lower_by_units, *s, slack)) ++count.past_heavier;
       }
       if (over_10ms != nullptr && inversion > 10'000'000) ++*over_10ms;
     }
@@ -363,7 +370,7 @@ void describe_order_violation(const CheckInput& in, const OrderCount& count,
   const std::int64_t t0 = origin(in);
   std::multimap<int, std::int64_t> kills;
   for (const Kill& k : in.kills) kills.emplace(k.pid, k.at_ns);
-  out.push_back("worst grant out of order: the lower token entered after the higher one");
+  out.emplace_back("worst grant out of order: the lower token entered after the higher one");
   for (const Section* s : {count.worst_lower, count.worst_higher}) {
     out.push_back("  " + describe(*s, valid_until(*s, kills), t0));
   }
