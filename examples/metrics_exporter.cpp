@@ -114,6 +114,9 @@ std::string exposition(const fairsem::Metrics& m, const std::string& semaphore) 
       {"renewal_failures", "Failed renewals, one per permit per attempt.", m.renewal_failures},
       {"permits_lost", "Held permits found lost.", m.permits_lost},
       {"releases", "Releases that freed a held permit.", m.releases},
+      {"units_granted", "Units of the permits granted (grants weighted by their units).",
+       m.units_granted},
+      {"units_released", "Units the releases gave back.", m.units_released},
       {"reconnects", "Connections re-established after they broke.", m.reconnects},
   };
   const std::string label = fmt::format("semaphore=\"{}\"", label_value(semaphore));

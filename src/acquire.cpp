@@ -34,9 +34,9 @@ AcquireReply SemaphoreCore::run_acquire(Connection& conn, const std::string& id,
 
 void SemaphoreCore::check_units(long long units) const {
   if (units < 1 || units > options_.limit) {
-    throw InvalidArgument(fmt::format(
-        "fairsem: {}: an acquire asks for 1 to {} units (the limit), got {}", where(),
-        options_.limit, units));
+    throw InvalidArgument(
+        fmt::format("fairsem: {}: asked for {} units; an acquire takes 1 to {} (the limit)",
+                    where(), units, options_.limit));
   }
 }
 
@@ -45,6 +45,12 @@ void SemaphoreCore::throw_evicted(const std::string& id) const {
       fmt::format("fairsem: {}: the queued request {} was evicted (removed on purpose)", where(),
                   id),
       id);
+}
+
+void SemaphoreCore::throw_if_removed(const AcquireReply& reply, const std::string& id,
+                                     long long units) const {
+  if (reply.state == AcquireState::evicted) throw_evicted(id);
+  if (reply.state == AcquireState::too_large) throw_too_large(id, units);
 }
 
 void SemaphoreCore::throw_too_large(const std::string& id, long long units) const {
@@ -155,8 +161,7 @@ std::optional<Permit> SemaphoreCore::acquire(long long units,
       conn.emplace(*this);
       sent = Clock::now();
       reply = run_acquire(**conn, id, "queue", units, reply.ticket);
-      if (reply.state == AcquireState::evicted) throw_evicted(id);
-      if (reply.state == AcquireState::too_large) throw_too_large(id, units);
+      throw_if_removed(reply, id, units);
       // Still queued: a wake-up popped before this reply is older than what the poll saw.
       if (reply.state != AcquireState::granted) wake_up->rearm(**conn);
     }
@@ -205,7 +210,7 @@ std::optional<Permit> SemaphoreCore::measured_acquire(long long units, bool wait
   try {
     std::optional<Permit> permit = queue ? acquire(units, deadline) : try_acquire(units);
     if (permit) {
-      metrics_.record_grant(Clock::now() - start);
+      metrics_.record_grant(Clock::now() - start, units);
     } else {
       MetricCounters::add(queue ? metrics_.timeouts : metrics_.rejections);
     }
@@ -231,6 +236,7 @@ bool SemaphoreCore::wait_for_wake_up(WakeSubscription& wake_up, const std::strin
     if (left <= milliseconds(0)) return false;
     const WakeWait waited = wake_up.wait_for(left);
     if (waited.woken) return take_wake_up(*waited.woken, id, units, reply, sent);
+    if (waited.interrupted) return false;    // a wake-up may be lost: poll now
     if (waited.error.empty()) return false;  // no wake-up within `wait`: poll
     // A transient refusal goes straight to the poll; after any other the wait goes on: a
     // wake-up can still come, and the poll follows as on a timeout.

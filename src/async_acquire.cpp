@@ -134,6 +134,8 @@ bool AsyncAcquire::woken(bool& poll_now) {
       return true;
     }
     poll_now = true;  // promoted, with too little of the lease left to take it as it is
+  } else if (waited.interrupted) {
+    poll_now = true;  // the waker's BRPOP was cut off: a wake-up may be lost
   } else if (!waited.error.empty()) {
     if (is_transient(waited.error)) {
       poll_now = true;
@@ -150,8 +152,7 @@ bool AsyncAcquire::poll() {
     SemaphoreCore::Borrowed conn(*core_);
     sent_ = Clock::now();
     reply_ = core_->run_acquire(*conn, id_, "queue", units_, reply_.ticket);
-    if (reply_.state == AcquireState::evicted) core_->throw_evicted(id_);
-    if (reply_.state == AcquireState::too_large) core_->throw_too_large(id_, units_);
+    core_->throw_if_removed(reply_, id_, units_);
     if (reply_.state == AcquireState::granted) {
       wake_up_.reset();
       core_->await_replicas(*conn, id_);
@@ -198,7 +199,7 @@ void AsyncAcquire::finish(const std::exception_ptr& outcome, std::optional<Permi
   wake_up_.reset();
   MetricCounters& m = core_->metrics_;
   if (permit) {
-    m.record_grant(Clock::now() - started_);
+    m.record_grant(Clock::now() - started_, units_);
   } else if (!error) {
     MetricCounters::add(deadline_ && *deadline_ <= started_ ? m.rejections : m.timeouts);
   } else {

@@ -114,7 +114,7 @@ Reply SemaphoreCore::run(Connection& conn, std::string_view op, const Args& extr
   auto backoff = std::chrono::milliseconds(20);
   for (int attempt = 1, transient = 1;; ++attempt) {
     try {
-      reply = conn.eval(detail::scripts::semaphore, key_args_, args);
+      reply = conn.eval(detail::scripts::semaphore_script(op), key_args_, args);
       break;
     } catch (const AuthError&) {
       throw;
@@ -160,6 +160,20 @@ void SemaphoreCore::open() {
   }
   Borrowed conn(*this);
   detail::decode_open(run(*conn, "open", {}));
+  // The open script is in the server's cache now; the others go there in one round trip, so
+  // that no acquire or release pays for a NOSCRIPT first. A refusal (an ACL without SCRIPT
+  // LOAD, a flushed cache later) costs only that: each script is loaded again on NOSCRIPT.
+  std::vector<Args> loads;
+  for (const Script* script :
+       {&scripts::semaphore_acquire, &scripts::semaphore_release, &scripts::semaphore_renew,
+        &scripts::semaphore_status, &scripts::semaphore_evict, &scripts::semaphore_resize}) {
+    loads.push_back({"SCRIPT", "LOAD", script->body});
+  }
+  try {
+    (void)conn->pipeline(loads);
+  } catch (const Error&) {
+    // The semaphore is open: a connection lost now is found (and replaced) by the next call.
+  }
 }
 
 void SemaphoreCore::forget(PermitState& state) {
@@ -178,6 +192,7 @@ ReleaseResult SemaphoreCore::release(PermitState& state) {
   // released_before: an earlier run whose reply was lost released it (it left a receipt).
   if (detail::decode_release(reply) != detail::ReleaseState::not_present) {
     MetricCounters::add(metrics_.releases);
+    MetricCounters::add(metrics_.units_released, static_cast<std::uint64_t>(state.count()));
     return ReleaseResult::released;
   }
   // Gone before anyone noticed (e.g. an expired lease without auto_renew): lost all the same.
@@ -203,6 +218,7 @@ ReleaseResult SemaphoreCore::release_units(PermitState& state, long long units) 
   if (detail::decode_release(reply) == detail::ReleaseState::holder_released) {
     state.keep_slots(static_cast<std::size_t>(keep));
     MetricCounters::add(metrics_.releases);
+    MetricCounters::add(metrics_.units_released, static_cast<std::uint64_t>(units));
     return ReleaseResult::released;
   }
   // Gone before anyone noticed: the whole permit is lost, and dropped as release() drops it.
@@ -243,6 +259,16 @@ ResizeResult SemaphoreCore::resize(long long new_limit) {
   }();
   const detail::ResizeReply r = detail::decode_resize(reply);
   return {r.old_limit, r.new_limit, r.promoted};
+}
+
+const Script& scripts::semaphore_script(std::string_view op) {
+  for (const Script* script :
+       {&scripts::semaphore_acquire, &scripts::semaphore_release, &scripts::semaphore_renew,
+        &scripts::semaphore_open, &scripts::semaphore_status, &scripts::semaphore_evict,
+        &scripts::semaphore_resize}) {
+    if (script->name.substr(std::string_view("semaphore_").size()) == op) return *script;
+  }
+  throw std::logic_error(fmt::format("fairsem: no semaphore script for operation '{}'", op));
 }
 
 std::vector<std::string> semaphore_keys(std::string_view key_prefix, std::string_view name) {

@@ -107,8 +107,9 @@ struct MetricCounters {
     return counter.load(std::memory_order_relaxed);
   }
 
-  void record_grant(Clock::duration waited) noexcept {
+  void record_grant(Clock::duration waited, long long units) noexcept {
     add(grants);
+    add(units_granted, static_cast<std::uint64_t>(units));
     const auto ns = std::max(std::chrono::nanoseconds(0),
                              std::chrono::duration_cast<std::chrono::nanoseconds>(waited));
     std::size_t bucket = 0;
@@ -129,6 +130,8 @@ struct MetricCounters {
     m.renewal_failures = get(renewal_failures);
     m.permits_lost = get(permits_lost);
     m.releases = get(releases);
+    m.units_granted = get(units_granted);
+    m.units_released = get(units_released);
     m.reconnects = get(*reconnects);
     Histogram& h = m.acquire_wait;
     h.bounds_seconds.reserve(wait_buckets.size());
@@ -156,6 +159,8 @@ struct MetricCounters {
   Counter renewal_failures{0};
   Counter permits_lost{0};
   Counter releases{0};
+  Counter units_granted{0};
+  Counter units_released{0};
   // Shared with every connection of the semaphore (Connection::count_reconnects).
   const std::shared_ptr<Counter> reconnects = std::make_shared<Counter>(0);
   std::array<Counter, kWaitBounds.size() + 1> wait_buckets{};  // one per bucket, not cumulative
@@ -250,6 +255,8 @@ class SemaphoreCore : public std::enable_shared_from_this<SemaphoreCore> {
   [[noreturn]] void throw_evicted(const std::string& id) const;
   /// The queued request `id` for `units` was removed: a resize left the limit below them.
   [[noreturn]] void throw_too_large(const std::string& id, long long units) const;
+  /// A poll found the queued request `id` removed (evicted, or too large): throws as above.
+  void throw_if_removed(const AcquireReply& reply, const std::string& id, long long units) const;
   /// WAIT for min_replicas replicas to have what this connection wrote; returns how many did.
   long long wait_replicas(Connection& conn);
   /// One wait (up to `wait`) for the wake-up of the queued request `id`, whose last call got

@@ -33,10 +33,12 @@ WakeSubscription::~WakeSubscription() { waker_->unsubscribe(*this); }
 
 WakeWait WakeSubscription::wait_for(std::chrono::milliseconds wait) {
   std::unique_lock<std::mutex> lock(waker_->mu_);
-  cv_.wait_for(lock, wait, [&] { return woken_.has_value() || !error_.empty(); });
+  cv_.wait_for(lock, wait,
+               [&] { return woken_.has_value() || !error_.empty() || interrupted_; });
   WakeWait result;
   result.woken = std::exchange(woken_, std::nullopt);
   result.error = std::exchange(error_, std::string());
+  result.interrupted = std::exchange(interrupted_, false);
   return result;
 }
 
@@ -45,6 +47,7 @@ void WakeSubscription::rearm(Connection& conn) {
     std::lock_guard<std::mutex> lock(waker_->mu_);
     woken_.reset();
     error_.clear();
+    interrupted_ = false;
     if (listed_) return;
   }
   waker_->list(*this, conn);
@@ -116,11 +119,19 @@ void Waker::unsubscribe(const WakeSubscription& sub) noexcept {
 }
 
 void Waker::report(const std::string& error) {
+  notify_every([&](WakeSubscription& sub) { sub.error_ = error; });
+}
+
+void Waker::interrupted() {
+  notify_every([](WakeSubscription& sub) { sub.interrupted_ = true; });
+}
+
+void Waker::notify_every(const std::function<void(WakeSubscription&)>& mark) {
   std::vector<std::function<void()>> hooks;
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (auto& entry : subs_) {
-      entry.second->error_ = error;
+      mark(*entry.second);
       entry.second->cv_.notify_all();
       if (entry.second->hook_) hooks.push_back(entry.second->hook_);
     }
@@ -154,8 +165,17 @@ void Waker::run() {
       listen(*conn, keys);
     } catch (const std::exception&) {
       // Unreachable or broken (or out of memory): made again (or reconnected) for the next
-      // BRPOP; the waiters poll meanwhile. Nothing escapes the thread.
+      // BRPOP; the waiters poll meanwhile. A BRPOP cut off may have popped a wake-up whose
+      // reply is lost: its waiter (whichever it is) polls at once. Nothing escapes the thread.
       conn.reset();
+      if (std::exchange(cut_, false)) {
+        bool stopping = false;
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          stopping = stop_;
+        }
+        if (!stopping) interrupted();
+      }
       pause();
     }
   }
@@ -179,6 +199,7 @@ void Waker::listen(Connection& conn, const std::vector<std::string>& keys) {
     // On the socket as it is (no reconnect, no redirection), so that stop() may shut it down.
     reply = conn.command_in_place(argv, kListenSeconds + options_.command_timeout);
   } catch (...) {
+    cut_ = true;
     std::lock_guard<std::mutex> lock(mu_);
     fd_ = -1;
     throw;

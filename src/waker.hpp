@@ -28,6 +28,9 @@ class Waker;
 struct WakeWait {
   std::optional<Reply> woken;  // the BRPOP reply that popped this subscription's list
   std::string error;           // the waker's BRPOP was refused (ReplyError::server_message)
+  /// The waker's BRPOP was cut off (its connection broke): a wake-up it popped is lost, so the
+  /// waiter polls now rather than at its next poll interval.
+  bool interrupted = false;
 };
 
 /// One waiting request's interest in its wake list: from subscribe() until destroyed. Used by
@@ -61,6 +64,7 @@ class WakeSubscription {
   bool listed_ = true;  // in the waker's BRPOP; a delivered wake-up ends that
   std::optional<Reply> woken_;
   std::string error_;
+  bool interrupted_ = false;
   std::condition_variable cv_;
 };
 
@@ -93,6 +97,10 @@ class Waker : public std::enable_shared_from_this<Waker> {
   /// Tells every subscription that the BRPOP was refused with `error` (their hooks are called
   /// after the lock is let go).
   void report(const std::string& error);
+  /// Tells every subscription that a BRPOP under way was cut off, as report() does.
+  void interrupted();
+  /// Sets what `mark` sets on every subscription, wakes their waiters and calls their hooks.
+  void notify_every(const std::function<void(WakeSubscription&)>& mark);
   /// Waits a moment (or until stopped) before trying again.
   void pause();
 
@@ -107,6 +115,7 @@ class Waker : public std::enable_shared_from_this<Waker> {
   bool stop_ = false;
   bool listening_ = false;  // a BRPOP is under way with the keys it had when it began
   int fd_ = -1;             // the socket a BRPOP waits on, for stop() to shut down
+  bool cut_ = false;        // the last BRPOP was sent, and its reply never came (thread only)
   std::thread thread_;
 };
 

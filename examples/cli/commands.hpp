@@ -18,6 +18,7 @@ struct Target {
 struct RunArgs {
   Target target;
   long long limit = 0;
+  long long permits = 1;  // units of the limit the command holds
   std::chrono::milliseconds lease{10'000};
   std::optional<std::chrono::milliseconds> wait;  // none: wait as long as it takes
   bool kill_on_lost = true;

@@ -95,11 +95,18 @@ int main(int argc, char** argv) {
       "run",
       "Run CMD while holding a permit: waits in FIFO order, keeps the lease renewed, forwards "
       "SIGINT/SIGTERM/SIGHUP, releases when CMD ends and exits with its status. CMD gets "
-      "FAIRSEM_PERMIT_ID, FAIRSEM_FENCING_TOKEN and FAIRSEM_SLOT (0..limit-1, unique among the "
-      "holders) in its environment.");
+      "FAIRSEM_PERMIT_ID, FAIRSEM_FENCING_TOKEN, FAIRSEM_PERMITS (the units it holds), "
+      "FAIRSEM_SLOTS (its slots, 0..limit-1 and unique among the holders, comma-separated) and "
+      "FAIRSEM_SLOT (the lowest of them) in its environment.");
   add_target(*run_cmd, run.target, run_url);
   run_cmd->add_option("--limit", run.limit, "Permits across every client (1..1000000000)")
       ->required()
+      ->check(CLI::Range(1LL, 1'000'000'000LL));
+  run_cmd
+      ->add_option("--permits", run.permits,
+                   "Units of the limit to hold at once (1..limit), granted together in FIFO "
+                   "order")
+      ->capture_default_str()
       ->check(CLI::Range(1LL, 1'000'000'000LL));
   run_cmd->add_option("--lease", lease_text, "Lease, renewed while CMD runs")
       ->capture_default_str();

@@ -7,11 +7,13 @@
 // posix_spawnp() with those signals unblocked and at their defaults; no shell is involved.
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cerrno>
@@ -124,7 +126,8 @@ std::variant<Permit, int> acquire_interruptibly(FairSemaphore& sem, const RunArg
   std::thread waiter([&] {
     try {
       out.permit =
-          args.wait ? sem.try_acquire_for(*args.wait) : std::optional<Permit>(sem.acquire());
+          args.wait ? sem.try_acquire_for(args.permits, *args.wait)
+                    : std::optional<Permit>(sem.acquire(args.permits));
     } catch (...) {
       out.error = std::current_exception();
     }
@@ -182,20 +185,25 @@ std::variant<Permit, int> acquire_interruptibly(FairSemaphore& sem, const RunArg
   return std::move(*out.permit);
 }
 
-/// environ, with FAIRSEM_PERMIT_ID, FAIRSEM_FENCING_TOKEN and FAIRSEM_SLOT set for the command
-/// (values inherited from an enclosing `fairsem run` are replaced, not duplicated: with two
-/// entries of one name, getenv() would find the stale one first).
+/// environ, with FAIRSEM_PERMIT_ID, FAIRSEM_FENCING_TOKEN, FAIRSEM_PERMITS, FAIRSEM_SLOTS and
+/// FAIRSEM_SLOT set for the command (values inherited from an enclosing `fairsem run` are
+/// replaced, not duplicated: with two entries of one name, getenv() would find the stale one
+/// first).
 std::vector<std::string> child_environment(const Permit& permit) {
+  static constexpr std::array<std::string_view, 5> kOurs = {
+      "FAIRSEM_PERMIT_ID=", "FAIRSEM_FENCING_TOKEN=", "FAIRSEM_PERMITS=", "FAIRSEM_SLOTS=",
+      "FAIRSEM_SLOT="};
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) {
     const std::string_view entry = *e;
-    if (entry.rfind("FAIRSEM_PERMIT_ID=", 0) == 0) continue;
-    if (entry.rfind("FAIRSEM_FENCING_TOKEN=", 0) == 0) continue;
-    if (entry.rfind("FAIRSEM_SLOT=", 0) == 0) continue;
+    const auto ours = [&](std::string_view name) { return entry.rfind(name, 0) == 0; };
+    if (std::any_of(kOurs.begin(), kOurs.end(), ours)) continue;
     env.emplace_back(entry);
   }
   env.push_back("FAIRSEM_PERMIT_ID=" + permit.id());
   env.push_back(fmt::format("FAIRSEM_FENCING_TOKEN={}", permit.fencing_token()));
+  env.push_back(fmt::format("FAIRSEM_PERMITS={}", permit.count()));
+  env.push_back(fmt::format("FAIRSEM_SLOTS={}", fmt::join(permit.slots(), ",")));
   env.push_back(fmt::format("FAIRSEM_SLOT={}", permit.slot()));
   return env;
 }
@@ -281,7 +289,7 @@ int run_main(const RunArgs& args) {
   try {
     sem.emplace(ConnectionOptions::from_url(args.target.url), args.target.name, options);
     if (args.wait && args.wait->count() == 0) {
-      permit = sem->try_acquire();
+      permit = sem->try_acquire(args.permits);
       if (!permit) {
         print_message(
             fmt::format("every permit of semaphore '{}' (limit {}) is taken or "

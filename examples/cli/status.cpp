@@ -2,6 +2,7 @@
 // by name (Redis stores its limit), through fairsem::SemaphoreAdmin.
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
@@ -21,7 +22,9 @@ nlohmann::ordered_json to_json(const PermitInfo& p, bool holder) {
   nlohmann::ordered_json j;
   j["id"] = p.id;
   j["token"] = p.ticket;
+  j["units"] = p.count;
   j["slot"] = holder ? nlohmann::ordered_json(p.slot) : nlohmann::ordered_json(nullptr);
+  j["slots"] = p.slots;
   j["lease_left_ms"] = p.lease_left.count();
   j["owner"] = p.owner;
   return j;
@@ -42,6 +45,9 @@ std::string printable(std::string_view text) {
   return out;
 }
 
+/// A holder's slots as the first column shows them: "3", or "0,2,5" for a permit of 3 units.
+std::string slot_list(const PermitInfo& p) { return fmt::format("{}", fmt::join(p.slots, ",")); }
+
 /// The first column's width and the id column's, shared by both tables so that they line up.
 struct Widths {
   std::size_t first = 4;  // "SLOT"
@@ -53,12 +59,12 @@ Widths widths_of(const Status& s) {
   for (const auto* rows : {&s.holders, &s.waiters}) {
     for (const PermitInfo& p : *rows) w.id = std::max(w.id, p.id.size());
   }
-  for (const PermitInfo& p : s.holders) w.first = std::max(w.first, std::to_string(p.slot).size());
+  for (const PermitInfo& p : s.holders) w.first = std::max(w.first, slot_list(p).size());
   w.first = std::max(w.first, std::to_string(s.waiters.size()).size());
   return w;
 }
 
-/// One table: the first column is the slot (holders) or the place in the queue (waiters).
+/// One table: the first column is the slots (holders) or the place in the queue (waiters).
 void append_table(std::string& out, const std::string& title, const std::vector<PermitInfo>& rows,
                   bool holders, const Widths& widths) {
   if (rows.empty()) return;
@@ -67,15 +73,16 @@ void append_table(std::string& out, const std::string& title, const std::vector<
   const std::size_t id_width = widths.id;
   std::vector<std::string> first;
   for (std::size_t i = 0; i < rows.size(); ++i) {
-    first.push_back(std::to_string(holders ? rows[i].slot : static_cast<long long>(i + 1)));
+    first.push_back(holders ? slot_list(rows[i]) : std::to_string(i + 1));
   }
   out += fmt::format("{}\n", title);
-  out += fmt::format("  {:>{}}  {:<{}}  {:>8}  {:>10}  {}\n", first_label, first_width, "ID",
-                     id_width, "TOKEN", "LEASE LEFT", "OWNER");
+  out += fmt::format("  {:>{}}  {:<{}}  {:>8}  {:>5}  {:>10}  {}\n", first_label, first_width,
+                     "ID", id_width, "TOKEN", "UNITS", "LEASE LEFT", "OWNER");
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const PermitInfo& p = rows[i];
-    out += fmt::format("  {:>{}}  {:<{}}  {:>8}  {:>10}  {}\n", first[i], first_width, p.id,
-                       id_width, p.ticket, format_duration(p.lease_left), printable(p.owner));
+    out += fmt::format("  {:>{}}  {:<{}}  {:>8}  {:>5}  {:>10}  {}\n", first[i], first_width, p.id,
+                       id_width, p.ticket, p.count, format_duration(p.lease_left),
+                       printable(p.owner));
   }
 }
 
@@ -87,9 +94,13 @@ std::string status_table(const Target& target, const Status& s) {
         "semaphore '{}' (prefix '{}'): not in use (no limit stored, nobody queued)\n", target.name,
         target.key_prefix);
   }
+  long long units = 0;
+  for (const PermitInfo& p : s.holders) units += p.count;
   std::string out = fmt::format(
-      "semaphore '{}' (prefix '{}'): limit {}, {} holding, {} waiting, {} tickets issued\n",
-      target.name, target.key_prefix, s.limit, s.holders.size(), s.waiters.size(), s.last_ticket);
+      "semaphore '{}' (prefix '{}'): limit {}, {} holding {} unit{}, {} waiting, {} tickets "
+      "issued\n",
+      target.name, target.key_prefix, s.limit, s.holders.size(), units, units == 1 ? "" : "s",
+      s.waiters.size(), s.last_ticket);
   const Widths widths = widths_of(s);
   append_table(out, "holders:", s.holders, true, widths);
   append_table(out, "waiters, in queue order:", s.waiters, false, widths);

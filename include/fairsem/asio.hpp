@@ -55,37 +55,54 @@ void asio_initiate(Handler&& handler, Start&& start, ToResult result) {
 
 }  // namespace detail
 
-/// FairSemaphore::acquire() as an Asio asynchronous operation with signature
-/// void(std::exception_ptr, Permit) (the Permit empty when the exception_ptr is set).
+/// FairSemaphore::acquire(units) as an Asio asynchronous operation with signature
+/// void(std::exception_ptr, Permit) (the Permit empty when the exception_ptr is set). Units
+/// below 1 or above the limit throw InvalidArgument from this call.
 template <class CompletionToken>
-auto async_acquire(FairSemaphore& semaphore, CompletionToken&& token) {
+auto async_acquire(FairSemaphore& semaphore, long long units, CompletionToken&& token) {
   return asio::async_initiate<CompletionToken, void(std::exception_ptr, Permit)>(
-      [&semaphore](auto&& handler) {
+      [&semaphore, units](auto&& handler) {
         detail::asio_initiate<Permit>(
             std::forward<decltype(handler)>(handler),
-            [&semaphore](AcquireCallback done) { semaphore.acquire_async(std::move(done)); },
+            [&semaphore, units](AcquireCallback done) {
+              semaphore.acquire_async(units, std::move(done));
+            },
             [](std::optional<Permit>&& permit) { return permit ? std::move(*permit) : Permit(); });
       },
       token);
 }
 
-/// FairSemaphore::try_acquire_for() as an Asio asynchronous operation with signature
-/// void(std::exception_ptr, std::optional<Permit>): an empty optional when `timeout` passed.
+/// One unit: FairSemaphore::acquire().
+template <class CompletionToken>
+auto async_acquire(FairSemaphore& semaphore, CompletionToken&& token) {
+  return async_acquire(semaphore, 1, std::forward<CompletionToken>(token));
+}
+
+/// FairSemaphore::try_acquire_for(units, timeout) as an Asio asynchronous operation with
+/// signature void(std::exception_ptr, std::optional<Permit>): an empty optional when `timeout`
+/// passed.
 template <class Rep, class Period, class CompletionToken>
-auto async_acquire_for(FairSemaphore& semaphore, std::chrono::duration<Rep, Period> timeout,
-                       CompletionToken&& token) {
+auto async_acquire_for(FairSemaphore& semaphore, long long units,
+                       std::chrono::duration<Rep, Period> timeout, CompletionToken&& token) {
   const auto deadline = std::chrono::steady_clock::now() +
                         std::chrono::duration_cast<std::chrono::steady_clock::duration>(timeout);
   return asio::async_initiate<CompletionToken, void(std::exception_ptr, std::optional<Permit>)>(
-      [&semaphore, deadline](auto&& handler) {
+      [&semaphore, units, deadline](auto&& handler) {
         detail::asio_initiate<std::optional<Permit>>(
             std::forward<decltype(handler)>(handler),
-            [&semaphore, deadline](AcquireCallback done) {
-              semaphore.acquire_async_until(deadline, std::move(done));
+            [&semaphore, units, deadline](AcquireCallback done) {
+              semaphore.acquire_async_until(units, deadline, std::move(done));
             },
             [](std::optional<Permit>&& permit) { return std::move(permit); });
       },
       token);
+}
+
+/// One unit: FairSemaphore::try_acquire_for(timeout).
+template <class Rep, class Period, class CompletionToken>
+auto async_acquire_for(FairSemaphore& semaphore, std::chrono::duration<Rep, Period> timeout,
+                       CompletionToken&& token) {
+  return async_acquire_for(semaphore, 1, timeout, std::forward<CompletionToken>(token));
 }
 
 }  // namespace fairsem

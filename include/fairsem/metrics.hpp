@@ -49,8 +49,13 @@ struct Metrics {
   /// Held permits found lost, once each: by a renewal (on_lost is called), or by a release
   /// that found the permit already gone (it returned ReleaseResult::expired).
   std::uint64_t permits_lost = 0;
-  /// Releases that freed a held permit (ReleaseResult::released), by release() or ~Permit.
+  /// Releases that freed a held permit (ReleaseResult::released), by release() or ~Permit,
+  /// and partial releases (Permit::release(units)).
   std::uint64_t releases = 0;
+  /// The units of the permits granted: grants weighted by what each asked for.
+  std::uint64_t units_granted = 0;
+  /// The units those releases gave back.
+  std::uint64_t units_released = 0;
   /// Successful reconnects of this handle's connections, the watchdog's included, after a
   /// connection broke or was redirected to another node. The first connect is not counted.
   std::uint64_t reconnects = 0;

@@ -5,6 +5,8 @@
 #
 #   bash tests/bench/compare.sh              # about 3 minutes
 #   SECONDS_PER_RUN=20 bash tests/bench/compare.sh
+#   COMPARE_OUT=/tmp/b/benchmarks.md bash tests/bench/compare.sh   # write-up (and img/) elsewhere
+#   COMPARE_KEEP_WORK=1 bash tests/bench/compare.sh  # keep the JSON figures and grant records
 #
 # It builds the benchmarks (cmake preset "bench"), starts redis-server on a free loopback port,
 # measures the floor with redis-benchmark, installs the peer into a temp dir (never into the
@@ -17,8 +19,15 @@ cd "$FAIRSEM_ROOT"
 
 RUN_SECONDS=${SECONDS_PER_RUN:-10}
 CLIENTS=8
-OUT=docs/benchmarks.md
-IMG=docs/img
+# The weighted scenario (issue 16): $CLIENTS processes, client i asking for WEIGHTS[i % 2] units
+# of WEIGHTED_LIMIT. A grant counts as out of FIFO order when an earlier request (asked more than
+# 100 µs before it) was still waiting more than GRANT_TOLERANCE_US after it: one release can
+# promote several waiters, which then wake in any order; 1 ms is target 2's hand-off p99 bound.
+WEIGHTS=1,4
+WEIGHTED_LIMIT=8
+GRANT_TOLERANCE_US=1000
+OUT=${COMPARE_OUT:-docs/benchmarks.md}
+IMG=$(dirname "$OUT")/img
 BIN=build/bench/tests/bench
 
 fairsem_ensure_packages gnuplot-nox jq
@@ -31,7 +40,8 @@ work=$(mktemp -d /tmp/fairsem-compare.XXXXXX)
 redis_pid=
 cleanup() {
   [ -n "$redis_pid" ] && kill "$redis_pid" 2>/dev/null && wait "$redis_pid" 2>/dev/null
-  rm -rf "$work"
+  # COMPARE_KEEP_WORK=1 keeps the JSON figures and grant records of the run.
+  if [ "${COMPARE_KEEP_WORK:-0}" = 1 ]; then echo "kept $work" >&2; else rm -rf "$work"; fi
 }
 trap cleanup EXIT
 
@@ -84,6 +94,11 @@ for mode in threads processes; do
   "$BIN/fairsem_contention" --clients "$CLIENTS" --limit 1 --hold-ms 1 --seconds "$RUN_SECONDS" \
     --mode "$mode" --records "$work/fairsem-$mode.csv" >"$work/fairsem-$mode.json"
 done
+fairsem_log "fairsem: weighted, $CLIENTS processes asking $WEIGHTS units of limit $WEIGHTED_LIMIT, 1 ms hold, ${RUN_SECONDS} s"
+"$BIN/fairsem_contention" --name weighted --clients "$CLIENTS" --limit "$WEIGHTED_LIMIT" \
+  --weights "$WEIGHTS" --hold-ms 1 --seconds "$RUN_SECONDS" --mode processes \
+  --fifo-grant-tolerance-us "$GRANT_TOLERANCE_US" --records "$work/fairsem-weighted.csv" \
+  >"$work/fairsem-weighted.json"
 
 # --- The peer, installed into the temp dir.
 peer=none
@@ -114,6 +129,12 @@ if [ "$peer" != none ]; then
       --external "node $PEER_JS contention --port $port --clients $CLIENTS --limit 1 --hold-ms 1 --seconds $RUN_SECONDS --mode $mode --out $work/peer-$mode.csv >/dev/null" \
       >"$work/peer-$mode.json"
   done
+  fairsem_log "peer: weighted (MultiSemaphore), $CLIENTS processes asking $WEIGHTS units of limit $WEIGHTED_LIMIT, 1 ms hold, ${RUN_SECONDS} s"
+  "$BIN/fairsem_contention" --impl redis-semaphore --mode processes --clients "$CLIENTS" \
+    --limit "$WEIGHTED_LIMIT" --weights "$WEIGHTS" --hold-ms 1 --seconds "$RUN_SECONDS" \
+    --fifo-grant-tolerance-us "$GRANT_TOLERANCE_US" --records "$work/peer-weighted.csv" \
+    --external "node $PEER_JS contention --port $port --key bench-weighted --clients $CLIENTS --limit $WEIGHTED_LIMIT --weights $WEIGHTS --hold-ms 1 --seconds $RUN_SECONDS --mode processes --out $work/peer-weighted.csv >/dev/null" \
+    >"$work/peer-weighted.json"
 fi
 
 # --- Figures.
@@ -171,6 +192,35 @@ contention_row() {  # label file
     "$(num "$(field "$f" .redis_cpu_us_per_grant)")" "$(num "$(field "$f" .redis_commands_per_grant)")"
 }
 
+# One row per implementation and weight of the weighted scenario.
+weighted_row() {  # label file units
+  local f=$2 u=".by_units[\"$3\"]"
+  [ -f "$work/$f.json" ] || { printf '| %s | %s | n/a ||||||||\n' "$1" "$3"; return; }
+  local waiting
+  waiting=$(field "$f" "$u.waiting_at_end")
+  [ "$waiting" = 0 ] || waiting="$waiting (the oldest for $(num "$(field "$f" "$u.oldest_waiting_at_end_us")") µs)"
+  printf '| %s | %s | %s | %s / %s / %s | %s | %s | %s | %s | %s | %s–%s |\n' "$1" "$3" \
+    "$(field "$f" "$u.grants")" "$(num "$(field "$f" "$u.wait_us.p50")")" \
+    "$(num "$(field "$f" "$u.wait_us.p99")")" "$(num "$(field "$f" "$u.wait_us.max")")" \
+    "$waiting" \
+    "$(num "$(field "$f" "$u.worst_wait_us")")" "$(num "$(field "$f" "$u.fair_share_us")")" \
+    "$(ratio "$(field "$f" "$u.worst_wait_us")" "$(field "$f" "$u.fair_share_us")")" \
+    "$(field "$f" "$u.overtaken")" \
+    "$(field "$f" "$u.per_client_grants.min")" "$(field "$f" "$u.per_client_grants.max")"
+}
+na() { [ "$1" = -1 ] && echo n/a || echo "$1"; }  # -1: the figure needs tickets or slots
+weighted_totals() {  # label file
+  local f=$2
+  [ -f "$work/$f.json" ] || { printf '| %s | n/a |||||||\n' "$1"; return; }
+  printf '| %s | %s | %s | %s / %s | %s | %s | %s | %s / %s |\n' "$1" \
+    "$(num "$(field "$f" .grants_per_s)")" "$(field "$f" .max_units_seen)" \
+    "$(field "$f" .fifo_violations)" "$(field "$f" .fifo_violations_strict)" \
+    "$(num "$(field "$f" '.fifo_violation_share * 100')")%" \
+    "$(na "$(field "$f" .fifo_violations_queued_later)")" \
+    "$(na "$(field "$f" .ticket_order_proven_violations)") / $(na "$(field "$f" .slot_handovers_early)")" \
+    "$(num "$(field "$f" .fifo_violation_margin_us.p50)")" "$(num "$(field "$f" .fifo_violation_margin_us.max)")"
+}
+
 # --- Plots.
 mkdir -p "$IMG"
 {
@@ -205,6 +255,14 @@ rpt_f=$(fj fairsem-threads .grants_per_s); rpt_p=$(peer_or peer-threads .grants_
 cpu_f=$(fj fairsem-processes .redis_cpu_us_per_grant); cpu_p=$(peer_or peer-processes .redis_cpu_us_per_grant)
 ho50=$(fj fairsem-processes .handoff_us.p50); ho99=$(fj fairsem-processes .handoff_us.p99)
 ho50t=$(fj fairsem-threads .handoff_us.p50); ho99t=$(fj fairsem-threads .handoff_us.p99)
+w4=".by_units[\"4\"]"
+w_fifo=$(fj fairsem-weighted .fifo_violations)
+w_worst=$(fj fairsem-weighted "$w4.worst_wait_us"); w_fair=$(fj fairsem-weighted "$w4.fair_share_us")
+w_bound=$(awk -v x="$w_fair" 'BEGIN { print 2 * x }')
+w_peer=n/a
+if [ "$peer" != none ]; then
+  w_peer="peer: $(num "$(fj peer-weighted "$w4.worst_wait_us")") µs, $(ratio "$(fj peer-weighted "$w4.worst_wait_us")" "$(fj peer-weighted "$w4.fair_share_us")") × its fair share, $(fj peer-weighted "$w4.waiting_at_end") still waiting at the end"
+fi
 ge() { awk -v a="$1" -v b="$2" 'BEGIN { if (b == "n/a") print "n/a (no peer)"; else print (a >= b) ? "met" : "**missed**" }'; }
 lt() { awk -v a="$1" -v b="$2" 'BEGIN { if (b == "n/a") print "n/a (no peer)"; else print (a < b) ? "met" : "**missed**" }'; }
 
@@ -238,6 +296,8 @@ Shared machines are noisy: rerun before quoting a figure, and compare ratios, no
 | 4 | Redis µs per acquire, 100,000 waiters ≤ 2 × 10 waiters | $(num "$qka") | $(num "$(awk -v x="$q10a" 'BEGIN{print 2*x}')") | $(check "$qka" "$(awk -v x="$q10a" 'BEGIN{print 2*x}')") |
 | 4 | Redis µs per release, 100,000 waiters ≤ 2 × 10 waiters | $(num "$qkr") | $(num "$(awk -v x="$q10r" 'BEGIN{print 2*x}')") | $(check "$qkr" "$(awk -v x="$q10r" 'BEGIN{print 2*x}')") |
 | 5 | script calls per renewal round of 10,000 permits ≤ 10 | $(num "$renew_calls") | 10 | $(check "$renew_calls" 10) |
+| 6 | weighted (limit $WEIGHTED_LIMIT, $CLIENTS processes asking 1 or 4 units, 1 ms hold): grants out of FIFO order, past 1 ms | $w_fifo (queued later by Redis: $(fj fairsem-weighted .fifo_violations_queued_later); proven out of ticket order: $(fj fairsem-weighted .ticket_order_proven_violations)) | 0; peer: $(peer_or peer-weighted .fifo_violations) | $( [ "$w_fifo" = 0 ] && echo met || echo '**missed**') |
+| 6 | weighted: worst wait of a 4-unit request ≤ 2 × its fair share | $(num "$w_worst") µs | $(num "$w_bound") µs; $w_peer | $(check "$w_worst" "$w_bound") |
 
 "Raw round trip" in target 2 is the floor, redis-benchmark's EVALSHA p50. A hand-off runs
 from the holder's release() call to the next holder's first instruction, across clients.
@@ -294,6 +354,54 @@ queueing N waiters minus before, over N. The peer keeps no queue, so it has no c
 A round is \`FairSemaphore::renew_all()\`, what the watchdog runs each interval: one script call
 per 2,000 permits.
 
+## 6. Weighted permits: limit $WEIGHTED_LIMIT, $CLIENTS processes asking 1 or 4 units, 1 ms hold, $RUN_SECONDS s
+
+Client i asks for W[i mod 2] units each time, W = $WEIGHTS: fairsem with \`acquire(n)\` in strict FIFO
+order, the peer with \`MultiSemaphore(client, key, $WEIGHTED_LIMIT, n)\`, which polls every 10 ms and
+takes the units whenever they happen to be free. Every acquire gives up when the run ends; a
+request still waiting then is counted as such, and how long it had waited is a lower bound of
+its wait.
+
+| run | grants/s | most units held at once | out of FIFO order (past 1 ms / strict) | share | of those past 1 ms, queued later by Redis | proven out of ticket order / slot held twice | how far ahead p50 / max µs |
+|---|---|---|---|---|---|---|---|
+$(weighted_totals "fairsem" fairsem-weighted)
+$(weighted_totals "peer" peer-weighted)
+
+| run | units | grants | wait p50 / p99 / max µs | still waiting at the end | worst wait µs | fair share µs | worst / fair share | grants that went ahead of a waiting request of this weight | grants per client |
+|---|---|---|---|---|---|---|---|---|---|
+$(weighted_row "fairsem" fairsem-weighted 1)
+$(weighted_row "fairsem" fairsem-weighted 4)
+$(weighted_row "peer" peer-weighted 1)
+$(weighted_row "peer" peer-weighted 4)
+
+**Fair share.** Under strict FIFO a request waits for the requests queued before it, whatever
+its own units; with one request out per client that is at most one request of each other client
+(a client's next request queues behind it), the same for a 1-unit and a 4-unit request. So its
+fair share is the time the run took, at its own grant rate, to make that many grants:
+(clients − 1) / grants per second, the drain of the longest queue FIFO can put ahead of it. The
+target allows the worst 4-unit wait twice that; a longer one was overtaken many times, or
+starved. Not the mean wait of the weight itself: a weight that waits too long every time would
+pass against its own mean. The worst wait of a weight includes its requests still waiting at the
+end (how long they had waited by then).
+
+**FIFO order**, strict and units-aware: a grant is out of order when a request that asked more
+than $(fj fairsem-weighted .fifo_tolerance_us) µs before it was still waiting, whatever the units of either (a later 1-unit request
+that would fit in the free units may not go ahead of an earlier 4-unit one). "Past 1 ms" counts
+only grants that the earlier request still waited more than $GRANT_TOLERANCE_US µs after: with a limit above 1, one
+release can promote several waiters, and they start in whatever order they wake up; "strict"
+counts every one, and "how far ahead" is how long the earlier request still waited after such a
+grant.
+
+The clients' clocks can misorder two requests on the ask side too: a process can lose more than
+100 µs between reading the clock and its acquire reaching Redis. fairsem's tickets (fencing
+tokens) are drawn by Redis in the order requests join the queue, so "queued later by Redis"
+counts the out-of-order grants where every request the grant went ahead of had drawn a later
+ticket. Its slots give two checks with no tolerance at all: a permit cannot have been granted
+before every one of its slots was given back by the release() call of its previous holder, so a
+higher ticket that started before then proves a grant out of ticket order, and a holder that
+started before its slot's previous holder called release() proves a slot held twice. The peer
+has neither tickets nor slots (n/a).
+
 ## Where the time goes (measured separately, 2026-11-22)
 
 The uncontended pair and the hand-off miss their targets. What limits them, measured on the
@@ -331,6 +439,8 @@ FAIRSEM_BENCH_URL=... build/bench/tests/bench/fairsem_bench_renew --benchmark_mi
 FAIRSEM_BENCH_URL=... build/bench/tests/bench/fairsem_contention --clients $CLIENTS --limit 1 --hold-ms 1 --seconds $RUN_SECONDS --mode processes|threads
 node tests/bench/peer/peer.mjs pair --port PORT --iterations 20000
 fairsem_contention --impl redis-semaphore --external "node tests/bench/peer/peer.mjs contention --port PORT --clients $CLIENTS --limit 1 --hold-ms 1 --seconds $RUN_SECONDS --mode processes|threads --out FILE" --records FILE ...
+FAIRSEM_BENCH_URL=... build/bench/tests/bench/fairsem_contention --name weighted --clients $CLIENTS --limit $WEIGHTED_LIMIT --weights $WEIGHTS --hold-ms 1 --seconds $RUN_SECONDS --mode processes --fifo-grant-tolerance-us $GRANT_TOLERANCE_US
+fairsem_contention --impl redis-semaphore --clients $CLIENTS --limit $WEIGHTED_LIMIT --weights $WEIGHTS --hold-ms 1 --seconds $RUN_SECONDS --mode processes --fifo-grant-tolerance-us $GRANT_TOLERANCE_US --records FILE --external "node tests/bench/peer/peer.mjs contention --port PORT --key bench-weighted --clients $CLIENTS --limit $WEIGHTED_LIMIT --weights $WEIGHTS --hold-ms 1 --seconds $RUN_SECONDS --mode processes --out FILE"
 \`\`\`
 EOF
 fairsem_log "wrote $OUT, $IMG/wait_cdf.png, $IMG/queue_cost.png"

@@ -3,13 +3,21 @@
 // waits, hand-offs, FIFO order, and what Redis paid per grant.
 //
 // Every grant is recorded by the client itself, outside the library, as
-//   client,ask_ns,enter_ns,release_ns,token
+//   client,ask_ns,enter_ns,release_ns,token[,units[,slot...]]
 // on CLOCK_MONOTONIC (steady_clock; one clock for every process on the machine): ask = acquire()
 // called, enter = the critical section starts, release = release() called. --external runs
 // another implementation (compare.sh runs the npm peer) that writes the same records to
 // --records; the analysis and the Redis figures are then the same code for both.
 //
+// --weights W1,W2,... is the weighted scenario (issue 16): client i asks for W[i % size] units
+// each time (acquire(n)), and every acquire gives up when the run ends (try_acquire_for the
+// time left), so a request that is still waiting then is recorded, with enter_ns -1 and the
+// time it gave up as release_ns, instead of stretching the run. Its records carry the units
+// as a sixth field, then the permit's slots. Per weight it reports grants, waits, the requests
+// still waiting at the end and the worst wait against the request's fair share (see by_units()).
+//
 //   fairsem_contention --clients 8 --limit 1 --hold-ms 1 --seconds 10 --mode processes
+//   fairsem_contention --clients 8 --limit 8 --weights 1,4 --hold-ms 1 --seconds 10
 //   fairsem_contention --external "node peer.mjs contention ... --out R" --records R --impl peer
 
 #include <fmt/format.h>
@@ -19,13 +27,16 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -46,6 +57,27 @@ struct Record {
   std::int64_t enter_ns = 0;
   std::int64_t release_ns = 0;
   std::int64_t token = -1;  // -1: the implementation has no fencing token
+  std::int64_t units = 1;   // permits asked for (and, when granted, held) at once
+  /// The permit's slots (weighted runs of fairsem), for the checks in slot_checks(): the first
+  /// slots_kept of `slots`; -1 when it had more than kSlotsKept.
+  static constexpr std::size_t kSlotsKept = 8;
+  std::int32_t slots_kept = 0;
+  std::array<std::int32_t, kSlotsKept> slots{};
+
+  void add_slot(long long slot) {
+    if (slots_kept < 0) return;
+    if (static_cast<std::size_t>(slots_kept) == kSlotsKept) {
+      slots_kept = -1;
+      return;
+    }
+    slots[static_cast<std::size_t>(slots_kept++)] = static_cast<std::int32_t>(slot);
+  }
+
+  /// False for a request that gave up when the run ended: enter_ns is -1 and release_ns the
+  /// time it gave up.
+  bool granted() const { return enter_ns >= 0; }
+  /// Until when the request waited: its grant, or the moment it gave up.
+  std::int64_t waited_until() const { return granted() ? enter_ns : release_ns; }
 };
 
 struct Settings {
@@ -60,7 +92,14 @@ struct Settings {
   double hold_ms = 1;
   double seconds = 10;
   double fifo_tolerance_us = 100;
+  double fifo_grant_tolerance_us = 0;
+  std::vector<long long> weights;  // empty: every request asks for 1 unit and waits for it
   bool check = false;
+
+  bool weighted() const { return !weights.empty(); }
+  long long units_of(int client) const {
+    return weighted() ? weights[static_cast<std::size_t>(client) % weights.size()] : 1;
+  }
 };
 
 std::int64_t now_ns() { return Clock::now().time_since_epoch().count(); }
@@ -73,7 +112,7 @@ struct Shared {
   std::atomic<int> ready{0};
   std::atomic<int> failed{0};
   std::atomic<std::int64_t> start_ns{0};
-  Record records[kCapacity];
+  std::array<Record, kCapacity> records;
 };
 
 Shared* map_shared() {
@@ -96,68 +135,109 @@ void client_main(const Settings& s, Shared& shared, int client) {
   while (now_ns() < start) std::this_thread::yield();
   const auto end = start + static_cast<std::int64_t>(s.seconds * 1e9);
   const auto hold = std::chrono::microseconds(static_cast<long long>(s.hold_ms * 1000));
+  const long long units = s.units_of(client);
+  auto store = [&shared](const Record& r) {
+    const std::size_t i = shared.count.fetch_add(1);
+    if (i < Shared::kCapacity) shared.records[i] = r;
+  };
   while (now_ns() < end) {
     Record r;
     r.client = client;
+    r.units = units;
     r.ask_ns = now_ns();
-    Permit p = sem.acquire();
+    if (!s.weighted()) {
+      Permit p = sem.acquire();
+      r.enter_ns = now_ns();
+      r.token = p.fencing_token();
+      std::this_thread::sleep_for(hold);
+      r.release_ns = now_ns();
+      p.release();
+      store(r);
+      continue;
+    }
+    // Weighted: wait no longer than the run lasts; a request still queued then is recorded as
+    // such (its wait is at least the time it was queued), and the client stops.
+    const std::int64_t left = end - r.ask_ns;
+    if (left <= 0) break;
+    std::optional<Permit> p = sem.try_acquire_for(units, std::chrono::nanoseconds(left));
+    if (!p) {
+      r.release_ns = now_ns();
+      r.enter_ns = -1;
+      store(r);
+      break;
+    }
     r.enter_ns = now_ns();
-    r.token = p.fencing_token();
+    r.token = p->fencing_token();
+    for (const long long slot : p->slots()) r.add_slot(slot);
+    if (p->count() != units || static_cast<long long>(p->slots().size()) != units) {
+      throw std::runtime_error(fmt::format("asked for {} units, granted {} with {} slots", units,
+                                           p->count(), p->slots().size()));
+    }
     std::this_thread::sleep_for(hold);
     r.release_ns = now_ns();
-    p.release();
-    const std::size_t i = shared.count.fetch_add(1);
-    if (i < Shared::kCapacity) shared.records[i] = r;
+    p->release();
+    store(r);
+  }
+}
+
+/// Lets the clients start together once every one of them is ready (or has failed).
+void start_when_ready(const Settings& s, Shared& shared) {
+  while (shared.ready.load() + shared.failed.load() < s.clients) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  shared.start_ns.store(now_ns() + 20'000'000);
+}
+
+void run_threads(const Settings& s, Shared& shared) {
+  std::vector<std::thread> threads;
+  threads.reserve(static_cast<std::size_t>(s.clients));
+  for (int c = 0; c < s.clients; ++c) {
+    threads.emplace_back([&, c] {
+      try {
+        client_main(s, shared, c);
+      } catch (const std::exception& e) {
+        std::cerr << "client " << c << ": " << e.what() << "\n";
+        shared.failed.fetch_add(1);
+      }
+    });
+  }
+  start_when_ready(s, shared);
+  for (auto& t : threads) t.join();
+}
+
+void run_processes(const Settings& s, Shared& shared) {
+  std::vector<pid_t> children;
+  for (int c = 0; c < s.clients; ++c) {
+    const pid_t pid = fork();
+    if (pid < 0) throw std::runtime_error("fork failed");
+    if (pid == 0) {
+      int code = 0;
+      try {
+        client_main(s, shared, c);
+      } catch (const std::exception& e) {
+        std::cerr << "client " << c << ": " << e.what() << "\n";
+        shared.failed.fetch_add(1);
+        code = 1;
+      }
+      (void)std::fflush(nullptr);
+      _exit(code);
+    }
+    children.push_back(pid);
+  }
+  start_when_ready(s, shared);
+  for (pid_t pid : children) {
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) shared.failed.fetch_add(1);
   }
 }
 
 void run_clients(const Settings& s, Shared& shared) {
-  auto start_when_ready = [&] {
-    while (shared.ready.load() + shared.failed.load() < s.clients) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-    shared.start_ns.store(now_ns() + 20'000'000);
-  };
   if (s.mode == "threads") {
-    std::vector<std::thread> threads;
-    for (int c = 0; c < s.clients; ++c) {
-      threads.emplace_back([&, c] {
-        try {
-          client_main(s, shared, c);
-        } catch (const std::exception& e) {
-          std::cerr << "client " << c << ": " << e.what() << "\n";
-          shared.failed.fetch_add(1);
-        }
-      });
-    }
-    start_when_ready();
-    for (auto& t : threads) t.join();
+    run_threads(s, shared);
   } else {
-    std::vector<pid_t> children;
-    for (int c = 0; c < s.clients; ++c) {
-      const pid_t pid = fork();
-      if (pid < 0) throw std::runtime_error("fork failed");
-      if (pid == 0) {
-        int code = 0;
-        try {
-          client_main(s, shared, c);
-        } catch (const std::exception& e) {
-          std::cerr << "client " << c << ": " << e.what() << "\n";
-          shared.failed.fetch_add(1);
-          code = 1;
-        }
-        std::fflush(nullptr);
-        _exit(code);
-      }
-      children.push_back(pid);
-    }
-    start_when_ready();
-    for (pid_t pid : children) {
-      int status = 0;
-      while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-      }
-      if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) shared.failed.fetch_add(1);
-    }
+    run_processes(s, shared);
   }
   if (shared.failed.load() != 0) {
     throw std::runtime_error(fmt::format("{} client(s) failed", shared.failed.load()));
@@ -191,17 +271,32 @@ std::vector<Record> read_records(const std::string& path) {
     std::istringstream fields(line);
     fields >> r.client >> comma >> r.ask_ns >> comma >> r.enter_ns >> comma >> r.release_ns >>
         comma >> r.token;
-    if (!fields) throw std::runtime_error("malformed record in " + path + ": " + line);
+    if (!fields) throw std::runtime_error(fmt::format("malformed record in {}: {}", path, line));
+    if (fields >> comma && !(fields >> r.units && r.units >= 1)) {
+      throw std::runtime_error(fmt::format("malformed units in {}: {}", path, line));
+    }
+    long long slot = 0;
+    while (fields >> comma) {
+      if (!(fields >> slot)) throw std::runtime_error(fmt::format("malformed slot in {}", line));
+      r.add_slot(slot);
+    }
     out.push_back(r);
   }
   return out;
 }
 
-void write_records(const std::string& path, const std::vector<Record>& records) {
+void write_records(const std::string& path, const std::vector<Record>& records, bool units) {
   std::ofstream out(path);
   for (const Record& r : records) {
-    out << r.client << ',' << r.ask_ns << ',' << r.enter_ns << ',' << r.release_ns << ',' << r.token
-        << '\n';
+    out << r.client << ',' << r.ask_ns << ',' << r.enter_ns << ',' << r.release_ns << ','
+        << r.token;
+    if (units) {
+      out << ',' << r.units;
+      for (std::int32_t k = 0; k < r.slots_kept; ++k) {
+        out << ',' << r.slots[static_cast<std::size_t>(k)];
+      }
+    }
+    out << '\n';
   }
   if (!out) throw std::runtime_error("cannot write records to " + path);
 }
@@ -217,17 +312,249 @@ nlohmann::json spread(std::vector<double> v) {
   return j;
 }
 
-nlohmann::json analyze(const Settings& s, std::vector<Record> records, const ServerStats& used) {
+struct Held {
+  int holders = 0;
+  long long units = 0;
+};
+
+/// The most holders and units held at once, from the clients' own [enter, release] intervals.
+Held most_held(const std::vector<Record>& granted) {
+  std::vector<std::pair<std::int64_t, long long>> events;
+  events.reserve(2 * granted.size());
+  for (const Record& r : granted) {
+    events.emplace_back(r.enter_ns, r.units);
+    events.emplace_back(r.release_ns, -r.units);
+  }
+  std::sort(events.begin(), events.end());  // a release sorts before an enter at the same ns
+  Held now;
+  Held most;
+  for (const auto& [when, units] : events) {
+    now.holders += units > 0 ? 1 : -1;
+    now.units += units;
+    most.holders = std::max(most.holders, now.holders);
+    most.units = std::max(most.units, now.units);
+  }
+  return most;
+}
+
+struct FifoOrder {
+  long long out_of_order = 0;
+  long long queued_later = -1;  // -1: no tickets to tell
+  long long strict = 0;
+  std::vector<double> margins;
+  std::map<long long, long long> overtaken;  // by the units of the request that was overtaken
+};
+
+/// FIFO, strict and units-aware: a request is granted only after every request queued before
+/// it, whatever the units (a later small request that would fit in the free units still may
+/// not overtake an earlier large one). A grant is out of order when, at the moment it was
+/// granted, a request that asked more than fifo_tolerance_us before it was still waiting:
+/// granted more than fifo_grant_tolerance_us after it, or never (it gave up at the end). The
+/// ask tolerance covers the way from ask_ns to Redis; the grant tolerance the way from a grant
+/// in Redis to the client's enter_ns, its wake-up, which matters when one release promotes
+/// several waiters at once (limit > 1): they wake in any order. fifo_violations_strict counts
+/// with no grant tolerance, and fifo_violation_margin_us says by how much each of those grants
+/// went ahead (how long the earlier request still waited after it).
+///
+/// With tickets (fairsem's fencing tokens, drawn by Redis when a request joins the queue),
+/// fifo_violations_queued_later counts the out-of-order grants where every request the grant
+/// went ahead of had drawn a later ticket: their acquire() calls started first on the clients'
+/// clocks but reached Redis after the grant's, so Redis queued them behind it.
+/// Whether every request among the first `earlier` of `by_ask` that still waited more than
+/// `grant_tolerance` after `r` entered drew a later ticket than `r`. Each waited at most
+/// `longest_wait`, so only those that asked after r.enter_ns - longest_wait need a look.
+bool went_ahead_of_later_tickets(const Record& r, const Record* const* by_ask, std::size_t earlier,
+                                 std::int64_t longest_wait, std::int64_t grant_tolerance) {
+  for (std::size_t i = earlier; i-- > 0;) {
+    const Record& e = *by_ask[i];
+    if (e.ask_ns <= r.enter_ns - longest_wait) break;
+    if (e.waited_until() - r.enter_ns > grant_tolerance && !(e.granted() && e.token > r.token)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+FifoOrder fifo_order(const Settings& s, const std::vector<Record>& all) {
+  std::vector<const Record*> by_ask;
+  by_ask.reserve(all.size());
+  for (const Record& r : all) by_ask.push_back(&r);
+  std::sort(by_ask.begin(), by_ask.end(),
+            [](const Record* a, const Record* b) { return a->ask_ns < b->ask_ns; });
+  const auto tolerance = static_cast<std::int64_t>(s.fifo_tolerance_us * 1e3);
+  const auto grant_tolerance = static_cast<std::int64_t>(s.fifo_grant_tolerance_us * 1e3);
+  FifoOrder f;
+  // Of the requests that asked more than the tolerance before the one at hand: the latest
+  // moment one of them still waited, overall and by units.
+  std::int64_t waited = std::numeric_limits<std::int64_t>::min();
+  std::map<long long, std::int64_t> waited_by_units;
+  const bool tickets = std::all_of(all.begin(), all.end(),
+                                   [](const Record& r) { return !r.granted() || r.token >= 0; });
+  std::int64_t longest_wait = 0;
+  for (const Record& r : all) longest_wait = std::max(longest_wait, r.waited_until() - r.ask_ns);
+  if (tickets) f.queued_later = 0;
+  std::size_t earlier = 0;
+  for (const Record* r : by_ask) {
+    for (; earlier < by_ask.size() && by_ask[earlier]->ask_ns < r->ask_ns - tolerance; ++earlier) {
+      const Record& e = *by_ask[earlier];
+      waited = std::max(waited, e.waited_until());
+      auto [it, fresh] = waited_by_units.emplace(e.units, e.waited_until());
+      if (!fresh) it->second = std::max(it->second, e.waited_until());
+    }
+    if (!r->granted() || waited <= r->enter_ns) continue;
+    ++f.strict;
+    f.margins.push_back(static_cast<double>(waited - r->enter_ns) / 1e3);
+    if (waited - r->enter_ns <= grant_tolerance) continue;
+    ++f.out_of_order;
+    for (const auto& [units, until] : waited_by_units) {
+      if (until - r->enter_ns > grant_tolerance) ++f.overtaken[units];
+    }
+    if (tickets &&
+        went_ahead_of_later_tickets(*r, by_ask.data(), earlier, longest_wait, grant_tolerance)) {
+      ++f.queued_later;
+    }
+  }
+  return f;
+}
+
+struct SlotChecks {
+  long long early_handovers = -1;  // -1: no slots or tickets recorded
+  long long proven_out_of_order = -1;
+};
+
+/// Checks that need no tolerance, for an implementation that records tickets and slots
+/// (fairsem's weighted runs). A permit's slots were each given back by their previous holder
+/// (the one with the highest lower ticket), so it cannot have been granted before the latest of
+/// those holders' release() calls began; and its holder entered after its grant. So
+/// - a holder that entered before its slot's previous holder called release() proves a slot
+///   held twice (early_handovers), and
+/// - a grant with a higher ticket that entered before that moment proves a grant out of ticket
+///   order (proven_out_of_order): the later ticket was granted while the earlier one was
+///   still waiting, whatever the clocks' noise.
+/// Zero of each is consistent with strict FIFO, not a proof of it.
+SlotChecks slot_checks(std::vector<Record> granted) {
+  SlotChecks c;
+  const bool recorded =
+      !granted.empty() && std::all_of(granted.begin(), granted.end(),
+                                      [](auto& r) { return r.token >= 0 && r.slots_kept > 0; });
+  if (!recorded) return c;
+  std::sort(granted.begin(), granted.end(),
+            [](const Record& a, const Record& b) { return a.token < b.token; });
+  c.early_handovers = 0;
+  c.proven_out_of_order = 0;
+  std::map<std::int32_t, const Record*> previous;  // by slot: its holder with the latest ticket
+  std::vector<std::int64_t> freed(granted.size(), std::numeric_limits<std::int64_t>::min());
+  for (std::size_t i = 0; i < granted.size(); ++i) {
+    const Record& g = granted[i];
+    for (std::int32_t k = 0; k < g.slots_kept; ++k) {
+      const Record*& before = previous[g.slots[static_cast<std::size_t>(k)]];
+      if (before != nullptr) {
+        if (g.enter_ns < before->release_ns) ++c.early_handovers;
+        freed[i] = std::max(freed[i], before->release_ns);
+      }
+      before = &g;
+    }
+  }
+  std::int64_t first_later_enter = std::numeric_limits<std::int64_t>::max();
+  for (std::size_t i = granted.size(); i-- > 0;) {
+    if (first_later_enter < freed[i]) ++c.proven_out_of_order;
+    first_later_enter = std::min(first_later_enter, granted[i].enter_ns);
+  }
+  return c;
+}
+
+/// The weighted figures, per weight (issue 16): how many grants each got, how long its
+/// requests waited, how many were still waiting when the run ended, and its worst wait against
+/// its fair share.
+///
+/// Fair share: under strict FIFO a request waits for the requests queued before it, whatever
+/// its own units. In this closed loop (each client has one request out at a time) those are at
+/// most one request of each other client: a client's next request joins the queue behind it.
+/// So a request of any weight is fairly served once every other client has had one turn, and
+/// its fair share is the time the run took, at its own grant rate, to make that many grants:
+/// fair_share_us = (clients - 1) / grants_per_s, the time to drain the longest queue FIFO can
+/// put ahead of it. (Not the mean wait of the weight itself: a weight that waits too long every
+/// time would have a high mean of its own and pass. mean_wait_us is reported beside it, per
+/// weight and for the run.) A weight's worst wait is the longest wait of its granted requests
+/// or, where longer, how long one of its requests had been waiting when the run ended (still
+/// waiting then: a lower bound). Issue 16's target is worst <= 2 x fair share: twice the
+/// drain of a full queue allows for grants slower than average while it waits; a request that
+/// waited longer was overtaken many times, or starved.
+nlohmann::json by_units(const Settings& s, const std::vector<Record>& all, double grants_per_s,
+                        double span_s, const std::map<long long, long long>& overtaken) {
+  struct Weight {
+    std::vector<double> waits;
+    double oldest_waiting_us = 0;
+    long long waiting = 0;
+    std::map<int, long long> per_client;
+  };
+  std::map<long long, Weight> weights;
+  for (int c = 0; c < s.clients; ++c) weights[s.units_of(c)].per_client[c] = 0;
+  for (const Record& r : all) {
+    Weight& w = weights[r.units];
+    if (r.granted()) {
+      const double wait = static_cast<double>(r.enter_ns - r.ask_ns) / 1e3;
+      w.waits.push_back(wait);
+      ++w.per_client[r.client];
+    } else {
+      ++w.waiting;
+      w.oldest_waiting_us =
+          std::max(w.oldest_waiting_us, static_cast<double>(r.release_ns - r.ask_ns) / 1e3);
+    }
+  }
+  const double fair_share = grants_per_s > 0 ? (s.clients - 1) / grants_per_s * 1e6 : 0.0;
+  nlohmann::json out = nlohmann::json::object();
+  for (auto& [units, w] : weights) {
+    nlohmann::json j;
+    j["clients"] = w.per_client.size();
+    j["grants"] = w.waits.size();
+    j["grants_per_s"] = span_s > 0 ? static_cast<double>(w.waits.size()) / span_s : 0.0;
+    double sum = 0;
+    for (double x : w.waits) sum += x;
+    j["mean_wait_us"] = w.waits.empty() ? 0.0 : sum / static_cast<double>(w.waits.size());
+    j["wait_us"] = spread(w.waits);
+    j["waiting_at_end"] = w.waiting;
+    j["oldest_waiting_at_end_us"] = w.oldest_waiting_us;
+    const double worst = std::max(j["wait_us"]["max"].get<double>(), w.oldest_waiting_us);
+    j["worst_wait_us"] = worst;
+    j["fair_share_us"] = fair_share;
+    j["worst_over_fair_share"] = fair_share > 0 ? worst / fair_share : 0.0;
+    j["p99_over_fair_share"] =
+        fair_share > 0 ? j["wait_us"]["p99"].get<double>() / fair_share : 0.0;
+    j["worst_within_2x_fair_share"] = fair_share > 0 && worst <= 2 * fair_share;
+    const auto it = overtaken.find(units);
+    j["overtaken"] = it == overtaken.end() ? 0 : it->second;
+    long long least = -1;
+    long long most = 0;
+    for (const auto& [client, n] : w.per_client) {
+      least = least < 0 ? n : std::min(least, n);
+      most = std::max(most, n);
+    }
+    j["per_client_grants"] = {{"min", std::max(least, 0LL)}, {"max", most}};
+    out[std::to_string(units)] = j;
+  }
+  return out;
+}
+
+nlohmann::json analyze(const Settings& s, const std::vector<Record>& all, const ServerStats& used) {
   nlohmann::json j;
   j["impl"] = s.impl;
-  j["scenario"] = "contention";
+  j["scenario"] = s.weighted() ? "weighted" : "contention";
   j["mode"] = s.mode;
   j["clients"] = s.clients;
   j["limit"] = s.limit;
   j["hold_ms"] = s.hold_ms;
   j["seconds"] = s.seconds;
+  if (s.weighted()) j["weights"] = s.weights;
+  // The figures below are of granted requests; the requests that gave up when a weighted run
+  // ended count where said (FIFO order, waiting_at_end, the worst waits by weight).
+  std::vector<Record> records;
+  for (const Record& r : all) {
+    if (r.granted()) records.push_back(r);
+  }
   const auto grants = static_cast<double>(records.size());
   j["grants"] = records.size();
+  j["waiting_at_end"] = all.size() - records.size();
   if (records.empty()) return j;
 
   std::sort(records.begin(), records.end(),
@@ -249,7 +576,7 @@ nlohmann::json analyze(const Settings& s, std::vector<Record> records, const Ser
   j["grants_per_s"] = grants / span;
   j["wait_us"] = spread(waits);
   j["hold_us_p50"] = percentile(holds, 50);
-  long long min_grants = static_cast<long long>(records.size());
+  auto min_grants = static_cast<long long>(records.size());
   long long max_grants = 0;
   for (int c = 0; c < s.clients; ++c) {
     const long long n = per_client.count(c) != 0 ? per_client[c] : 0;
@@ -258,17 +585,9 @@ nlohmann::json analyze(const Settings& s, std::vector<Record> records, const Ser
   }
   j["per_client_grants"] = {{"min", min_grants}, {"max", max_grants}};
 
-  // Holders at once, from the clients' own [enter, release] intervals.
-  std::vector<std::pair<std::int64_t, int>> events;
-  for (const Record& r : records) {
-    events.emplace_back(r.enter_ns, 1);
-    events.emplace_back(r.release_ns, -1);
-  }
-  std::sort(events.begin(), events.end());  // a release sorts before an enter at the same ns
-  int inside = 0;
-  int most = 0;
-  for (const auto& e : events) most = std::max(most, inside += e.second);
-  j["max_holders_seen"] = most;
+  const Held held = most_held(records);
+  j["max_holders_seen"] = held.holders;
+  j["max_units_seen"] = held.units;
 
   // Hand-off (limit 1): from the release() call of one holder to the next holder's critical
   // section, when the next holder is another client that was already waiting.
@@ -287,35 +606,27 @@ nlohmann::json analyze(const Settings& s, std::vector<Record> records, const Ser
   j["handoff_us"] = spread(handoffs);
   j["token_order_violations"] = records.front().token >= 0 ? token_inversions : -1;
 
-  // FIFO: a grant is out of order when it went to a client that asked more than the tolerance
-  // after another client that was still waiting (granted later).
-  std::vector<Record> by_ask = records;
-  std::sort(by_ask.begin(), by_ask.end(),
-            [](const Record& a, const Record& b) { return a.ask_ns < b.ask_ns; });
-  const auto tolerance = static_cast<std::int64_t>(s.fifo_tolerance_us * 1e3);
-  long long out_of_order = 0;
-  for (std::size_t k = 0; k < by_ask.size(); ++k) {
-    const Record& r = by_ask[k];
-    for (std::size_t i = k; i-- > 0;) {
-      const Record& earlier = by_ask[i];
-      if (earlier.ask_ns >= r.ask_ns - tolerance) continue;
-      if (earlier.enter_ns > r.enter_ns) {
-        ++out_of_order;
-        break;
-      }
-      // Requests that asked before r entered long before it: nothing earlier is still waiting.
-      if (r.ask_ns - earlier.ask_ns > 60'000'000'000LL) break;
-    }
-  }
+  const FifoOrder fifo = fifo_order(s, all);
   j["fifo_tolerance_us"] = s.fifo_tolerance_us;
-  j["fifo_violations"] = out_of_order;
-  j["fifo_violation_share"] = static_cast<double>(out_of_order) / grants;
+  j["fifo_grant_tolerance_us"] = s.fifo_grant_tolerance_us;
+  j["fifo_violations"] = fifo.out_of_order;
+  j["fifo_violation_share"] = static_cast<double>(fifo.out_of_order) / grants;
+  j["fifo_violations_strict"] = fifo.strict;
+  j["fifo_violation_margin_us"] = spread(fifo.margins);
+  j["fifo_violations_queued_later"] = fifo.queued_later;
+  const SlotChecks slots = slot_checks(records);
+  j["slot_handovers_early"] = slots.early_handovers;
+  j["ticket_order_proven_violations"] = slots.proven_out_of_order;
 
   const double hold_p50 = j["hold_us_p50"].get<double>();
   const double handoff_p50 = j["handoff_us"]["p50"].get<double>();
   const double bound = 2.0 * (s.clients - 1) * (hold_p50 + handoff_p50);
   j["worst_wait_bound_us"] = bound;
   j["worst_wait_within_bound"] = j["wait_us"]["max"].get<double>() <= bound;
+  double wait_sum = 0;
+  for (const double w : waits) wait_sum += w;
+  j["mean_wait_us"] = wait_sum / grants;
+  if (s.weighted()) j["by_units"] = by_units(s, all, grants / span, span, fifo.overtaken);
 
   j["client_commands_per_grant"] = static_cast<double>(used.client_commands()) / grants;
   j["redis_commands_per_grant"] = static_cast<double>(used.total_commands) / grants;
@@ -346,10 +657,24 @@ int run(int argc, char** argv) {
   app.add_option("--external", s.external,
                  "run this command instead of fairsem clients; it writes --records");
   app.add_option("--impl", s.impl, "label for the JSON line");
-  app.add_option("--fifo-tolerance-us", s.fifo_tolerance_us);
+  app.add_option("--fifo-tolerance-us", s.fifo_tolerance_us,
+                 "an earlier request asked more than this before the grant's");
+  app.add_option("--fifo-grant-tolerance-us", s.fifo_grant_tolerance_us,
+                 "and was still waiting more than this after it (0: at all)");
+  app.add_option("--weights", s.weights,
+                 "weighted scenario: client i asks for W[i % size] units, e.g. 1,4")
+      ->delimiter(',')
+      ->check(CLI::PositiveNumber);
   app.add_flag("--check", s.check,
-               "exit 1 unless grants > 0, holders <= limit, tokens in grant order");
+               "exit 1 unless grants > 0, units held <= limit, tokens in grant order, and (with "
+               "slots) no slot held twice and no grant proven out of ticket order");
   CLI11_PARSE(app, argc, argv);
+  for (const long long w : s.weights) {
+    if (w > s.limit) {
+      throw std::invalid_argument(
+          fmt::format("--weights: {} units can never be granted under limit {}", w, s.limit));
+    }
+  }
   if (!s.external.empty() && s.records_path.empty()) {
     throw std::invalid_argument("--external needs --records (the file the command writes)");
   }
@@ -357,8 +682,10 @@ int run(int argc, char** argv) {
   if (s.url.empty()) s.url = BenchRedis::instance().url();
   detail::Connection admin(ConnectionOptions::from_url(s.url));
   const std::string base = fmt::format("bench:{{{}}}:", s.name);
-  admin.command(
-      {"DEL", base + "owner", base + "time", base + "counter", base + "meta", base + "info"});
+  // Every key of the semaphore (semaphore_core.cpp), so a rerun on the same server starts from
+  // nothing: the free-slot set left without the meta beside it would not describe the slots.
+  admin.command({"DEL", base + "owner", base + "time", base + "counter", base + "meta",
+                 base + "info", base + "slots", base + "free"});
 
   std::vector<Record> records;
   ServerStats before = ServerStats::read(admin);
@@ -373,21 +700,24 @@ int run(int argc, char** argv) {
     run_clients(s, *shared);
     used = ServerStats::read(admin).since(before);
     const std::size_t n = std::min(shared->count.load(), Shared::kCapacity);
-    records.assign(shared->records, shared->records + n);
+    records.assign(shared->records.begin(), shared->records.begin() + n);
     if (shared->count.load() > n) {
       std::cerr << "fairsem_contention: " << shared->count.load() - n
                 << " grants were not recorded (the record area is full)\n";
     }
-    if (!s.records_path.empty()) write_records(s.records_path, records);
+    if (!s.records_path.empty()) write_records(s.records_path, records, s.weighted());
   }
   const nlohmann::json j = analyze(s, records, used);
   std::cout << j.dump() << std::endl;
   if (s.check) {
     const bool ok = j["grants"].get<std::size_t>() > 0 &&
-                    j["max_holders_seen"].get<long long>() <= s.limit &&
-                    j["token_order_violations"].get<long long>() <= 0;
+                    j["max_units_seen"].get<long long>() <= s.limit &&
+                    j["token_order_violations"].get<long long>() <= 0 &&
+                    j["slot_handovers_early"].get<long long>() <= 0 &&
+                    j["ticket_order_proven_violations"].get<long long>() <= 0;
     if (!ok) {
-      std::cerr << "FAILED: no grants, more holders than the limit, or tokens out of grant order\n";
+      std::cerr << "FAILED: no grants, more units held than the limit, tokens out of grant order, "
+                   "a slot held twice or a grant proven out of ticket order\n";
       return 1;
     }
   }

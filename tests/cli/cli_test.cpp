@@ -167,7 +167,8 @@ std::multimap<std::string, std::string> permit_variables(const std::string& env_
   for (std::string line; std::getline(in, line);) {
     const std::size_t eq = line.find('=');
     const std::string key = line.substr(0, eq);
-    if (key == "FAIRSEM_PERMIT_ID" || key == "FAIRSEM_FENCING_TOKEN" || key == "FAIRSEM_SLOT") {
+    if (key == "FAIRSEM_PERMIT_ID" || key == "FAIRSEM_FENCING_TOKEN" || key == "FAIRSEM_SLOT" ||
+        key == "FAIRSEM_SLOTS" || key == "FAIRSEM_PERMITS") {
       vars.emplace(key, line.substr(eq + 1));
     }
   }
@@ -179,13 +180,49 @@ std::multimap<std::string, std::string> permit_variables(const std::string& env_
 TEST_F(CliTest, RunReplacesInheritedPermitVariables) {
   const Outcome o =
       run(cmd({"run"}, {"--limit", "2", "--", "env"}),
-          {{"FAIRSEM_PERMIT_ID", "stale"}, {"FAIRSEM_FENCING_TOKEN", "99"}, {"FAIRSEM_SLOT", "7"}});
+          {{"FAIRSEM_PERMIT_ID", "stale"},
+           {"FAIRSEM_FENCING_TOKEN", "99"},
+           {"FAIRSEM_SLOT", "7"},
+           {"FAIRSEM_SLOTS", "7,8"},
+           {"FAIRSEM_PERMITS", "2"}});
   ASSERT_EQ(0, o.code) << o;
   const auto vars = permit_variables(o.out);
-  ASSERT_EQ(3u, vars.size()) << o;
+  ASSERT_EQ(5u, vars.size()) << o;
   EXPECT_EQ(0u, vars.find("FAIRSEM_PERMIT_ID")->second.rfind("run-", 0)) << o;
   EXPECT_EQ("1", vars.find("FAIRSEM_FENCING_TOKEN")->second) << o;
   EXPECT_EQ("0", vars.find("FAIRSEM_SLOT")->second) << o;
+  EXPECT_EQ("0", vars.find("FAIRSEM_SLOTS")->second) << o;
+  EXPECT_EQ("1", vars.find("FAIRSEM_PERMITS")->second) << o;
+}
+
+// --permits N holds N units at once: the command gets every slot, and status shows the units.
+TEST_F(CliTest, RunWithPermitsHoldsThatManyUnitsAndExportsEverySlot) {
+  auto p = start(cmd({"run"}, {"--limit", "5", "--permits", "3", "--", "sh", "-c",
+                               "echo \"ready $FAIRSEM_PERMITS $FAIRSEM_SLOTS $FAIRSEM_SLOT\"; "
+                               "read line; true"}));
+  const auto line = p->expect("ready");
+  ASSERT_TRUE(line) << p->transcript();
+  EXPECT_EQ("ready 3 0,1,2 0", *line) << p->transcript();
+  const Status s = status();
+  ASSERT_EQ(1u, s.holders.size());
+  EXPECT_EQ(3, s.holders[0].count);
+  const Outcome table = run(cmd({"status"}));
+  EXPECT_NE(std::string::npos, table.out.find("limit 5, 1 holding 3 units, 0 waiting")) << table;
+  EXPECT_NE(std::string::npos, table.out.find("  0,1,2  run-")) << table;
+  const Outcome json = run(cmd({"status"}, {"--json"}));
+  const auto holder = nlohmann::json::parse(json.out).at("holders").at(0);
+  EXPECT_EQ(3, holder.at("units")) << json;
+  EXPECT_EQ((std::vector<long long>{0, 1, 2}), holder.at("slots").get<std::vector<long long>>())
+      << json;
+  // More units than the limit: a usage error, nothing queued.
+  const Outcome too_many = run(cmd({"run"}, {"--limit", "5", "--permits", "6", "--", "true"}));
+  EXPECT_EQ(64, too_many.code) << too_many;
+  EXPECT_NE(std::string::npos, too_many.err.find("6 units")) << too_many;
+  p->close_stdin();
+  EXPECT_EQ(0, exit_code(p->wait_exit())) << p->transcript();
+  const Status after = status();
+  EXPECT_TRUE(after.holders.empty());
+  EXPECT_EQ(1, after.last_ticket);  // the refused run took no ticket
 }
 
 TEST_F(CliTest, ConcurrentRunsGetDifferentSlotsAsStatusShows) {
@@ -418,7 +455,8 @@ TEST_F(CliTest, StatusJsonAndTableShowHoldersAndWaitersInOrder) {
   EXPECT_EQ(2, j.at("waiters").at(0).at("token"));
   EXPECT_EQ(3, j.at("waiters").at(1).at("token"));
   EXPECT_TRUE(j.at("waiters").at(0).at("slot").is_null()) << json;  // waiters have no slot
-  const std::vector<std::string> keys = {"id", "token", "slot", "lease_left_ms", "owner"};
+  const std::vector<std::string> keys = {"id",    "token",         "units", "slot",
+                                         "slots", "lease_left_ms", "owner"};
   for (const auto& entry : {h, j.at("waiters").at(0)}) {
     std::vector<std::string> seen;
     for (auto it = entry.begin(); it != entry.end(); ++it) seen.push_back(it.key());
@@ -430,7 +468,7 @@ TEST_F(CliTest, StatusJsonAndTableShowHoldersAndWaitersInOrder) {
 
   const Outcome table = run(cmd({"status"}, {}, "shown"));
   ASSERT_EQ(0, table.code) << table;
-  EXPECT_NE(std::string::npos, table.out.find("limit 1, 1 holding, 2 waiting")) << table;
+  EXPECT_NE(std::string::npos, table.out.find("limit 1, 1 holding 1 unit, 2 waiting")) << table;
   // The holder's row starts with its slot, under SLOT; the waiters' with their place in line.
   const std::string holder_id = h.at("id");
   EXPECT_NE(std::string::npos, table.out.find("holders:\n  SLOT  ID")) << table;
@@ -745,7 +783,7 @@ TEST_F(CliTest, RestrictedAclUserCanRunShowAndEvict) {
   ASSERT_EQ(1u, j.at("waiters").size());
   outcomes.push_back(run({"status", "--name", name}, {{"FAIRSEM_URL", url}}));
   EXPECT_EQ(0, outcomes.back().code) << outcomes.back();
-  EXPECT_NE(std::string::npos, outcomes.back().out.find("limit 1, 1 holding, 1 waiting"))
+  EXPECT_NE(std::string::npos, outcomes.back().out.find("limit 1, 1 holding 1 unit, 1 waiting"))
       << outcomes.back();
 
   const std::string waiter_id = j.at("waiters").at(0).at("id");

@@ -403,6 +403,7 @@ TEST(MetricsExporterExample, PrintsItsWorkAsPrometheusTextWithCumulativeBuckets)
       "fairsem_evictions_seen_total",   "fairsem_errors_total",
       "fairsem_renewals_total",         "fairsem_renewal_failures_total",
       "fairsem_permits_lost_total",     "fairsem_releases_total",
+      "fairsem_units_granted_total",    "fairsem_units_released_total",
       "fairsem_reconnects_total"};
   std::set<std::string> found;
   for (const auto& c : counters) found.insert(c.first);
@@ -427,6 +428,9 @@ TEST(MetricsExporterExample, PrintsItsWorkAsPrometheusTextWithCumulativeBuckets)
   EXPECT_GT(work, 0);
   EXPECT_EQ(counters["fairsem_grants_total"], work) << o.describe();
   EXPECT_EQ(counters["fairsem_releases_total"], work);
+  // One unit per permit here.
+  EXPECT_EQ(counters["fairsem_units_granted_total"], work);
+  EXPECT_EQ(counters["fairsem_units_released_total"], work);
   EXPECT_EQ(histogram["_count"], work);
   EXPECT_EQ(counters["fairsem_acquire_attempts_total"],
             counters["fairsem_grants_total"] + counters["fairsem_rejections_total"] +

@@ -105,6 +105,8 @@ void check_refusals(const Reply& reply) {
     require(e.stored_limit() >= 0 && e.requested_limit() == context.limit);
   } catch (const fairsem::ReplyError& e) {
     require(!e.server_message().empty());
+  } catch (const fairsem::InvalidArgument&) {
+    // {-4, limit}: more units asked than the stored limit.
   }
   if (reply.type != Reply::Type::array) return;
   try {
@@ -114,6 +116,8 @@ void check_refusals(const Reply& reply) {
   } catch (const fairsem::LimitMismatchError&) {
     return;
   } catch (const fairsem::ReplyError&) {
+    return;
+  } catch (const fairsem::InvalidArgument&) {
     return;
   }
   std::abort();  // [[noreturn]]: unreachable
@@ -133,8 +137,11 @@ void decode_all(const Reply& reply) {
       check_lease(r.lease);
       require((r.state == AcquireState::queued) == (r.position >= 1));
     }
-    require((r.state == AcquireState::granted) == (r.slot >= 0));
-    require(r.slot >= -1 && r.slot < fairsem::detail::kMaxLimit);
+    require((r.state == AcquireState::granted) == !r.slots.empty());
+    for (std::size_t i = 0; i < r.slots.size(); ++i) {
+      require(r.slots[i] >= 0 && r.slots[i] < fairsem::detail::kMaxLimit);
+      require(i == 0 || r.slots[i] > r.slots[i - 1]);
+    }
   });
   decode([&] {
     const auto state = static_cast<int>(fairsem::detail::decode_release(reply));
@@ -154,11 +161,15 @@ void decode_all(const Reply& reply) {
   decode([&] {
     const fairsem::Status s = fairsem::detail::decode_status(reply);
     require(s.limit >= 0 && s.last_ticket >= -1);
-    // Holders may outnumber the limit right after a shrink; they are told apart by slot.
+    // Holders may outnumber the limit right after a shrink; they are told apart by slots.
     for (const fairsem::PermitInfo& info : s.holders) {
       require(info.slot >= 0 && info.slot < fairsem::detail::kMaxLimit);
+      require(static_cast<long long>(info.slots.size()) == info.count);
+      require(info.slots.front() == info.slot);
     }
-    for (const fairsem::PermitInfo& info : s.waiters) require(info.slot == -1);
+    for (const fairsem::PermitInfo& info : s.waiters) {
+      require(info.slot == -1 && info.slots.empty() && info.count >= 1);
+    }
     for (const auto* list : {&s.holders, &s.waiters}) {
       for (const fairsem::PermitInfo& info : *list) require(info.lease_left.count() >= 0);
     }
@@ -166,8 +177,8 @@ void decode_all(const Reply& reply) {
   decode([&] { (void)fairsem::detail::decode_evict(reply); });
   decode([&] {
     const fairsem::detail::WakeUp w = fairsem::detail::decode_wake(reply);
-    require((w.reason == fairsem::detail::WakeReason::promoted) == (w.slot >= 0));
-    require(w.slot < fairsem::detail::kMaxLimit);
+    require((w.reason == fairsem::detail::WakeReason::promoted) == !w.slots.empty());
+    for (const long long slot : w.slots) require(slot >= 0 && slot < fairsem::detail::kMaxLimit);
   });
   decode([&] {
     const fairsem::detail::ResizeReply r = fairsem::detail::decode_resize(reply);

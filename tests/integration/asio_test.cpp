@@ -102,6 +102,32 @@ TEST(AsioTest, AsyncAcquireForGivesUpAtItsTimeout) {
   EXPECT_TRUE(sem.status().waiters.empty());
 }
 
+// Units: a weighted request queues behind the holder and is granted its units when they are
+// free; a timed one of more units than are ever free gives up.
+TEST(AsioTest, AsyncAcquireTakesUnits) {
+  FairSemaphore sem(test::redis_options(), "units", options(4));
+  Permit held = sem.acquire(2);
+  std::future<Permit> three = async_acquire(sem, 3, asio::use_future);
+  ASSERT_TRUE(wait_until([&] { return sem.status().waiters.size() == 1; }));
+  EXPECT_EQ(3, sem.status().waiters.at(0).count);
+  asio::io_context io;
+  std::optional<Permit> timed;
+  bool called = false;
+  async_acquire_for(sem, 2, 100ms,
+                    asio::bind_executor(io, [&](std::exception_ptr error, std::optional<Permit> p) {
+                      called = true;
+                      EXPECT_FALSE(error);
+                      timed = std::move(p);
+                    }));
+  io.run();
+  EXPECT_TRUE(called);
+  EXPECT_FALSE(timed.has_value());  // 2 units were free, but not before the earlier request
+  held.release();
+  ASSERT_EQ(three.wait_for(30s), std::future_status::ready);
+  EXPECT_EQ(3, three.get().count());
+  EXPECT_THROW(async_acquire(sem, 5, asio::use_future), InvalidArgument);
+}
+
 #if __cplusplus >= 202002L
 TEST(AsioTest, AThousandCoroutinesOnOneThreadEachHoldAPermitNeverMoreThanTheLimit) {
   constexpr int kRequests = 1000;

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <future>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -158,6 +159,28 @@ TEST_F(ClusterTest, SemaphoresOnEveryMasterWorkThroughOneSeed) {
     // Every key of the semaphore is on the master of its slot.
     EXPECT_EQ(node_connection(master).command({"GET", counter_key(name)}).str, "3");
   }
+}
+
+// Weighted permits on a cluster: units, slots and FIFO across sizes work the same on a master
+// reached through the slot map.
+TEST_F(ClusterTest, WeightedPermitsKeepTheirOrderOnAClusterMaster) {
+  const int master = cluster().master_ports()[1];
+  const std::string name = name_on(master, "weighted");
+  SemaphoreOptions o;
+  o.limit = 4;
+  FairSemaphore sem(one_seed(), name, o);
+  Permit two = sem.acquire(2);
+  EXPECT_EQ(two.slots(), (std::vector<long long>{0, 1}));
+  std::future<Permit> three = sem.acquire_async(3);
+  ASSERT_TRUE(wait_until([&] { return sem.status().waiters.size() == 1; }));
+  EXPECT_FALSE(sem.try_acquire(1));  // 2 units are free, but not before the queued 3
+  EXPECT_EQ(two.release(1), fairsem::ReleaseResult::released);
+  EXPECT_EQ(two.release(), fairsem::ReleaseResult::released);
+  ASSERT_EQ(three.wait_for(std::chrono::seconds(30)), std::future_status::ready);
+  Permit granted = three.get();
+  EXPECT_EQ(granted.count(), 3);
+  EXPECT_EQ(granted.fencing_token(), 2);
+  EXPECT_EQ(node_connection(master).command({"GET", counter_key(name)}).str, "2");
 }
 
 TEST_F(ClusterTest, ASeedListWithADeadFirstNodeStillFindsTheSlotMap) {

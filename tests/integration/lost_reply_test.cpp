@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "cutting_proxy.hpp"
+#include "proxied_redis.hpp"
 #include "test_env.hpp"
 #include "wait.hpp"
 
@@ -59,20 +60,8 @@ using namespace std::chrono_literals;
 constexpr auto kWait = 20s;
 const std::string kName = "lost-reply";
 
-/// The port the proxy forwards to: the test's own redis-server (or FAIRSEM_TEST_REDIS_URL's).
-int upstream_port() {
-  auto* server = fairsem::test::RedisEnvironment::instance().server();
-  return server != nullptr ? server->port() : redis_options().port;
-}
-
-/// The test server's options (credentials, db, timeouts), reached through `proxy`.
-ConnectionOptions through(const CuttingProxy& proxy) {
-  ConnectionOptions o = redis_options();
-  o.unix_path.clear();
-  o.host = "127.0.0.1";
-  o.port = proxy.port();
-  return o;
-}
+using fairsem::test::through;
+using fairsem::test::upstream_port;
 
 /// Collects what the semaphore logs (the warning about a re-run script, for instance).
 class Messages {
@@ -188,7 +177,7 @@ class LostReplyTest : public ::testing::Test {
   Reply run_script(Connection& conn, const Args& args) const {
     Args full{args[0], "1", "60000"};
     full.insert(full.end(), args.begin() + 1, args.end());
-    return conn.eval(fairsem::detail::scripts::semaphore, script_args(), full);
+    return conn.eval(fairsem::detail::scripts::semaphore_script(args[0]), script_args(), full);
   }
 
   /// The ids of every client connection except the admin's.
@@ -316,6 +305,32 @@ TEST_F(LostReplyTest, AcquireWhoseReplyIsLostReturnsTheSamePermit) {
   EXPECT_EQ(permit.fencing_token(), 1);
   expect_sole_holder(permit);
 
+  EXPECT_EQ(permit.release(), ReleaseResult::released);
+  EXPECT_THAT(owners(), IsEmpty());
+}
+
+// Weighted: run again after its reply was lost, an acquire of 3 units returns the same permit
+// with the same 3 slots, and a partial release returns the units once.
+TEST_F(LostReplyTest, AWeightedAcquireAndAPartialReleaseWhoseRepliesAreLostHappenOnce) {
+  CuttingProxy proxy(upstream_port());
+  FairSemaphore sem(through(proxy), kName, options(4));
+
+  proxy.cut_reply_to("EVALSHA", "acquire");
+  Permit permit = sem.acquire(3);
+  ASSERT_TRUE(permit.held());
+  EXPECT_FALSE(proxy.armed());
+  ASSERT_EQ(proxy.cuts(), 1u);
+  // {state 1 (granted), ticket, deadline, position, now, slot, slot, slot}
+  EXPECT_THAT(proxy.dropped_replies()[0], StartsWith("*8\r\n:1\r\n:1\r\n"));
+  EXPECT_EQ(permit.slots(), (std::vector<long long>{0, 1, 2}));
+  expect_sole_holder(permit);
+
+  proxy.cut_reply_to("EVALSHA", "keep");
+  EXPECT_EQ(permit.release(2), ReleaseResult::released);
+  ASSERT_EQ(proxy.cuts(), 2u);
+  EXPECT_EQ(permit.slots(), (std::vector<long long>{0}));
+  EXPECT_EQ(admin_.command({"HGET", key("slots"), permit.id()}).str, "0");
+  EXPECT_EQ(cardinality("ZCARD", "free"), 2);  // 1 and 2, given back once
   EXPECT_EQ(permit.release(), ReleaseResult::released);
   EXPECT_THAT(owners(), IsEmpty());
 }
@@ -505,7 +520,7 @@ TEST_F(LostReplyTest, ScriptAcquireRunTwiceForOneIdReturnsTheSameTicket) {
   Connection conn(redis_options());
   const Args keys = script_args();
   auto acquire = [&](const std::string& id, const char* mode) {
-    Reply r = conn.eval(fairsem::detail::scripts::semaphore, keys,
+    Reply r = conn.eval(fairsem::detail::scripts::semaphore_acquire, keys,
                         {"acquire", "2", "60000", id, mode, "test-owner"});
     EXPECT_EQ(r.elements.size(), 6u);
     return r;

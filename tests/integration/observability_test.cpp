@@ -21,6 +21,7 @@
 #include "fairsem/detail/connection.hpp"
 #include "fairsem/fairsem.hpp"
 #include "redis_server.hpp"
+#include "semaphore_fixture.hpp"
 #include "test_env.hpp"
 #include "wait.hpp"
 
@@ -73,25 +74,12 @@ class LogLines {
   std::vector<std::string> lines_;
 };
 
-class ObservabilityTest : public ::testing::Test {
+class ObservabilityTest : public test::SemaphoreFixture {
  protected:
-  SemaphoreOptions options(long long limit, std::chrono::milliseconds lease = 10s) {
-    SemaphoreOptions o;
-    o.limit = limit;
-    o.lease = lease;
-    o.key_prefix = prefix_;
-    return o;
-  }
-  std::string key(const std::string& name, const std::string& suffix) const {
-    return prefix_ + ":{" + name + "}:" + suffix;
-  }
   /// Removes every holder of `name` behind its back, as an operator's DEL would.
   void delete_holders(const std::string& name) {
     admin_.command({"DEL", key(name, "owner"), key(name, "time")});
   }
-
-  std::string prefix_ = test::unique_prefix();
-  Connection admin_{redis_options()};
 };
 
 // --- counters --------------------------------------------------------------------------------

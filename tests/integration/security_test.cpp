@@ -206,7 +206,10 @@ TEST_F(SecurityAclTest, RuleAllowsExactlyTheCommandsFairsemSends) {
   std::set<std::string> needed = {"evalsha", "script|load", "brpop", "select"};
   // Everything the scripts call, as Redis 7 checks it against the same user.
   for (const detail::Script* script :
-       {&detail::scripts::semaphore, &detail::scripts::server_clock}) {
+       {&detail::scripts::semaphore_open, &detail::scripts::semaphore_acquire,
+        &detail::scripts::semaphore_release, &detail::scripts::semaphore_renew,
+        &detail::scripts::semaphore_status, &detail::scripts::semaphore_evict,
+        &detail::scripts::semaphore_resize, &detail::scripts::server_clock}) {
     const std::string body(script->body);
     // redis.call('X', redis.pcall, call and pcall_redis (their local aliases), guarded(N, 'X'.
     static const std::regex kCall(
@@ -650,7 +653,8 @@ class SecurityPermitIdTest : public ::testing::Test {
   /// Runs the semaphore script directly, as any client with the same Redis access could.
   Reply script(const std::string& name, std::vector<std::string> args) {
     const std::vector<std::string> keys = detail::semaphore_keys(prefix_, name);
-    return admin_.eval(detail::scripts::semaphore, detail::Args(keys.begin(), keys.end()),
+    return admin_.eval(detail::scripts::semaphore_script(args.at(0)),
+                       detail::Args(keys.begin(), keys.end()),
                        detail::Args(args.begin(), args.end()));
   }
   std::string str(std::initializer_list<std::string_view> argv) { return admin_.command(argv).str; }

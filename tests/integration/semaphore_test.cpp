@@ -26,6 +26,7 @@
 #include "fairsem/detail/scripts.hpp"
 #include "fairsem/fairsem.hpp"
 #include "redis_server.hpp"
+#include "semaphore_fixture.hpp"
 #include "test_env.hpp"
 #include "wait.hpp"
 
@@ -36,62 +37,19 @@ using namespace std::chrono_literals;
 using detail::Connection;
 using detail::Reply;
 using test::redis_options;
+using test::BackgroundWaiter;
 using test::wait_until;
 
-class SemaphoreTest : public ::testing::Test {
- protected:
-  SemaphoreOptions options(long long limit, std::chrono::milliseconds lease = 10s) {
-    SemaphoreOptions o;
-    o.limit = limit;
-    o.lease = lease;
-    o.key_prefix = prefix_;
-    return o;
+/// True for the SHA1 of one of the semaphore's scripts (one per operation).
+bool is_semaphore_script(const std::string& sha) {
+  for (const std::string_view op :
+       {"open", "acquire", "release", "renew", "status", "evict", "resize"}) {
+    if (detail::scripts::semaphore_script(op).sha1 == sha) return true;
   }
-  std::string key(const std::string& name, const std::string& suffix) const {
-    return prefix_ + ":{" + name + "}:" + suffix;
-  }
-  /// The KEYS of the semaphore script for `name`, for tests that run it directly.
-  std::vector<std::string> script_keys(const std::string& name) const {
-    return detail::semaphore_keys(prefix_, name);
-  }
-  long long integer(std::initializer_list<std::string_view> argv) {
-    return admin_.command(argv).integer;
-  }
-  /// Calls of a command since the last CONFIG RESETSTAT, from INFO commandstats.
-  long long calls(const std::string& command) {
-    const std::string info = admin_.command({"INFO", "commandstats"}).str;
-    const std::string tag = "cmdstat_" + command + ":calls=";
-    const auto at = info.find(tag);
-    if (at == std::string::npos) return 0;
-    return std::stoll(info.substr(at + tag.size()));
-  }
-  /// Every key of this test with its type and content, to prove that something changed
-  /// nothing.
-  std::map<std::string, std::string> snapshot() {
-    std::map<std::string, std::string> out;
-    for (const auto& k : admin_.command({"KEYS", prefix_ + "*"}).elements) {
-      const std::string type = admin_.command({"TYPE", k.str}).str;
-      Reply content;
-      if (type == "zset") {
-        content = admin_.command({"ZRANGE", k.str, "0", "-1", "WITHSCORES"});
-      } else if (type == "hash") {
-        content = admin_.command({"HGETALL", k.str});
-      } else if (type == "list") {
-        content = admin_.command({"LRANGE", k.str, "0", "-1"});
-      } else {
-        content = admin_.command({"GET", k.str});
-      }
-      std::string text = type + ":";
-      for (const auto& e : content.elements) text += e.str + "|";
-      if (content.elements.empty()) text += content.str;
-      out[k.str] = text;
-    }
-    return out;
-  }
+  return false;
+}
 
-  std::string prefix_ = test::unique_prefix();
-  Connection admin_{redis_options()};
-};
+class SemaphoreTest : public test::SemaphoreFixture {};
 
 TEST_F(SemaphoreTest, GrantsUpToTheLimitAndNoMore) {
   FairSemaphore sem(redis_options(), "up-to-limit", options(2));
@@ -272,7 +230,7 @@ TEST_F(SemaphoreTest, ReleaseWakesExactlyThePromotedWaiter) {
   for (const Reply& entry : admin_.command({"SLOWLOG", "GET", "-1"}).elements) {
     const auto& argv = entry.elements.at(3).elements;
     if (argv.size() > 4 && (argv[0].str == "EVALSHA" || argv[0].str == "evalsha") &&
-        argv[1].str == detail::scripts::semaphore.sha1) {
+        is_semaphore_script(argv[1].str)) {
       operations.push_back(argv[3 + std::stoul(argv[2].str)].str);
     }
   }
@@ -571,7 +529,7 @@ TEST_F(SemaphoreTest, GivingUpAfterPromotionPassesThePermitOn) {
   Connection raw(redis_options());
   const std::vector<std::string> key_names = script_keys(name);
   const detail::Args keys(key_names.begin(), key_names.end());
-  raw.eval(detail::scripts::semaphore, keys, {"acquire", "1", "10000", "w", "queue", "test"});
+  raw.eval(detail::scripts::semaphore_script("acquire"), keys, {"acquire", "1", "10000", "w", "queue", "test"});
   std::atomic<bool> granted{false};
   std::thread behind([&] {
     auto p = sem.try_acquire_for(20s);
@@ -583,7 +541,7 @@ TEST_F(SemaphoreTest, GivingUpAfterPromotionPassesThePermitOn) {
   ASSERT_EQ("w", sem.status().holders.at(0).id);
   // What a waiter runs when its time is up: the release passes the permit to the next one.
   const Reply r =
-      raw.eval(detail::scripts::semaphore, keys, {"release", "1", "10000", "w", "0", "10000"});
+      raw.eval(detail::scripts::semaphore_script("release"), keys, {"release", "1", "10000", "w", "0", "10000"});
   EXPECT_EQ(1, r.elements.at(0).integer);
   behind.join();
   EXPECT_TRUE(granted);
@@ -847,11 +805,11 @@ TEST_F(SemaphoreTest, WaiterEvictedBetweenPollsIsNotQueuedAgain) {
   const std::vector<std::string> key_names = script_keys(name);
   const detail::Args keys(key_names.begin(), key_names.end());
   const Reply queued =
-      raw.eval(detail::scripts::semaphore, keys, {"acquire", "1", "10000", "w", "queue", "t"});
+      raw.eval(detail::scripts::semaphore_script("acquire"), keys, {"acquire", "1", "10000", "w", "queue", "t"});
   ASSERT_EQ(2, queued.elements.at(0).integer);
   const std::string ticket = std::to_string(queued.elements.at(1).integer);
   EXPECT_EQ(EvictResult::waiter, sem.evict("w"));
-  const Reply polled = raw.eval(detail::scripts::semaphore, keys,
+  const Reply polled = raw.eval(detail::scripts::semaphore_script("acquire"), keys,
                                 {"acquire", "1", "10000", "w", "queue", "t", ticket});
   EXPECT_EQ(3, polled.elements.at(0).integer);
   EXPECT_TRUE(sem.status().waiters.empty());
@@ -956,34 +914,6 @@ TEST_F(SemaphoreTest, EachGrantTakesTheLowestFreeSlot) {
 }
 
 /// A waiter on its own thread: try_acquire_for(20 s), its permit kept until the test ends.
-struct BackgroundWaiter {
-  explicit BackgroundWaiter(FairSemaphore& sem)
-      : thread([this, &sem] {
-          try {
-            permit = sem.try_acquire_for(20s);
-          } catch (const std::exception& e) {
-            error = e.what();
-          }
-          done = true;
-        }) {}
-  ~BackgroundWaiter() {
-    if (thread.joinable()) thread.join();
-  }
-  BackgroundWaiter(const BackgroundWaiter&) = delete;
-  BackgroundWaiter& operator=(const BackgroundWaiter&) = delete;
-  /// Waits for the acquire to end; its permit, or nullptr.
-  Permit* result() {
-    if (thread.joinable()) thread.join();
-    EXPECT_EQ("", error);
-    return permit ? &*permit : nullptr;
-  }
-
-  std::optional<Permit> permit;
-  std::string error;
-  std::atomic<bool> done{false};
-  std::thread thread;  // last: started once the rest exists
-};
-
 // Released, reaped or evicted, a holder's slot goes to the next holder, whose token is higher.
 TEST_F(SemaphoreTest, ASlotPassesOnWithItsPermit) {
   const std::string name = "slot-handover";
@@ -1150,7 +1080,7 @@ TEST_F(SemaphoreTest, ASemaphoreOfTheEarlierFormatGetsSlotsOnFirstUse) {
   const std::vector<std::string> key_names = script_keys(name);
   const detail::Args keys(key_names.begin(), key_names.end());
   const Reply released =
-      raw.eval(detail::scripts::semaphore, keys, {"release", "2", "10000", "a", "1", "60000"});
+      raw.eval(detail::scripts::semaphore_script("release"), keys, {"release", "2", "10000", "a", "1", "60000"});
   EXPECT_EQ(1, released.elements.at(0).integer);  // a holder released, not a waiter leaving
   FairSemaphore sem(redis_options(), name, options(2));
   const Status s = sem.status();

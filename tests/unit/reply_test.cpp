@@ -197,6 +197,23 @@ TEST(ScriptReplyTest, OtherRefusalsAreReplyErrors) {
   }
 }
 
+TEST(ScriptReplyTest, TooManyUnitsForTheStoredLimitIsAnInvalidArgument) {
+  fairsem::detail::RefusalContext ctx = refusal_context();
+  ctx.units = 4;
+  try {
+    (void)fairsem::detail::check_script_reply(array({integer(-4), integer(2)}), ctx);
+    FAIL();
+  } catch (const fairsem::InvalidArgument& e) {
+    EXPECT_STREQ(e.what(),
+                 "fairsem: semaphore 's' on h:1: asked for 4 units, more than the limit 2 stored "
+                 "in Redis (after a resize); nothing was written");
+  }
+  EXPECT_THROW((void)fairsem::detail::check_script_reply(array({integer(-4), integer(0)}), ctx),
+               ProtocolError);
+  EXPECT_THROW((void)fairsem::detail::check_script_reply(array({integer(-4)}), ctx),
+               ProtocolError);
+}
+
 TEST(ScriptReplyTest, MalformedRepliesAndRefusalsThrowProtocolError) {
   using fairsem::detail::check_script_reply;
   const auto ctx = refusal_context();

@@ -25,9 +25,20 @@ extern const Script server_clock;
 /// over with the wake lists of newly queued waiters.
 extern const Script kick;
 
-/// Every operation on a semaphore (open, acquire, release, renew, status, evict, resize); see
-/// the header comment of src/lua/semaphore.lua for its keys, arguments and replies.
-extern const Script semaphore;
+/// One script per operation on a semaphore, each src/lua/semaphore/common.lua followed by the
+/// operation's own file (src/lua/semaphore/<op>.lua): see those for the keys, the arguments and
+/// the replies.
+extern const Script semaphore_open;
+extern const Script semaphore_acquire;
+extern const Script semaphore_release;
+extern const Script semaphore_renew;
+extern const Script semaphore_status;
+extern const Script semaphore_evict;
+extern const Script semaphore_resize;
+
+/// The script of semaphore operation `op` ("open", "acquire", ...). Throws std::logic_error for
+/// an unknown operation (defined in semaphore_core.cpp).
+const Script& semaphore_script(std::string_view op);
 
 }  // namespace scripts
 

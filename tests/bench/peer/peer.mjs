@@ -9,7 +9,16 @@
 // Usage:
 //   node peer.mjs pair --port P --iterations N [--key K]
 //   node peer.mjs contention --port P --clients C --limit L --hold-ms H
-//     --seconds S --mode threads|processes --out FILE [--key K]
+//     --seconds S --mode threads|processes --out FILE [--key K] [--weights W]
+//
+// --weights 1,4 is the weighted scenario (issue 16): client i asks for
+// W[i % W.length] units each time, through MultiSemaphore(client, key, limit,
+// units), the peer's only way to take several permits at once. Each acquire
+// then gives up when the run ends (acquireTimeout = time left), so a request
+// that never got its units is recorded instead of making the run wait for it:
+//   client,ask_ns,-1,gave_up_ns,-1,units
+// A granted request is client,ask_ns,enter_ns,release_ns,-1,units. Without
+// --weights the records keep their five fields and every acquire waits.
 //
 // Times come from process.hrtime.bigint(), i.e. CLOCK_MONOTONIC nanoseconds on
 // Linux, the same clock as std::chrono::steady_clock on the C++ side.
@@ -57,11 +66,14 @@ function loadPeer() {
   } catch (err) {
     fail(`cannot load redis-semaphore/ioredis from ${dir}: ${err.message}`);
   }
-  if (typeof semaphoreModule.Semaphore !== 'function') {
-    fail('redis-semaphore does not export Semaphore');
+  for (const name of ['Semaphore', 'MultiSemaphore']) {
+    if (typeof semaphoreModule[name] !== 'function') {
+      fail(`redis-semaphore does not export ${name}`);
+    }
   }
   return {
     Semaphore: semaphoreModule.Semaphore,
+    MultiSemaphore: semaphoreModule.MultiSemaphore,
     Redis,
     version: require('redis-semaphore/package.json').version,
     ioredisVersion: require('ioredis/package.json').version,
@@ -140,6 +152,16 @@ function newSemaphore(peer, client, key, limit) {
   });
 }
 
+// The weighted scenario's semaphore: `units` of `limit` at once. It shares the
+// sorted set `semaphore:<key>` with Semaphore (one member per unit). The
+// acquire gives up after `timeoutMs`; retryInterval stays at its default
+// (10 ms): the peer's own way of waiting, polled, with no queue.
+function newMultiSemaphore(peer, client, key, limit, units, timeoutMs) {
+  return new peer.MultiSemaphore(client, key, limit, units, {
+    acquireTimeout: timeoutMs,
+  });
+}
+
 // Nearest-rank percentile of an ascending array.
 function percentile(sorted, p) {
   const rank = Math.max(1, Math.ceil((p / 100) * sorted.length));
@@ -197,19 +219,35 @@ async function runPair(peer, opts) {
 // contention: C clients, each with its own connection, loop on one semaphore
 
 function contentionParams(opts) {
-  return {
+  const params = {
     port: requireInt(opts, 'port', 1),
     limit: requireInt(opts, 'limit', 1),
     holdMs: requireInt(opts, 'hold-ms', 0),
     seconds: requireInt(opts, 'seconds', 1),
     key: opts.key ?? 'bench-contention',
+    weights: null,
   };
+  if (opts.weights !== undefined) {
+    params.weights = opts.weights.split(',').map((text) => {
+      const units = Number(text);
+      if (!Number.isInteger(units) || units < 1 || units > params.limit) {
+        fail(`--weights: '${text}' is not a whole number from 1 to the limit`);
+      }
+      return units;
+    });
+  }
+  return params;
+}
+
+function unitsOf(params, index) {
+  return params.weights ? params.weights[index % params.weights.length] : 1;
 }
 
 // One client's loop. Asks for the permit until endNs; a grant asked for before
 // endNs is finished and released even if that happens after endNs. Returns
 // record lines `client,ask_ns,enter_ns,release_ns,-1` (no fencing token).
 async function clientLoop(peer, client, index, params, endNs) {
+  if (params.weights) return weightedLoop(peer, client, index, params, endNs);
   const lines = [];
   while (now() < endNs) {
     const ask = now();
@@ -224,6 +262,62 @@ async function clientLoop(peer, client, index, params, endNs) {
   return lines;
 }
 
+// The weighted loop: MultiSemaphore for this client's units, every acquire
+// bounded by the end of the run. A request still not granted then is recorded
+// with enter_ns -1 and the time it gave up, and the loop ends.
+async function weightedLoop(peer, client, index, params, endNs) {
+  const units = unitsOf(params, index);
+  const lines = [];
+  for (let ask = now(); ask < endNs; ask = now()) {
+    // acquireTimeout is compared with Date.now() (whole ms): round up, so the
+    // request never gives up before the run's end.
+    const leftMs = Math.max(1, Math.ceil(Number(endNs - ask) / 1e6));
+    const sem = newMultiSemaphore(peer, client, params.key, params.limit, units, leftMs);
+    const granted = await sem.tryAcquire();
+    const enter = now();
+    if (!granted) {
+      lines.push(`${index},${ask},-1,${enter},-1,${units}\n`);
+      break;
+    }
+    await holdUntil(enter, params.holdMs);
+    const rel = now();
+    await sem.release();
+    lines.push(`${index},${ask},${enter},${rel},-1,${units}\n`);
+  }
+  return lines;
+}
+
+// Per weight: grants, waits of the granted requests and the requests still
+// waiting when the run ended (a quick look; fairsem_contention --external
+// analyses the same records for the write-up).
+function weightedSummary(lines) {
+  const byUnits = {};
+  for (const line of lines) {
+    const [, ask, enter, rel, , units] = line.trim().split(',').map(BigInt);
+    const w = (byUnits[units] ??= { grants: 0, waiting_at_end: 0, waits: [] });
+    if (enter < 0n) {
+      w.waiting_at_end += 1;
+      w.oldest_waiting_at_end_us = Math.max(
+        w.oldest_waiting_at_end_us ?? 0,
+        Number(rel - ask) / 1000
+      );
+    } else {
+      w.grants += 1;
+      w.waits.push(Number(enter - ask) / 1000);
+    }
+  }
+  for (const w of Object.values(byUnits)) {
+    const sorted = Float64Array.from(w.waits).sort();
+    delete w.waits;
+    if (sorted.length > 0) {
+      w.wait_p50_us = round3(percentile(sorted, 50));
+      w.wait_p99_us = round3(percentile(sorted, 99));
+      w.wait_max_us = round3(sorted[sorted.length - 1]);
+    }
+  }
+  return byUnits;
+}
+
 // Wait until hrtime >= ns. Sleeps in chunks of at most 50 ms (the kernel pads
 // a long timer by ~0.1% of its length), then spins for the last millisecond.
 async function waitUntil(ns) {
@@ -234,8 +328,8 @@ async function waitUntil(ns) {
   }
 }
 
-function contentionResult(peer, mode, clients, params, grants, out) {
-  return {
+function contentionResult(peer, mode, clients, params, lines, out) {
+  const result = {
     impl: IMPL,
     version: peer.version,
     ioredis: peer.ioredisVersion,
@@ -245,9 +339,14 @@ function contentionResult(peer, mode, clients, params, grants, out) {
     limit: params.limit,
     hold_ms: params.holdMs,
     seconds: params.seconds,
-    grants,
+    grants: lines.filter((line) => !line.split(',')[2].startsWith('-')).length,
     records: out,
   };
+  if (params.weights) {
+    result.weights = params.weights;
+    result.by_units = weightedSummary(lines);
+  }
+  return result;
 }
 
 async function runContention(peer, opts) {
@@ -277,7 +376,7 @@ async function runThreads(peer, params, clients, out) {
 
   const lines = perClient.flat();
   fs.writeFileSync(out, lines.join(''));
-  return contentionResult(peer, 'threads', clients, params, lines.length, out);
+  return contentionResult(peer, 'threads', clients, params, lines, out);
 }
 
 // One child process per client; they all start at a common monotonic instant.
@@ -302,6 +401,7 @@ async function runProcesses(peer, params, clients, out) {
       '--start-ns', String(startNs),
       '--out', `${out}.${i}`,
     ];
+    if (params.weights) args.push('--weights', params.weights.join(','));
     const child = spawn(process.execPath, args, {
       stdio: ['ignore', 'ignore', 'inherit'],
     });
@@ -326,12 +426,12 @@ async function runProcesses(peer, params, clients, out) {
   }
 
   // Concatenate FILE.0 .. FILE.(C-1) into FILE, then remove the parts.
-  let grants = 0;
+  const lines = [];
   const fd = fs.openSync(out, 'w');
   try {
     for (let i = 0; i < clients; i++) {
       const part = fs.readFileSync(`${out}.${i}`, 'utf8');
-      grants += part.split('\n').filter((line) => line !== '').length;
+      for (const line of part.split('\n')) if (line !== '') lines.push(`${line}\n`);
       fs.writeSync(fd, part);
     }
   } finally {
@@ -339,7 +439,7 @@ async function runProcesses(peer, params, clients, out) {
   }
   for (let i = 0; i < clients; i++) fs.unlinkSync(`${out}.${i}`);
 
-  return contentionResult(peer, 'processes', clients, params, grants, out);
+  return contentionResult(peer, 'processes', clients, params, lines, out);
 }
 
 // Hidden subcommand run by runProcesses: one client, records go to --out.
@@ -382,7 +482,8 @@ async function main() {
     fail(
       'usage: peer.mjs pair --port P --iterations N [--key K]\n' +
         '       peer.mjs contention --port P --clients C --limit L ' +
-        '--hold-ms H --seconds S --mode threads|processes --out FILE [--key K]'
+        '--hold-ms H --seconds S --mode threads|processes --out FILE [--key K] ' +
+        '[--weights W1,W2,...]'
     );
   }
   const opts = parseArgs(rest);

@@ -1,0 +1,24 @@
+-- status: every holder and waiter in ticket order, after reaping.
+--   ARGV: status LIMIT LEASE_MS (LIMIT 0: whatever is stored)
+--   Reply {now, limit, counter, (id, ticket, deadline, info, units, slots)...}; slots as stored,
+--   "" for a waiter.
+
+local refused, now, deadline = prepare_and_reap('status')
+if refused then return refused end
+
+local reply = {now, limit, tonumber(call('GET', COUNTER) or '0') or -1}
+local members = call('ZRANGE', OWNER, '0', '-1', 'WITHSCORES')
+for i = 1, #members, 2 do
+  local id = members[i]
+  local info = call('HMGET', INFO, id, UNITS .. id)
+  local stored_slots = call('HGET', SLOTS, id)
+  local units = tonumber(info[2] or '1') or 1
+  if stored_slots then units = #(split(stored_slots) or {}) end
+  reply[#reply + 1] = id
+  reply[#reply + 1] = tonumber(members[i + 1])
+  reply[#reply + 1] = tonumber(call('ZSCORE', TIME, id) or '0')
+  reply[#reply + 1] = info[1] or ''
+  reply[#reply + 1] = units
+  reply[#reply + 1] = stored_slots or ''
+end
+return reply
