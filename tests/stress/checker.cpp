@@ -16,7 +16,10 @@ bool overlaps(std::int64_t from, std::int64_t to, std::int64_t w_from, std::int6
   return from <= w_to && w_from <= to;
 }
 
-/// When the section's permit stopped counting as held by it; kNever if unknown.
+/// When the section's permit stopped counting as held by it; kNever if unknown. A section its
+/// process died in counts until the kill, or until the deadline last seen, if that came first:
+/// a holder stuck in a call (a partial release through a blackholed connection) renews nothing
+/// meanwhile, and its lease runs out in Redis before the kill.
 std::int64_t valid_until(const Section& s, const std::multimap<int, std::int64_t>& kills) {
   if (s.left) return s.lost ? std::min(s.leave_ns, s.deadline_ns) : s.leave_ns;
   const auto [first, last] = kills.equal_range(s.pid);
@@ -24,35 +27,139 @@ std::int64_t valid_until(const Section& s, const std::multimap<int, std::int64_t
   for (auto it = first; it != last; ++it) {
     if (it->second >= s.enter_ns) end = std::min(end, it->second);
   }
-  return end;
+  return end == kNever ? end : std::min(end, s.deadline_ns);
+}
+
+/// The time of the first request: details give times relative to it.
+std::int64_t origin(const CheckInput& in) {
+  std::int64_t first = kNever;
+  for (const Section& s : in.sections) first = std::min(first, s.wait_ns);
+  for (const Timeout& t : in.timeouts) first = std::min(first, t.wait_ns);
+  return first == kNever ? 0 : first;
+}
+
+std::string ms_since(std::int64_t t, std::int64_t origin) {
+  if (t == kNever) return "never";
+  return fmt::format("{:.3f}", static_cast<double>(t - origin) / 1e6);
+}
+
+std::string describe(const Section& s, std::int64_t end, std::int64_t origin) {
+  std::string out = fmt::format(
+      "token {} pid {} mode {} units {} slots [{}] wait {} enter {} valid until {} (left {}, "
+      "leave {}, lost {}, deadline {})",
+      s.token, s.pid, static_cast<int>(s.mode), s.units, fmt::join(s.slots, ","),
+      ms_since(s.wait_ns, origin), ms_since(s.enter_ns, origin), ms_since(end, origin), s.left,
+      s.left ? ms_since(s.leave_ns, origin) : "-", s.lost, ms_since(s.deadline_ns, origin));
+  if (s.partial_ns != 0) {
+    out += fmt::format("; partial release at {} kept [{}]{}", ms_since(s.partial_ns, origin),
+                       fmt::join(s.kept, ","), s.partial_failed ? " (threw)" : "");
+  }
+  return out;
+}
+
+/// The faults around `from` .. `to`.
+void describe_faults(const CheckInput& in, std::int64_t from, std::int64_t to, std::int64_t origin,
+                     std::vector<std::string>& out) {
+  for (const Kill& k : in.kills) {
+    if (overlaps(from, to, k.at_ns, k.at_ns)) {
+      out.push_back(fmt::format("  kill of pid {} at {}", k.pid, ms_since(k.at_ns, origin)));
+    }
+  }
+  for (const Stop& st : in.stops) {
+    if (overlaps(from, to, st.stop_ns, st.cont_ns)) {
+      out.push_back(fmt::format("  stop of pid {} from {} to {}", st.pid,
+                                ms_since(st.stop_ns, origin), ms_since(st.cont_ns, origin)));
+    }
+  }
+  for (const Window& w : in.disturbances) {
+    if (overlaps(from, to, w.from_ns, w.to_ns)) {
+      out.push_back(fmt::format("  disturbance from {} to {} (pids [{}])",
+                                ms_since(w.from_ns, origin), ms_since(w.to_ns, origin),
+                                fmt::join(w.pids, ",")));
+    }
+  }
+}
+
+/// When the section stopped using the units it gave back in a partial release (its end if it
+/// made none, or made it too late to matter), given when its permit stopped being valid.
+std::int64_t partial_until(const Section& s, std::int64_t end) {
+  if (s.partial_ns == 0) return end;
+  return std::min(std::max(s.partial_ns, s.enter_ns), end);
+}
+
+/// The units a section gave back in its partial release (none if it made none).
+long long given_back(const Section& s) {
+  if (s.partial_ns == 0) return 0;
+  return std::max(0LL, s.units - static_cast<long long>(s.kept.size()));
+}
+
+/// Every section valid at `at`, and the faults around them.
+void describe_over_limit(const CheckInput& in, const std::multimap<int, std::int64_t>& kills,
+                         std::int64_t at, std::vector<std::string>& out) {
+  const std::int64_t t0 = origin(in);
+  out.push_back(fmt::format("first time over the limit: {}; valid then:", ms_since(at, t0)));
+  std::int64_t from = at;
+  std::int64_t to = at;
+  for (const Section& s : in.sections) {
+    const std::int64_t end = valid_until(s, kills);
+    if (s.enter_ns <= at && at < end) {
+      out.push_back("  " + describe(s, end, t0));
+      from = std::min(from, s.wait_ns);
+      to = std::max(to, std::min(end, s.left ? s.leave_ns : end));
+    }
+  }
+  describe_faults(in, from, to, t0, out);
 }
 
 void check_holders(const CheckInput& in, CheckResult& out) {
   std::multimap<int, std::int64_t> kills;
   for (const Kill& k : in.kills) kills.emplace(k.pid, k.at_ns);
-  std::vector<std::pair<std::int64_t, int>> events;  // (time, +1 enter / -1 end)
-  events.reserve(in.sections.size() * 2);
+  struct Event {
+    std::int64_t at;
+    int order;  // 0: units given back, 1: units taken: at equal times ends come first
+    long long units;
+    int holders;
+  };
+  std::vector<Event> events;
+  events.reserve(in.sections.size() * 3);
   std::size_t unended = 0;
   for (const Section& s : in.sections) {
     const std::int64_t end = valid_until(s, kills);
     if (end == kNever) ++unended;
     if (end <= s.enter_ns) continue;  // its permit was no longer valid when it entered
-    events.emplace_back(s.enter_ns, +1);
-    events.emplace_back(end, -1);
+    const long long back = given_back(s);
+    events.push_back({s.enter_ns, 1, s.units, 1});
+    if (back > 0) events.push_back({partial_until(s, end), 0, -back, 0});
+    events.push_back({end, 0, -(s.units - back), -1});
   }
-  // At equal times an end comes before an enter: a permit handed on in the same nanosecond.
-  std::sort(events.begin(), events.end());
+  // A permit handed on in the same nanosecond is not two at once.
+  std::sort(events.begin(), events.end(), [](const Event& a, const Event& b) {
+    return a.at != b.at ? a.at < b.at : a.order < b.order;
+  });
+  long long units = 0;
   long long holders = 0;
-  for (const auto& [t, delta] : events) {
-    holders += delta;
-    if (holders > out.max_holders) {
-      out.max_holders = holders;
-      out.max_holders_at_ns = t;
+  bool over = false;
+  std::int64_t first_over = 0;
+  for (const Event& e : events) {
+    units += e.units;
+    holders += e.holders;
+    out.max_holders = std::max(out.max_holders, holders);
+    if (units > out.max_units) {
+      out.max_units = units;
+      out.max_units_at_ns = e.at;
+      out.max_units_holders = holders;
     }
+    if (units > in.limit && !over) {
+      if (out.over_limit_instants == 0) first_over = e.at;
+      ++out.over_limit_instants;
+    }
+    over = units > in.limit;
   }
-  if (out.max_holders > in.limit) {
-    out.failures.push_back(fmt::format("{} holders with a valid permit at once (limit {})",
-                                       out.max_holders, in.limit));
+  if (out.over_limit_instants > 0) {
+    describe_over_limit(in, kills, first_over, out.details);
+    out.failures.push_back(fmt::format(
+        "{} units held by valid permits at once (limit {}; {} permits; over the limit {} times)",
+        out.max_units, in.limit, out.max_units_holders, out.over_limit_instants));
   }
   if (unended > 0) {
     out.failures.push_back(fmt::format(
@@ -81,72 +188,249 @@ bool disturbed(const Section& s, const CheckInput& in) {
     if (overlaps(s.wait_ns, s.enter_ns, w.from_ns, w.to_ns)) return true;
   }
   for (const Stop& st : in.stops) {
-    if (st.pid == s.pid && overlaps(s.wait_ns, s.enter_ns, st.stop_ns, st.cont_ns)) return true;
+    if (st.pid == s.pid &&
+        overlaps(s.wait_ns, s.enter_ns, st.stop_ns, st.cont_ns + in.thaw_recovery_ns)) {
+      return true;
+    }
   }
   return false;
 }
 
-void check_slots(const CheckInput& in, CheckResult& out) {
+/// Whether `slots` are `units` distinct slots in ascending order.
+bool sound_slot_set(const Section& s) {
+  if (static_cast<long long>(s.slots.size()) != s.units) return false;
+  return std::adjacent_find(s.slots.begin(), s.slots.end(),
+                            [](std::int64_t a, std::int64_t b) { return a >= b; }) == s.slots.end();
+}
+
+/// Whether a partial release kept the lowest slots, fewer than it had.
+bool kept_the_lowest(const Section& s) {
+  return s.kept.size() < s.slots.size() &&
+         std::equal(s.kept.begin(), s.kept.end(), s.slots.begin());
+}
+
+/// Counts the permits whose slot sets, or partial releases, break the contract.
+void check_slot_sets(const CheckInput& in, CheckResult& out) {
+  for (const Section& s : in.sections) {
+    if (!sound_slot_set(s)) ++out.bad_slot_sets;
+    if (s.partial_ns == 0) continue;
+    ++out.partial_releases;
+    if (s.partial_failed) ++out.partial_releases_failed;
+    if (!kept_the_lowest(s)) ++out.partial_wrong_slots;
+  }
+}
+
+/// One section's holding of one slot: from its enter until its end, or its partial release if
+/// the slot was one it gave back.
+struct Holding {
+  const Section* section;
+  std::int64_t to;
+};
+
+/// Each slot's holdings; counts the slots out of range.
+std::map<std::int64_t, std::vector<Holding>> holdings_by_slot(const CheckInput& in,
+                                                              CheckResult& out) {
   std::multimap<int, std::int64_t> kills;
   for (const Kill& k : in.kills) kills.emplace(k.pid, k.at_ns);
-  std::map<std::int64_t, std::vector<const Section*>> by_slot;
+  std::map<std::int64_t, std::vector<Holding>> by_slot;
   for (const Section& s : in.sections) {
-    if (s.slot < 0 || s.slot >= in.limit) {
-      ++out.slots_out_of_range;
-    } else {
-      by_slot[s.slot].push_back(&s);
+    const std::int64_t end = valid_until(s, kills);
+    for (const std::int64_t slot : s.slots) {
+      if (slot < 0 || slot >= in.limit) {
+        ++out.slots_out_of_range;
+        continue;
+      }
+      const bool kept =
+          s.partial_ns == 0 || std::find(s.kept.begin(), s.kept.end(), slot) != s.kept.end();
+      by_slot[slot].push_back({&s, kept ? end : partial_until(s, end)});
+      ++out.slot_holdings;
     }
   }
-  for (auto& [slot, sections] : by_slot) {
-    std::sort(sections.begin(), sections.end(),
-              [](const Section* a, const Section* b) { return a->enter_ns < b->enter_ns; });
-    std::int64_t valid_to = std::numeric_limits<std::int64_t>::min();
-    std::int64_t last_token = std::numeric_limits<std::int64_t>::min();
-    for (const Section* section : sections) {
-      const Section& s = *section;
-      const std::int64_t end = valid_until(s, kills);
-      if (end <= s.enter_ns) continue;  // no longer valid when it entered
-      if (s.enter_ns < valid_to) ++out.shared_slots;
-      valid_to = std::max(valid_to, end);
-      // As for the order checks, a grant a fault may have shown its client late is left out.
-      if (disturbed(s, in)) continue;
-      if (s.token <= last_token) ++out.slot_tokens_not_increasing;
-      last_token = s.token;
+  return by_slot;
+}
+
+void describe_shared(const CheckInput& in, const Holding& first, const Holding& second,
+                     std::vector<std::string>& out) {
+  const std::int64_t t0 = origin(in);
+  out.emplace_back("first slot held by two valid permits:");
+  out.push_back(fmt::format("  {} (this slot until {})", describe(*first.section, first.to, t0),
+                            ms_since(first.to, t0)));
+  out.push_back(fmt::format("  {} (this slot until {})", describe(*second.section, second.to, t0),
+                            ms_since(second.to, t0)));
+  describe_faults(in, std::min(first.section->wait_ns, second.section->wait_ns),
+                  std::max(first.to, second.to), t0, out);
+}
+
+/// One slot's holders, in the order they entered: never two valid at once, tokens increasing.
+void check_slot_holders(std::vector<Holding>& holdings, const CheckInput& in, CheckResult& out) {
+  std::sort(holdings.begin(), holdings.end(), [](const Holding& a, const Holding& b) {
+    return a.section->enter_ns < b.section->enter_ns;
+  });
+  std::int64_t valid_to = std::numeric_limits<std::int64_t>::min();
+  const Holding* longest = nullptr;  // the holding valid until valid_to
+  std::int64_t last_token = std::numeric_limits<std::int64_t>::min();
+  for (const Holding& h : holdings) {
+    const Section& s = *h.section;
+    if (h.to <= s.enter_ns) continue;  // no longer valid when it entered
+    if (s.enter_ns < valid_to) {
+      if (out.shared_slots == 0) describe_shared(in, *longest, h, out.details);
+      ++out.shared_slots;
     }
+    if (h.to > valid_to) {
+      valid_to = h.to;
+      longest = &h;
+    }
+    // As for the order checks, a grant a fault may have shown its client late is left out.
+    if (disturbed(s, in)) continue;
+    if (s.token <= last_token) ++out.slot_tokens_not_increasing;
+    last_token = s.token;
+  }
+}
+
+void check_slots(const CheckInput& in, CheckResult& out) {
+  check_slot_sets(in, out);
+  auto by_slot = holdings_by_slot(in, out);
+  for (auto& entry : by_slot) check_slot_holders(entry.second, in, out);
+  if (out.bad_slot_sets > 0) {
+    out.failures.push_back(fmt::format(
+        "{} permits whose slots were not as many distinct slots as units, in ascending order",
+        out.bad_slot_sets));
+  }
+  if (out.partial_wrong_slots > 0) {
+    out.failures.push_back(
+        fmt::format("{} partial releases that did not keep the permit's lowest slots",
+                    out.partial_wrong_slots));
   }
   if (out.slots_out_of_range > 0) {
-    out.failures.push_back(fmt::format("{} permits with a slot outside 0 .. {}",
-                                       out.slots_out_of_range, in.limit - 1));
+    out.failures.push_back(
+        fmt::format("{} slots of permits outside 0 .. {}", out.slots_out_of_range, in.limit - 1));
   }
   if (out.shared_slots > 0) {
-    out.failures.push_back(fmt::format("{} permits valid while another valid permit had their slot",
-                                       out.shared_slots));
+    out.failures.push_back(fmt::format(
+        "{} slot holdings valid while another valid permit had the slot", out.shared_slots));
   }
   if (out.slot_tokens_not_increasing > 0) {
     out.failures.push_back(
-        fmt::format("{} permits whose token was not above their slot's previous "
-                    "holder's",
+        fmt::format("{} slot holdings whose token was not above the slot's previous holder's",
                     out.slot_tokens_not_increasing));
   }
 }
 
+struct OrderCount {
+  std::size_t violations = 0;
+  std::size_t past_heavier = 0;  // violations that passed a request for more units
+  /// The worst violation: the lower token that entered last, and the higher one it entered
+  /// after.
+  const Section* worst_lower = nullptr;
+  const Section* worst_higher = nullptr;
+};
+
+/// Whether `s` entered more than the slack before a lower token that asked for more units
+/// (`latest_lower_by_units`: the latest enter of the lower tokens, by units).
+bool passed_heavier(const std::map<long long, std::int64_t>& latest_lower_by_units,
+                    const Section& s, std::int64_t slack) {
+  return std::any_of(latest_lower_by_units.upper_bound(s.units), latest_lower_by_units.end(),
+                     [&](const auto& entry) { return entry.second - s.enter_ns > slack; });
+}
+
 /// Counts the sections that entered before a lower token by more than the slack.
-std::size_t count_order_violations(std::vector<const Section*> sections, std::int64_t slack,
-                                   std::int64_t& worst, std::size_t* over_10ms = nullptr) {
+OrderCount count_order_violations(std::vector<const Section*> sections, std::int64_t slack,
+                                  std::int64_t& worst, std::size_t* over_10ms = nullptr) {
   std::sort(sections.begin(), sections.end(),
             [](const Section* a, const Section* b) { return a->token < b->token; });
-  std::size_t violations = 0;
-  std::int64_t latest_lower = std::numeric_limits<std::int64_t>::min();
+  OrderCount count;
+  const Section* latest_lower = nullptr;
+  std::int64_t worst_violation = slack;
+  std::map<long long, std::int64_t> latest_lower_by_units;
   for (const Section* s : sections) {
-    if (latest_lower != std::numeric_limits<std::int64_t>::min()) {
-      const std::int64_t inversion = latest_lower - s->enter_ns;
+    if (latest_lower != nullptr) {
+      const std::int64_t inversion = latest_lower->enter_ns - s->enter_ns;
       worst = std::max(worst, inversion);
-      if (inversion > slack) ++violations;
+      if (inversion > slack) {
+        ++count.violations;
+        if (inversion > worst_violation) {
+          worst_violation = inversion;
+          count.worst_lower = latest_lower;
+          count.worst_higher = s;
+        }
+        if (passed_heavier(latest_lower_by_units, *s, slack)) ++count.past_heavier;
+      }
       if (over_10ms != nullptr && inversion > 10'000'000) ++*over_10ms;
     }
-    latest_lower = std::max(latest_lower, s->enter_ns);
+    if (latest_lower == nullptr || s->enter_ns > latest_lower->enter_ns) latest_lower = s;
+    auto [it, added] = latest_lower_by_units.emplace(s->units, s->enter_ns);
+    if (!added) it->second = std::max(it->second, s->enter_ns);
   }
-  return violations;
+  return count;
+}
+
+void describe_order_violation(const CheckInput& in, const OrderCount& count,
+                              std::vector<std::string>& out) {
+  if (count.worst_lower == nullptr) return;
+  const std::int64_t t0 = origin(in);
+  std::multimap<int, std::int64_t> kills;
+  for (const Kill& k : in.kills) kills.emplace(k.pid, k.at_ns);
+  out.emplace_back("worst grant out of order: the lower token entered after the higher one");
+  for (const Section* s : {count.worst_lower, count.worst_higher}) {
+    out.push_back("  " + describe(*s, valid_until(*s, kills), t0));
+  }
+  const std::int64_t from = std::min(count.worst_lower->wait_ns, count.worst_higher->wait_ns);
+  const std::int64_t to = count.worst_lower->enter_ns;
+  // A holder killed up to a lease before can have passed its units on in the window too.
+  describe_faults(in, from - in.lease_ns - 200'000'000, to, t0, out);
+  // What gave units back meanwhile (whose leaving or partial release may have promoted the
+  // lower token), and who else entered.
+  std::size_t listed = 0;
+  for (const Section& s : in.sections) {
+    const std::int64_t end = valid_until(s, kills);
+    const bool ended = overlaps(from, to, end, end);
+    const bool partial = s.partial_ns != 0 && overlaps(from, to, s.partial_ns, s.partial_ns);
+    const bool entered = overlaps(from, to, s.enter_ns, s.enter_ns);
+    if (&s == count.worst_lower || &s == count.worst_higher || !(ended || partial || entered)) {
+      continue;
+    }
+    if (++listed > 20) break;
+    out.push_back(fmt::format("  meanwhile{}{}{}: {}", entered ? " entered" : "",
+                              partial ? " gave back" : "", ended ? " ended" : "",
+                              describe(s, end, t0)));
+  }
+}
+
+bool disturbed(const Timeout& t, const CheckInput& in) {
+  Section s;
+  s.pid = t.pid;
+  s.wait_ns = t.wait_ns;
+  s.enter_ns = std::max(t.end_ns, t.deadline_ns);
+  return disturbed(s, in);
+}
+
+/// Timed-out waiters that a later request was granted before: one that began waiting more than
+/// the slack after the waiter did (so the waiter was queued first) and entered before the
+/// waiter's deadline (so the grant came while the waiter was still queued).
+void check_timeouts(const CheckInput& in, CheckResult& out) {
+  std::vector<const Section*> by_wait;
+  by_wait.reserve(in.sections.size());
+  for (const Section& s : in.sections) by_wait.push_back(&s);
+  std::sort(by_wait.begin(), by_wait.end(),
+            [](const Section* a, const Section* b) { return a->wait_ns < b->wait_ns; });
+  for (const Timeout& t : in.timeouts) {
+    const std::int64_t queued_by = t.wait_ns + in.order_slack_ns;
+    if (queued_by >= t.deadline_ns || disturbed(t, in)) continue;
+    ++out.timeouts_checked;
+    auto it = std::upper_bound(by_wait.begin(), by_wait.end(), queued_by,
+                               [](std::int64_t at, const Section* s) { return at < s->wait_ns; });
+    for (; it != by_wait.end() && (*it)->wait_ns < t.deadline_ns; ++it) {
+      if ((*it)->enter_ns < t.deadline_ns) {
+        ++out.timeouts_overtaken;
+        break;
+      }
+    }
+  }
+  if (out.timeouts_overtaken > 0) {
+    out.failures.push_back(fmt::format(
+        "{} timed-out waiters passed by a later request while they were queued (slack {} ms)",
+        out.timeouts_overtaken, in.order_slack_ns / 1'000'000));
+  }
 }
 
 void check_order(const CheckInput& in, CheckResult& out) {
@@ -160,19 +444,25 @@ void check_order(const CheckInput& in, CheckResult& out) {
   out.fifo_checked = blocking.size();
   out.token_order_checked = all.size();
   std::int64_t worst = 0;
-  out.fifo_violations = count_order_violations(blocking, in.order_slack_ns, worst);
-  out.token_order_violations =
+  const OrderCount fifo = count_order_violations(blocking, in.order_slack_ns, worst);
+  out.fifo_violations = fifo.violations;
+  out.fifo_violations_past_heavier = fifo.past_heavier;
+  const OrderCount tokens =
       count_order_violations(all, in.order_slack_ns, worst, &out.inversions_over_10ms);
+  out.token_order_violations = tokens.violations;
+  describe_order_violation(in, tokens, out.details);
   out.worst_inversion_ns = worst;
   if (out.fifo_violations > 0) {
-    out.failures.push_back(
-        fmt::format("{} blocking waiters granted out of ticket order (slack {} ms)",
-                    out.fifo_violations, in.order_slack_ns / 1'000'000));
+    out.failures.push_back(fmt::format(
+        "{} blocking waiters granted out of ticket order (slack {} ms; {} of them "
+        "passed a request for more units)",
+        out.fifo_violations, in.order_slack_ns / 1'000'000, out.fifo_violations_past_heavier));
   }
   if (out.token_order_violations > 0) {
     out.failures.push_back(fmt::format("{} grants entered out of token order (slack {} ms)",
                                        out.token_order_violations, in.order_slack_ns / 1'000'000));
   }
+  check_timeouts(in, out);
 }
 
 void check_stopped_holders(const CheckInput& in, CheckResult& out) {

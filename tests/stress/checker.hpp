@@ -19,16 +19,38 @@ enum class Mode : std::uint8_t { acquire = 0, try_acquire = 1, try_acquire_for =
 /// One critical section as the checker sees it.
 struct Section {
   std::int64_t token = 0;
-  std::int64_t slot = 0;      // Permit::slot()
+  /// The units asked for (acquire(n)); a permit of n units holds n distinct slots.
+  long long units = 1;
+  /// Permit::slots() when granted: `units` distinct slots, ascending.
+  std::vector<std::int64_t> slots;
   std::int64_t wait_ns = 0;   // the acquire call started
   std::int64_t enter_ns = 0;  // the acquire call returned a permit
   std::int64_t leave_ns = 0;  // the section ended (only when `left`)
-  /// Permit::deadline() when the section ended (or began, if it never ended).
+  /// Permit::deadline() when the section ended (if it never ended: when it was last looked at,
+  /// at the enter or around a partial release).
   std::int64_t deadline_ns = 0;
+  /// A partial release (Permit::release(k), 0 < k < units) in the middle of the section: when
+  /// its holder stopped using the units it gave back (just before the call; 0: none), and
+  /// Permit::slots() after it, which must be the lowest units - k of `slots`. From then on the
+  /// section holds only `kept`; the others may pass on.
+  std::int64_t partial_ns = 0;
+  std::vector<std::int64_t> kept;
+  bool partial_failed = false;  // release(k) threw: `kept` is what the worker meant to keep
   int pid = 0;
   Mode mode = Mode::acquire;
   bool left = false;  // false: its process died inside (SIGKILL)
   bool lost = false;  // Permit::lost() when it ended
+};
+
+/// A try_acquire_for that gave up at its deadline without a permit. It was queued from soon
+/// after `wait_ns` until at least `deadline_ns` (the call started at `wait_ns` with that
+/// timeout), so nobody who asked later may be granted in between.
+struct Timeout {
+  long long units = 1;
+  std::int64_t wait_ns = 0;
+  std::int64_t deadline_ns = 0;  // wait_ns + the timeout
+  std::int64_t end_ns = 0;       // the call returned
+  int pid = 0;
 };
 
 /// A worker process SIGKILLed at `at_ns`.
@@ -55,27 +77,47 @@ struct Window {
 
 struct CheckInput {
   std::vector<Section> sections;
+  std::vector<Timeout> timeouts;
   std::vector<Kill> kills;
   std::vector<Stop> stops;
   std::vector<Window> disturbances;
+  /// In units: the sum of the units of the valid permits may never exceed it.
   long long limit = 1;
   std::int64_t lease_ns = 0;
   /// How much later than a higher ticket a lower ticket may enter before it counts as an order
   /// violation: the time between a grant in Redis and its client noticing is not observable.
+  /// For a timed-out waiter, also how long after its call it may have taken to join the queue.
   std::int64_t order_slack_ns = 0;
+  /// How long after its SIGCONT a frozen process may still be slow to hear of its grants (its
+  /// waker's BRPOP may have failed during the freeze and pause before listening again): the
+  /// order checks leave out its grants whose wait overlaps the freeze or this time after it.
+  std::int64_t thaw_recovery_ns = 0;
 };
 
 struct CheckResult {
   std::size_t grants = 0;
-  /// The most sections at one instant whose permit was still valid (see check()).
+  std::size_t partial_releases = 0;
+  std::size_t partial_releases_failed = 0;  // release(k) threw
+  /// The most units held at one instant by permits that were still valid (see check()), when
+  /// that was, and how many permits held them.
+  long long max_units = 0;
+  std::int64_t max_units_at_ns = 0;
+  long long max_units_holders = 0;
+  /// How many times the units held by valid permits rose above the limit.
+  std::size_t over_limit_instants = 0;
+  /// The most valid permits at one instant, whatever their units.
   long long max_holders = 0;
-  std::int64_t max_holders_at_ns = 0;
   std::size_t duplicate_tokens = 0;
-  /// Sections whose permit was valid while another valid one had the same slot, or whose slot
-  /// was outside 0 .. limit-1, or whose token was not above the slot's previous holder's.
+  /// Per slot: holdings valid while another valid permit had the same slot, slots outside
+  /// 0 .. limit-1, and holders whose token was not above the slot's previous holder's.
   std::size_t shared_slots = 0;
   std::size_t slots_out_of_range = 0;
   std::size_t slot_tokens_not_increasing = 0;
+  std::size_t slot_holdings = 0;  // (permit, slot) pairs
+  /// Permits whose slots were not `units` distinct slots in ascending order.
+  std::size_t bad_slot_sets = 0;
+  /// Partial releases that kept other slots than the lowest (gave back not the highest).
+  std::size_t partial_wrong_slots = 0;
   /// Blocking grants (acquire, try_acquire_for) entered out of ticket order.
   std::size_t fifo_violations = 0;
   std::size_t fifo_checked = 0;  // blocking grants that no fault disturbed
@@ -86,26 +128,43 @@ struct CheckResult {
   /// grants checked: how close the order checks came to their slack.
   std::int64_t worst_inversion_ns = 0;
   std::size_t inversions_over_10ms = 0;  // among all grants checked, violations or not
+  /// Blocking FIFO violations in which the overtaken request asked for more units than the one
+  /// that overtook it (strict FIFO: a small request never slips past a big one).
+  std::size_t fifo_violations_past_heavier = 0;
+  /// Timed-out waiters that someone who asked later was granted before (beyond the slack),
+  /// and how many timed-out waiters were checked (those no fault disturbed).
+  std::size_t timeouts_overtaken = 0;
+  std::size_t timeouts_checked = 0;
   /// Holders frozen (SIGSTOP) for longer than a lease while inside.
   std::size_t stopped_holders = 0;
   std::size_t stopped_holders_not_lost = 0;         // did not see Permit::lost() on waking
   std::size_t stopped_holders_passed_on = 0;        // someone entered while they were frozen
   std::size_t stopped_holders_token_not_older = 0;  // ...with a token not above theirs
   std::vector<std::string> failures;  // one line per broken promise; empty when all hold
+  /// What the first of some broken promises looked like (the sections involved, the faults
+  /// around them), to tell a broken library from a broken harness. Times in ms since the first
+  /// request.
+  std::vector<std::string> details;
 
   bool ok() const noexcept { return failures.empty(); }
 };
 
-/// Checks:
-/// - at no instant more than `limit` holders whose permit was valid. A section counts from
-///   enter to leave; if its permit was lost by then, only until its deadline; if its process
-///   was killed inside, until the kill.
+/// Checks, in units (a permit of n units counts n, and n - k after a partial release of k):
+/// - at no instant more than `limit` units held by permits that were valid. A section counts
+///   from enter to leave (the units it gave back, only until its partial release); if its
+///   permit was lost by then, only until its deadline; if its process was killed inside, until
+///   the kill or the deadline last seen, whichever came first;
 /// - no token granted twice;
-/// - every slot in 0 .. limit-1, no two sections valid at once with the same slot, and for
-///   each slot, tokens increasing from holder to holder (in the order they entered);
-/// - blocking grants in ticket order, and all grants in token order (a grant that enters
-///   later than a higher token by more than the slack is a violation), leaving out grants whose
-///   wait overlaps a disturbance or a SIGSTOP of their own process;
+/// - every permit of n units holds n distinct slots, each in 0 .. limit-1; a partial release
+///   keeps the lowest slots (gives back the highest); no slot held by two valid permits at
+///   once, and for each slot, tokens increasing from holder to holder (in the order they
+///   entered);
+/// - strict FIFO whatever the units: blocking grants in ticket order, and all grants in token
+///   order (a grant that enters later than a higher token by more than the slack is a
+///   violation), leaving out grants whose wait overlaps a disturbance or a SIGSTOP of their own
+///   process; and nobody who began waiting more than the slack after a timed-out waiter was
+///   granted before that waiter's deadline (a waiter that never got a permit, e.g. a big one
+///   that small ones kept passing, leaves no grant to compare tokens with);
 /// - a holder frozen for longer than a lease saw lost() when it woke, and every section that
 ///   began waiting after it entered and was granted while it was frozen carries a higher token.
 CheckResult check(const CheckInput& in);

@@ -14,19 +14,30 @@ constexpr std::uint64_t kMagic = 0x66616972'73656d31;  // "fairsem1"
 constexpr int kMaxProcesses = 64;
 constexpr int kMaxThreads = 64;
 constexpr std::size_t kIdBytes = 64;
+/// The most units one request asks for (--weights), and so the most slots a permit holds.
+constexpr int kMaxUnits = 8;
 
-enum RecordState : std::uint8_t { empty = 0, entered = 1, left = 2 };
+/// timed_out: a try_acquire_for that gave up without a permit (no token, no slots).
+enum RecordState : std::uint8_t { empty = 0, entered = 1, left = 2, timed_out = 3 };
 
 struct Record {
   std::int64_t token;
-  std::int64_t slot;
+  std::int64_t slots[kMaxUnits];  // Permit::slots() when granted (the first kMaxUnits)
+  std::int64_t kept[kMaxUnits];   // Permit::slots() after the partial release
   std::int64_t wait_ns;
-  std::int64_t enter_ns;
+  std::int64_t enter_ns;  // timed_out: when the call returned
   std::int64_t leave_ns;
-  std::int64_t deadline_ns;
+  std::int64_t deadline_ns;  // timed_out: wait_ns + the timeout
+  /// A partial release: when the holder stopped using the units it gave back (written before
+  /// the call, with `kept` as meant; `kept` is then overwritten by what the permit kept).
+  std::int64_t partial_ns;  // 0: none
   std::int32_t pid;
+  std::int32_t units;       // asked for
+  std::int32_t slot_count;  // Permit::slots().size()
+  std::int32_t kept_count;
   std::uint8_t mode;  // stress::Mode
   std::uint8_t lost;
+  std::uint8_t partial_failed;      // release(k) threw
   std::atomic<std::uint8_t> state;  // RecordState; written last, with release order
 };
 
@@ -58,7 +69,11 @@ struct Config {
   long long limit;
   std::int64_t lease_ms;
   std::int64_t hold_us;
+  std::int64_t max_timeout_ms;  // try_acquire_for waits 0 .. this
   int threads;
+  int weight_count;
+  std::int32_t weights[kMaxUnits];  // a request asks for one of these, at random
+  int partial_percent;              // of the sections of 2 units or more
 };
 
 struct SharedLog {

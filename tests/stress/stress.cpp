@@ -1,11 +1,13 @@
 // fairsem_stress: P worker processes x T threads loop acquire -> critical section -> release on
-// one semaphore with limit L, for S seconds, against a private redis-server (appendonly,
-// appendfsync always), while the driver injects faults at random moments: SIGKILL and SIGSTOP
-// of workers, Redis restarts, CLIENT KILL, SCRIPT FLUSH, and network faults through a proxy.
-// Every critical section is logged to shared memory; afterwards checker.cpp proves the
-// promises from that log alone, and the driver checks that nothing is left in Redis.
+// one semaphore with limit L units, each request asking for one of the --weights units (some
+// giving part of them back half way through), for S seconds, against a private redis-server
+// (appendonly, appendfsync always), while the driver injects faults at random moments: SIGKILL
+// and SIGSTOP of workers, Redis restarts, CLIENT KILL, SCRIPT FLUSH, and network faults through
+// a proxy. Every critical section, and every timed wait that gave up, is logged to shared
+// memory; afterwards checker.cpp proves the promises from that log alone, counted in units, and
+// the driver checks that nothing is left in Redis.
 //
-//   fairsem_stress --seconds 60 --processes 4 --threads 4 --limit 3 --faults all
+//   fairsem_stress --seconds 60 --processes 4 --threads 4 --limit 4 --weights 1,2,3 --faults all
 //
 // Exit status 0 when every check held and every requested fault was injected, 1 otherwise.
 
@@ -128,30 +130,148 @@ ConnectionOptions worker_connection(const std::string& url) {
   return c;
 }
 
+/// Takes the next record; null (and the run ends) when the log is full.
+Record* next_record(SharedLog& log) {
+  const std::uint64_t i = log.next_record.fetch_add(1);
+  if (i >= log.capacity) {
+    log.full.store(1);
+    log.stop.store(1);
+    return nullptr;
+  }
+  return &log.record(i);
+}
+
+/// A partial release of `back` units, logged: the instant the holder stops using them, and
+/// the slots it kept (as it means to keep them, the lowest, until the permit says which).
+void give_back(Record& r, ProcessSlot& ps, Permit& permit, const std::vector<long long>& slots,
+               long long back) {
+  const auto keep =
+      std::min(slots.size(), static_cast<std::size_t>(std::max(0LL, permit.count() - back)));
+  const auto write_kept = [&r](const std::vector<long long>& kept, std::size_t n) {
+    r.kept_count = static_cast<std::int32_t>(n);
+    std::copy_n(kept.begin(), std::min<std::size_t>(n, kMaxUnits), r.kept);
+  };
+  write_kept(slots, keep);
+  // If the process dies in the call (a blackholed connection holds it there for seconds), its
+  // lease, renewed by nobody meanwhile, may run out in Redis before the kill.
+  r.deadline_ns = to_ns(permit.deadline());
+  r.partial_ns = now_ns();
+  // Logged before the call: once it reaches Redis the slots may pass on at once, and a SIGKILL
+  // may come before it returns.
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  try {
+    (void)permit.release(back);
+  } catch (const Error&) {
+    r.partial_failed = 1;
+    ps.release_errors.fetch_add(1);
+    return;
+  }
+  if (permit.held()) {
+    const std::vector<long long> kept = permit.slots();
+    write_kept(kept, kept.size());
+  }
+  r.deadline_ns = to_ns(permit.deadline());
+}
+
+/// One request of a worker thread.
+struct Request {
+  Mode mode = Mode::acquire;
+  long long units = 1;
+  milliseconds timeout{0};  // try_acquire_for
+  std::int64_t wait_ns = 0;
+};
+
+std::optional<Permit> ask(FairSemaphore& sem, const Request& req) {
+  switch (req.mode) {
+    case Mode::try_acquire:
+      return sem.try_acquire(req.units);
+    case Mode::try_acquire_for:
+      return sem.try_acquire_for(req.units, req.timeout);
+    case Mode::acquire:
+      break;
+  }
+  return sem.acquire(req.units);
+}
+
+/// Logs a try_acquire_for that gave up: it was queued all that time, and the checker makes sure
+/// nobody who asked later got in meanwhile. False when the log is full.
+bool log_timeout(SharedLog& log, const Request& req, std::int64_t end_ns) {
+  Record* r = next_record(log);
+  if (r == nullptr) return false;
+  r->units = static_cast<std::int32_t>(req.units);
+  r->wait_ns = req.wait_ns;
+  r->enter_ns = end_ns;
+  r->deadline_ns = req.wait_ns + ms_to_ns(req.timeout.count());
+  r->pid = static_cast<std::int32_t>(::getpid());
+  r->mode = static_cast<std::uint8_t>(req.mode);
+  r->state.store(timed_out, std::memory_order_release);
+  return true;
+}
+
+/// The critical section of a granted permit, logged: enter, hold (sometimes giving units back
+/// half way through), leave, release. False when the log is full (the permit is then released
+/// by its destructor).
+bool hold(SharedLog& log, ProcessSlot& ps, ThreadSlot& ts, Permit& permit, const Request& req,
+          std::mt19937_64& rng) {
+  const Config& cfg = log.config;
+  Record* record = next_record(log);
+  if (record == nullptr) return false;
+  Record& r = *record;
+  r.token = permit.fencing_token();
+  r.units = static_cast<std::int32_t>(req.units);
+  const std::vector<long long> slots = permit.slots();
+  r.slot_count = static_cast<std::int32_t>(slots.size());
+  std::copy_n(slots.begin(), std::min<std::size_t>(slots.size(), kMaxUnits), r.slots);
+  r.wait_ns = req.wait_ns;
+  r.enter_ns = now_ns();
+  r.deadline_ns = to_ns(permit.deadline());
+  r.pid = static_cast<std::int32_t>(::getpid());
+  r.mode = static_cast<std::uint8_t>(req.mode);
+  r.state.store(entered, std::memory_order_release);
+  copy_string(ts.permit_id, kIdBytes, permit.id());
+  ts.token.store(permit.fencing_token());
+  ts.state.store(holding);
+
+  const auto held_for =
+      std::chrono::microseconds(rng() % static_cast<std::uint64_t>(cfg.hold_us + 1));
+  if (req.units >= 2 && static_cast<int>(rng() % 100) < cfg.partial_percent) {
+    // Half way through, give back some units (the permit's highest slots) and go on with the
+    // rest.
+    std::this_thread::sleep_for(held_for / 2);
+    give_back(r, ps, permit, slots, 1 + static_cast<long long>(rng() % (req.units - 1)));
+    std::this_thread::sleep_for(held_for - held_for / 2);
+  } else if (held_for.count() > 0) {
+    std::this_thread::sleep_for(held_for);
+  }
+
+  r.leave_ns = now_ns();
+  r.lost = permit.lost() ? 1 : 0;
+  r.deadline_ns = to_ns(permit.deadline());
+  r.state.store(left, std::memory_order_release);
+  ts.state.store(idle);
+  try {
+    (void)permit.release();
+  } catch (const Error&) {
+    ps.release_errors.fetch_add(1);
+  }
+  return true;
+}
+
 void worker_thread(SharedLog& log, ProcessSlot& ps, ThreadSlot& ts, FairSemaphore& sem,
                    std::uint64_t seed) {
   std::mt19937_64 rng(seed);
   const Config& cfg = log.config;
   while (log.stop.load() == 0) {
+    Request req;
     const auto pick = rng() % 10;
-    const Mode mode = pick < 4   ? Mode::acquire
-                      : pick < 7 ? Mode::try_acquire
-                                 : Mode::try_acquire_for;
+    req.mode = pick < 4 ? Mode::acquire : pick < 7 ? Mode::try_acquire : Mode::try_acquire_for;
+    req.timeout = milliseconds(rng() % static_cast<std::uint64_t>(cfg.max_timeout_ms + 1));
+    req.units = cfg.weights[rng() % static_cast<std::uint64_t>(cfg.weight_count)];
     ts.state.store(waiting);
-    const std::int64_t wait_ns = now_ns();
+    req.wait_ns = now_ns();
     std::optional<Permit> permit;
     try {
-      switch (mode) {
-        case Mode::acquire:
-          permit = sem.acquire();
-          break;
-        case Mode::try_acquire:
-          permit = sem.try_acquire();
-          break;
-        case Mode::try_acquire_for:
-          permit = sem.try_acquire_for(milliseconds(rng() % 200));
-          break;
-      }
+      permit = ask(sem, req);
     } catch (const Error&) {
       // Redis restarting, a connection cut or blackholed, an eviction: count and go on.
       ps.acquire_errors.fetch_add(1);
@@ -160,46 +280,18 @@ void worker_thread(SharedLog& log, ProcessSlot& ps, ThreadSlot& ts, FairSemaphor
       continue;
     }
     if (!permit) {
-      (mode == Mode::try_acquire ? ps.rejected : ps.timed_out).fetch_add(1);
+      const std::int64_t end_ns = now_ns();
       ts.state.store(idle);
+      if (req.mode == Mode::try_acquire) {
+        ps.rejected.fetch_add(1);
+      } else {
+        ps.timed_out.fetch_add(1);
+        if (!log_timeout(log, req, end_ns)) break;
+      }
       std::this_thread::sleep_for(std::chrono::microseconds(rng() % 500));
       continue;
     }
-    const std::uint64_t i = log.next_record.fetch_add(1);
-    if (i >= log.capacity) {
-      log.full.store(1);
-      log.stop.store(1);
-      ts.state.store(idle);
-      break;  // the permit is released by its destructor
-    }
-    Record& r = log.record(i);
-    r.token = permit->fencing_token();
-    r.slot = permit->slot();
-    r.wait_ns = wait_ns;
-    r.enter_ns = now_ns();
-    r.deadline_ns = to_ns(permit->deadline());
-    r.pid = static_cast<std::int32_t>(::getpid());
-    r.mode = static_cast<std::uint8_t>(mode);
-    r.state.store(entered, std::memory_order_release);
-    copy_string(ts.permit_id, kIdBytes, permit->id());
-    ts.token.store(permit->fencing_token());
-    ts.state.store(holding);
-
-    if (cfg.hold_us > 0) {
-      std::this_thread::sleep_for(
-          std::chrono::microseconds(rng() % static_cast<std::uint64_t>(cfg.hold_us + 1)));
-    }
-
-    r.leave_ns = now_ns();
-    r.lost = permit->lost() ? 1 : 0;
-    r.deadline_ns = to_ns(permit->deadline());
-    r.state.store(left, std::memory_order_release);
-    ts.state.store(idle);
-    try {
-      (void)permit->release();
-    } catch (const Error&) {
-      ps.release_errors.fetch_add(1);
-    }
+    if (!hold(log, ps, ts, *permit, req, rng)) break;
   }
   ts.state.store(idle);
 }
@@ -257,10 +349,17 @@ constexpr int kDefaultOrderSlackMs = 100;
 struct Settings {
   int processes = 4;
   int threads = 4;
-  long long limit = 3;
+  long long limit = 4;
+  /// Each request asks for one of these units, at random.
+  std::vector<int> weights = {1, 2, 3};
+  /// How many sections of 2 units or more give some back half way through.
+  int partial_percent = 30;
   double seconds = 30;
   int lease_ms = 1000;
   int hold_us = 2000;
+  /// try_acquire_for waits up to this: long enough past the order slack for the checker to
+  /// see whether anyone passed a waiter that timed out.
+  int max_timeout_ms = 400;
   std::string faults = "all";
   int fault_interval_ms = 800;
   std::uint64_t max_grants = 4'000'000;
@@ -287,6 +386,15 @@ class Driver {
           throw CLI::ValidationError("--faults", "unknown fault '" + kind + "'");
         }
         enabled_.push_back(kind);
+      }
+    }
+    if (s_.weights.empty() || s_.weights.size() > static_cast<std::size_t>(kMaxUnits)) {
+      throw CLI::ValidationError("--weights", fmt::format("1 to {} weights", kMaxUnits));
+    }
+    for (const int w : s_.weights) {
+      if (w > s_.limit) {
+        throw CLI::ValidationError(
+            "--weights", fmt::format("a weight of {} is more than the limit {}", w, s_.limit));
       }
     }
     if (s_.seed == 0) s_.seed = (static_cast<std::uint64_t>(std::random_device{}()) << 32) | 1;
@@ -347,7 +455,7 @@ class Driver {
   std::size_t leaked_entries();
   std::vector<std::string> leftover_keys();
   CheckInput collect();
-  void print_summary(const CheckResult& result, std::size_t leaked,
+  void print_summary(const CheckInput& checked, const CheckResult& result, std::size_t leaked,
                      const std::vector<std::string>& keys);
 
   Settings s_;
@@ -639,15 +747,22 @@ int Driver::run() {
   cfg.limit = s_.limit;
   cfg.lease_ms = s_.lease_ms;
   cfg.hold_us = s_.hold_us;
+  cfg.max_timeout_ms = s_.max_timeout_ms;
+  cfg.weight_count = static_cast<int>(s_.weights.size());
+  std::copy(s_.weights.begin(), s_.weights.end(), cfg.weights);
+  cfg.partial_percent = s_.partial_percent;
   cfg.threads = s_.threads;
   input_.limit = s_.limit;
   input_.lease_ns = ms_to_ns(s_.lease_ms);
   input_.order_slack_ns = ms_to_ns(s_.order_slack_ms);
+  // A waker whose BRPOP failed during a freeze pauses 200 ms, then reconnects (connect timeout
+  // 500 ms) before it listens again.
+  input_.thaw_recovery_ns = ms_to_ns(1000);
 
   fmt::print(
-      "fairsem_stress: {} processes x {} threads, limit {}, lease {} ms, {} s, faults: {}, "
-      "seed {}\n",
-      s_.processes, s_.threads, s_.limit, s_.lease_ms, s_.seconds,
+      "fairsem_stress: {} processes x {} threads, limit {}, weights {}, lease {} ms, {} s, "
+      "faults: {}, seed {}\n",
+      s_.processes, s_.threads, s_.limit, fmt::join(s_.weights, ","), s_.lease_ms, s_.seconds,
       enabled_.empty() ? std::string("none") : fmt::format("{}", fmt::join(enabled_, ",")),
       s_.seed);
   std::fflush(stdout);
@@ -691,7 +806,7 @@ int Driver::run() {
       }
     }
     if (now >= next_progress) {
-      fmt::print("[{:6.0f} s] {} grants\n", static_cast<double>(now - start) / 1e9,
+      fmt::print("[{:6.0f} s] {} grants and time-outs\n", static_cast<double>(now - start) / 1e9,
                  shm_->log().next_record.load());
       std::fflush(stdout);
       next_progress += ms_to_ns(10'000);
@@ -824,12 +939,28 @@ CheckInput Driver::collect() {
     Record& r = log.record(i);
     const auto state = r.state.load(std::memory_order_acquire);
     if (state == empty) continue;  // reserved by a worker killed before it wrote the record
+    if (state == timed_out) {
+      in.timeouts.push_back({r.units, r.wait_ns, r.deadline_ns, r.enter_ns, r.pid});
+      continue;
+    }
     Section s;
     s.token = r.token;
-    s.slot = r.slot;
+    s.units = r.units;
+    // More slots than the log keeps can only be more than the units: the checker sees a
+    // slot set that does not match, as it should.
+    const auto kept_slots = [](const std::int64_t* slots, std::int32_t count) {
+      return std::vector<std::int64_t>(slots, slots + std::clamp(count, 0, kMaxUnits));
+    };
+    s.slots = kept_slots(r.slots, r.slot_count);
+    if (r.slot_count > kMaxUnits) s.slots.push_back(-1);
     s.wait_ns = r.wait_ns;
     s.enter_ns = r.enter_ns;
     s.deadline_ns = r.deadline_ns;
+    s.partial_ns = r.partial_ns;
+    if (s.partial_ns != 0) {
+      s.kept = kept_slots(r.kept, r.kept_count);
+      s.partial_failed = r.partial_failed != 0;
+    }
     s.pid = r.pid;
     s.mode = static_cast<Mode>(r.mode);
     s.left = state == left;
@@ -883,11 +1014,11 @@ int Driver::finish() {
     failures_.push_back("no SIGSTOP caught a holder inside its critical section");
   }
   if (result.grants == 0) failures_.push_back("no permit was granted");
-  print_summary(result, leaked, keys);
+  print_summary(checked, result, leaked, keys);
   return failures_.empty() ? 0 : 1;
 }
 
-void Driver::print_summary(const CheckResult& r, std::size_t leaked,
+void Driver::print_summary(const CheckInput& checked, const CheckResult& r, std::size_t leaked,
                            const std::vector<std::string>& keys) {
   std::uint64_t acquire_errors = 0, release_errors = 0, rejected = 0, timed_out = 0, lost = 0;
   for (const ProcessSlot& ps : shm_->log().processes) {
@@ -898,14 +1029,29 @@ void Driver::print_summary(const CheckResult& r, std::size_t leaked,
     lost += ps.lost.load();
   }
   const auto ms = [](std::int64_t ns) { return static_cast<double>(ns) / 1e6; };
-  fmt::print("\n{:<44} {}\n", "grants", r.grants);
-  fmt::print("{:<44} {} (limit {})\n", "max simultaneous valid holders", r.max_holders, s_.limit);
+  std::map<long long, std::size_t> by_units;
+  for (const Section& section : checked.sections) ++by_units[section.units];
+  std::vector<std::string> units_counts;
+  units_counts.reserve(by_units.size());
+  for (const auto& [units, count] : by_units)
+    units_counts.push_back(fmt::format("{}: {}", units, count));
+  fmt::print("\n{:<44} {} (by units {})\n", "grants", r.grants, fmt::join(units_counts, ", "));
+  fmt::print("{:<44} {} ({} failed; {} kept other than the lowest slots)\n", "partial releases",
+             r.partial_releases, r.partial_releases_failed, r.partial_wrong_slots);
+  fmt::print("{:<44} {} in {} permits (limit {}; over the limit {} times)\n",
+             "max units held by valid permits at once", r.max_units, r.max_units_holders, s_.limit,
+             r.over_limit_instants);
   fmt::print("{:<44} {}\n", "tokens granted twice", r.duplicate_tokens);
-  fmt::print("{:<44} {} (out of range {}, tokens not increasing {})\n",
-             "slots shared by valid permits", r.shared_slots, r.slots_out_of_range,
+  fmt::print("{:<44} {} of {} (out of range {}, permits' slot sets wrong {})\n",
+             "slot holdings shared by valid permits", r.shared_slots, r.slot_holdings,
+             r.slots_out_of_range, r.bad_slot_sets);
+  fmt::print("{:<44} {}\n", "slot holders whose token did not increase",
              r.slot_tokens_not_increasing);
-  fmt::print("{:<44} {} of {} checked\n", "FIFO violations (blocking waiters)", r.fifo_violations,
-             r.fifo_checked);
+  fmt::print("{:<44} {} of {} checked ({} passed a request for more units)\n",
+             "FIFO violations (blocking waiters)", r.fifo_violations, r.fifo_checked,
+             r.fifo_violations_past_heavier);
+  fmt::print("{:<44} {} of {} checked\n", "timed-out waiters passed by a later request",
+             r.timeouts_overtaken, r.timeouts_checked);
   fmt::print("{:<44} {} of {} checked\n", "token order violations (all grants)",
              r.token_order_violations, r.token_order_checked);
   fmt::print("{:<44} {:.1f} ms (slack {:.0f} ms; {} over 10 ms)\n",
@@ -938,6 +1084,7 @@ void Driver::print_summary(const CheckResult& r, std::size_t leaked,
     fmt::print("RESULT: ok\n");
   } else {
     for (const auto& f : failures_) fmt::print("FAILED: {}\n", f);
+    for (const auto& d : r.details) fmt::print("{}\n", d);
   }
 }
 
@@ -961,10 +1108,19 @@ int main(int argc, char** argv) {
   app.add_option("--processes", s.processes, "worker processes")
       ->check(CLI::Range(1, kMaxProcesses));
   app.add_option("--threads", s.threads, "threads per worker")->check(CLI::Range(1, kMaxThreads));
-  app.add_option("--limit", s.limit, "permits")->check(CLI::Range(1LL, 1000LL));
+  app.add_option("--limit", s.limit, "units")->check(CLI::Range(1LL, 1000LL));
+  app.add_option("--weights", s.weights,
+                 "the units a request asks for: one of these at random, each at most the limit")
+      ->delimiter(',')
+      ->check(CLI::Range(1, kMaxUnits));
+  app.add_option("--partial-percent", s.partial_percent,
+                 "sections of 2 units or more that give some back half way through")
+      ->check(CLI::Range(0, 100));
   app.add_option("--seconds", s.seconds, "length of the load")->check(CLI::Range(1.0, 86400.0));
   app.add_option("--lease-ms", s.lease_ms, "lease")->check(CLI::Range(100, 60000));
   app.add_option("--hold-us", s.hold_us, "longest critical section")->check(CLI::Range(0, 1000000));
+  app.add_option("--max-timeout-ms", s.max_timeout_ms, "longest try_acquire_for timeout")
+      ->check(CLI::Range(0, 60000));
   app.add_option("--faults", s.faults,
                  "all, none, or a comma list of: kill,stop,restart,client-kill,script-flush,"
                  "delay,cut,blackhole");
