@@ -31,54 +31,24 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
-#include <fstream>
 #include <iostream>
 #include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "bench_support.hpp"
+#include "contention_record.hpp"
 #include "fairsem/fairsem.hpp"
 
-namespace fairsem::bench {
+namespace fairsem::bench::contention {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-struct Record {
-  std::int32_t client = 0;
-  std::int64_t ask_ns = 0;
-  std::int64_t enter_ns = 0;
-  std::int64_t release_ns = 0;
-  std::int64_t token = -1;  // -1: the implementation has no fencing token
-  std::int64_t units = 1;   // permits asked for (and, when granted, held) at once
-  /// The permit's slots (weighted runs of fairsem), for the checks in slot_checks(): the first
-  /// slots_kept of `slots`; -1 when it had more than kSlotsKept.
-  static constexpr std::size_t kSlotsKept = 8;
-  std::int32_t slots_kept = 0;
-  std::array<std::int32_t, kSlotsKept> slots{};
-
-  void add_slot(long long slot) {
-    if (slots_kept < 0) return;
-    if (static_cast<std::size_t>(slots_kept) == kSlotsKept) {
-      slots_kept = -1;
-      return;
-    }
-    slots[static_cast<std::size_t>(slots_kept++)] = static_cast<std::int32_t>(slot);
-  }
-
-  /// False for a request that gave up when the run ended: enter_ns is -1 and release_ns the
-  /// time it gave up.
-  bool granted() const { return enter_ns >= 0; }
-  /// Until when the request waited: its grant, or the moment it gave up.
-  std::int64_t waited_until() const { return granted() ? enter_ns : release_ns; }
-};
 
 struct Settings {
   std::string url;
@@ -257,48 +227,6 @@ void run_external(const std::string& command) {
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     throw std::runtime_error("the external command failed: " + command);
   }
-}
-
-std::vector<Record> read_records(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw std::runtime_error("cannot read records from " + path);
-  std::vector<Record> out;
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.empty()) continue;
-    Record r;
-    char comma = 0;
-    std::istringstream fields(line);
-    fields >> r.client >> comma >> r.ask_ns >> comma >> r.enter_ns >> comma >> r.release_ns >>
-        comma >> r.token;
-    if (!fields) throw std::runtime_error(fmt::format("malformed record in {}: {}", path, line));
-    if (fields >> comma && !(fields >> r.units && r.units >= 1)) {
-      throw std::runtime_error(fmt::format("malformed units in {}: {}", path, line));
-    }
-    long long slot = 0;
-    while (fields >> comma) {
-      if (!(fields >> slot)) throw std::runtime_error(fmt::format("malformed slot in {}", line));
-      r.add_slot(slot);
-    }
-    out.push_back(r);
-  }
-  return out;
-}
-
-void write_records(const std::string& path, const std::vector<Record>& records, bool units) {
-  std::ofstream out(path);
-  for (const Record& r : records) {
-    out << r.client << ',' << r.ask_ns << ',' << r.enter_ns << ',' << r.release_ns << ','
-        << r.token;
-    if (units) {
-      out << ',' << r.units;
-      for (std::int32_t k = 0; k < r.slots_kept; ++k) {
-        out << ',' << r.slots[static_cast<std::size_t>(k)];
-      }
-    }
-    out << '\n';
-  }
-  if (!out) throw std::runtime_error("cannot write records to " + path);
 }
 
 nlohmann::json spread(std::vector<double> v) {
@@ -725,11 +653,11 @@ int run(int argc, char** argv) {
 }
 
 }  // namespace
-}  // namespace fairsem::bench
+}  // namespace fairsem::bench::contention
 
 int main(int argc, char** argv) {
   try {
-    return fairsem::bench::run(argc, argv);
+    return fairsem::bench::contention::run(argc, argv);
   } catch (const std::exception& e) {
     std::cerr << "fairsem_contention: " << e.what() << "\n";
     return 1;
