@@ -32,7 +32,6 @@
 #include <cerrno>
 #include <cstdio>
 #include <iostream>
-#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -42,6 +41,7 @@
 #include <vector>
 
 #include "bench_support.hpp"
+#include "contention_order.hpp"
 #include "contention_record.hpp"
 #include "contention_settings.hpp"
 #include "fairsem/fairsem.hpp"
@@ -242,132 +242,6 @@ Held most_held(const std::vector<Record>& granted) {
     most.units = std::max(most.units, now.units);
   }
   return most;
-}
-
-struct FifoOrder {
-  long long out_of_order = 0;
-  long long queued_later = -1;  // -1: no tickets to tell
-  long long strict = 0;
-  std::vector<double> margins;
-  std::map<long long, long long> overtaken;  // by the units of the request that was overtaken
-};
-
-/// FIFO, strict and units-aware: a request is granted only after every request queued before
-/// it, whatever the units (a later small request that would fit in the free units still may
-/// not overtake an earlier large one). A grant is out of order when, at the moment it was
-/// granted, a request that asked more than fifo_tolerance_us before it was still waiting:
-/// granted more than fifo_grant_tolerance_us after it, or never (it gave up at the end). The
-/// ask tolerance covers the way from ask_ns to Redis; the grant tolerance the way from a grant
-/// in Redis to the client's enter_ns, its wake-up, which matters when one release promotes
-/// several waiters at once (limit > 1): they wake in any order. fifo_violations_strict counts
-/// with no grant tolerance, and fifo_violation_margin_us says by how much each of those grants
-/// went ahead (how long the earlier request still waited after it).
-///
-/// With tickets (fairsem's fencing tokens, drawn by Redis when a request joins the queue),
-/// fifo_violations_queued_later counts the out-of-order grants where every request the grant
-/// went ahead of had drawn a later ticket: their acquire() calls started first on the clients'
-/// clocks but reached Redis after the grant's, so Redis queued them behind it.
-/// Whether every request among the first `earlier` of `by_ask` that still waited more than
-/// `grant_tolerance` after `r` entered drew a later ticket than `r`. Each waited at most
-/// `longest_wait`, so only those that asked after r.enter_ns - longest_wait need a look.
-bool went_ahead_of_later_tickets(const Record& r, const Record* const* by_ask, std::size_t earlier,
-                                 std::int64_t longest_wait, std::int64_t grant_tolerance) {
-  for (std::size_t i = earlier; i-- > 0;) {
-    const Record& e = *by_ask[i];
-    if (e.ask_ns <= r.enter_ns - longest_wait) break;
-    if (e.waited_until() - r.enter_ns > grant_tolerance && !(e.granted() && e.token > r.token)) {
-      return false;
-    }
-  }
-  return true;
-}
-
-FifoOrder fifo_order(const Settings& s, const std::vector<Record>& all) {
-  std::vector<const Record*> by_ask;
-  by_ask.reserve(all.size());
-  for (const Record& r : all) by_ask.push_back(&r);
-  std::sort(by_ask.begin(), by_ask.end(),
-            [](const Record* a, const Record* b) { return a->ask_ns < b->ask_ns; });
-  const auto tolerance = static_cast<std::int64_t>(s.fifo_tolerance_us * 1e3);
-  const auto grant_tolerance = static_cast<std::int64_t>(s.fifo_grant_tolerance_us * 1e3);
-  FifoOrder f;
-  // Of the requests that asked more than the tolerance before the one at hand: the latest
-  // moment one of them still waited, overall and by units.
-  std::int64_t waited = std::numeric_limits<std::int64_t>::min();
-  std::map<long long, std::int64_t> waited_by_units;
-  const bool tickets = std::all_of(all.begin(), all.end(),
-                                   [](const Record& r) { return !r.granted() || r.token >= 0; });
-  std::int64_t longest_wait = 0;
-  for (const Record& r : all) longest_wait = std::max(longest_wait, r.waited_until() - r.ask_ns);
-  if (tickets) f.queued_later = 0;
-  std::size_t earlier = 0;
-  for (const Record* r : by_ask) {
-    for (; earlier < by_ask.size() && by_ask[earlier]->ask_ns < r->ask_ns - tolerance; ++earlier) {
-      const Record& e = *by_ask[earlier];
-      waited = std::max(waited, e.waited_until());
-      auto [it, fresh] = waited_by_units.emplace(e.units, e.waited_until());
-      if (!fresh) it->second = std::max(it->second, e.waited_until());
-    }
-    if (!r->granted() || waited <= r->enter_ns) continue;
-    ++f.strict;
-    f.margins.push_back(static_cast<double>(waited - r->enter_ns) / 1e3);
-    if (waited - r->enter_ns <= grant_tolerance) continue;
-    ++f.out_of_order;
-    for (const auto& [units, until] : waited_by_units) {
-      if (until - r->enter_ns > grant_tolerance) ++f.overtaken[units];
-    }
-    if (tickets &&
-        went_ahead_of_later_tickets(*r, by_ask.data(), earlier, longest_wait, grant_tolerance)) {
-      ++f.queued_later;
-    }
-  }
-  return f;
-}
-
-struct SlotChecks {
-  long long early_handovers = -1;  // -1: no slots or tickets recorded
-  long long proven_out_of_order = -1;
-};
-
-/// Checks that need no tolerance, for an implementation that records tickets and slots
-/// (fairsem's weighted runs). A permit's slots were each given back by their previous holder
-/// (the one with the highest lower ticket), so it cannot have been granted before the latest of
-/// those holders' release() calls began; and its holder entered after its grant. So
-/// - a holder that entered before its slot's previous holder called release() proves a slot
-///   held twice (early_handovers), and
-/// - a grant with a higher ticket that entered before that moment proves a grant out of ticket
-///   order (proven_out_of_order): the later ticket was granted while the earlier one was
-///   still waiting, whatever the clocks' noise.
-/// Zero of each is consistent with strict FIFO, not a proof of it.
-SlotChecks slot_checks(std::vector<Record> granted) {
-  SlotChecks c;
-  const bool recorded =
-      !granted.empty() && std::all_of(granted.begin(), granted.end(),
-                                      [](auto& r) { return r.token >= 0 && r.slots_kept > 0; });
-  if (!recorded) return c;
-  std::sort(granted.begin(), granted.end(),
-            [](const Record& a, const Record& b) { return a.token < b.token; });
-  c.early_handovers = 0;
-  c.proven_out_of_order = 0;
-  std::map<std::int32_t, const Record*> previous;  // by slot: its holder with the latest ticket
-  std::vector<std::int64_t> freed(granted.size(), std::numeric_limits<std::int64_t>::min());
-  for (std::size_t i = 0; i < granted.size(); ++i) {
-    const Record& g = granted[i];
-    for (std::int32_t k = 0; k < g.slots_kept; ++k) {
-      const Record*& before = previous[g.slots[static_cast<std::size_t>(k)]];
-      if (before != nullptr) {
-        if (g.enter_ns < before->release_ns) ++c.early_handovers;
-        freed[i] = std::max(freed[i], before->release_ns);
-      }
-      before = &g;
-    }
-  }
-  std::int64_t first_later_enter = std::numeric_limits<std::int64_t>::max();
-  for (std::size_t i = granted.size(); i-- > 0;) {
-    if (first_later_enter < freed[i]) ++c.proven_out_of_order;
-    first_later_enter = std::min(first_later_enter, granted[i].enter_ns);
-  }
-  return c;
 }
 
 /// The weighted figures, per weight (issue 16): how many grants each got, how long its
