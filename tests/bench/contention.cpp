@@ -14,11 +14,16 @@
 // time left), so a request that is still waiting then is recorded, with enter_ns -1 and the
 // time it gave up as release_ns, instead of stretching the run. Its records carry the units
 // as a sixth field, then the permit's slots. Per weight it reports grants, waits, the requests
-// still waiting at the end and the worst wait against the request's fair share (see by_units()).
+// still waiting at the end and the worst wait against the request's fair share (see by_units()
+// in contention_analysis.cpp).
 //
 //   fairsem_contention --clients 8 --limit 1 --hold-ms 1 --seconds 10 --mode processes
 //   fairsem_contention --clients 8 --limit 8 --weights 1,4 --hold-ms 1 --seconds 10
 //   fairsem_contention --external "node peer.mjs contention ... --out R" --records R --impl peer
+//
+// This file reads the options and runs the clients; contention_settings.hpp holds the options,
+// contention_record.hpp/.cpp a recorded request and the records file, contention_order.hpp/.cpp
+// the FIFO, ticket and slot order checks, and contention_analysis.hpp/.cpp the JSON figures.
 
 #include <fmt/format.h>
 #include <sys/mman.h>

@@ -23,8 +23,8 @@ struct Record {
   std::int64_t release_ns = 0;
   std::int64_t token = -1;  // -1: the implementation has no fencing token
   std::int64_t units = 1;   // permits asked for (and, when granted, held) at once
-  /// The permit's slots (weighted runs of fairsem), for the checks in slot_checks(): the first
-  /// slots_kept of `slots`; -1 when it had more than kSlotsKept.
+  /// The permit's slots (weighted runs of fairsem), for slot_checks() in contention_order.hpp:
+  /// the first slots_kept of `slots`; -1 when it had more than kSlotsKept.
   static constexpr std::size_t kSlotsKept = 8;
   std::int32_t slots_kept = 0;
   std::array<std::int32_t, kSlotsKept> slots{};
