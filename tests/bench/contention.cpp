@@ -14,11 +14,16 @@
 // time left), so a request that is still waiting then is recorded, with enter_ns -1 and the
 // time it gave up as release_ns, instead of stretching the run. Its records carry the units
 // as a sixth field, then the permit's slots. Per weight it reports grants, waits, the requests
-// still waiting at the end and the worst wait against the request's fair share (see by_units()).
+// still waiting at the end and the worst wait against the request's fair share (see by_units()
+// in contention_analysis.cpp).
 //
 //   fairsem_contention --clients 8 --limit 1 --hold-ms 1 --seconds 10 --mode processes
 //   fairsem_contention --clients 8 --limit 8 --weights 1,4 --hold-ms 1 --seconds 10
 //   fairsem_contention --external "node peer.mjs contention ... --out R" --records R --impl peer
+//
+// This file reads the options and runs the clients; contention_settings.hpp holds the options,
+// contention_record.hpp/.cpp a recorded request and the records file, contention_order.hpp/.cpp
+// the FIFO, ticket and slot order checks, and contention_analysis.hpp/.cpp the JSON figures.
 
 #include <fmt/format.h>
 #include <sys/mman.h>
@@ -30,77 +35,29 @@
 #include <array>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
 #include <cstdio>
-#include <fstream>
 #include <iostream>
-#include <limits>
-#include <map>
+#include <new>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "bench_support.hpp"
+#include "contention_analysis.hpp"
+#include "contention_record.hpp"
+#include "contention_settings.hpp"
 #include "fairsem/fairsem.hpp"
 
-namespace fairsem::bench {
+namespace fairsem::bench::contention {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-struct Record {
-  std::int32_t client = 0;
-  std::int64_t ask_ns = 0;
-  std::int64_t enter_ns = 0;
-  std::int64_t release_ns = 0;
-  std::int64_t token = -1;  // -1: the implementation has no fencing token
-  std::int64_t units = 1;   // permits asked for (and, when granted, held) at once
-  /// The permit's slots (weighted runs of fairsem), for the checks in slot_checks(): the first
-  /// slots_kept of `slots`; -1 when it had more than kSlotsKept.
-  static constexpr std::size_t kSlotsKept = 8;
-  std::int32_t slots_kept = 0;
-  std::array<std::int32_t, kSlotsKept> slots{};
-
-  void add_slot(long long slot) {
-    if (slots_kept < 0) return;
-    if (static_cast<std::size_t>(slots_kept) == kSlotsKept) {
-      slots_kept = -1;
-      return;
-    }
-    slots[static_cast<std::size_t>(slots_kept++)] = static_cast<std::int32_t>(slot);
-  }
-
-  /// False for a request that gave up when the run ended: enter_ns is -1 and release_ns the
-  /// time it gave up.
-  bool granted() const { return enter_ns >= 0; }
-  /// Until when the request waited: its grant, or the moment it gave up.
-  std::int64_t waited_until() const { return granted() ? enter_ns : release_ns; }
-};
-
-struct Settings {
-  std::string url;
-  std::string mode = "threads";
-  std::string impl = "fairsem";
-  std::string name = "contention";
-  std::string records_path;
-  std::string external;
-  int clients = 8;
-  long long limit = 1;
-  double hold_ms = 1;
-  double seconds = 10;
-  double fifo_tolerance_us = 100;
-  double fifo_grant_tolerance_us = 0;
-  std::vector<long long> weights;  // empty: every request asks for 1 unit and waits for it
-  bool check = false;
-
-  bool weighted() const { return !weights.empty(); }
-  long long units_of(int client) const {
-    return weighted() ? weights[static_cast<std::size_t>(client) % weights.size()] : 1;
-  }
-};
 
 std::int64_t now_ns() { return Clock::now().time_since_epoch().count(); }
 
@@ -259,387 +216,6 @@ void run_external(const std::string& command) {
   }
 }
 
-std::vector<Record> read_records(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw std::runtime_error("cannot read records from " + path);
-  std::vector<Record> out;
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.empty()) continue;
-    Record r;
-    char comma = 0;
-    std::istringstream fields(line);
-    fields >> r.client >> comma >> r.ask_ns >> comma >> r.enter_ns >> comma >> r.release_ns >>
-        comma >> r.token;
-    if (!fields) throw std::runtime_error(fmt::format("malformed record in {}: {}", path, line));
-    if (fields >> comma && !(fields >> r.units && r.units >= 1)) {
-      throw std::runtime_error(fmt::format("malformed units in {}: {}", path, line));
-    }
-    long long slot = 0;
-    while (fields >> comma) {
-      if (!(fields >> slot)) throw std::runtime_error(fmt::format("malformed slot in {}", line));
-      r.add_slot(slot);
-    }
-    out.push_back(r);
-  }
-  return out;
-}
-
-void write_records(const std::string& path, const std::vector<Record>& records, bool units) {
-  std::ofstream out(path);
-  for (const Record& r : records) {
-    out << r.client << ',' << r.ask_ns << ',' << r.enter_ns << ',' << r.release_ns << ','
-        << r.token;
-    if (units) {
-      out << ',' << r.units;
-      for (std::int32_t k = 0; k < r.slots_kept; ++k) {
-        out << ',' << r.slots[static_cast<std::size_t>(k)];
-      }
-    }
-    out << '\n';
-  }
-  if (!out) throw std::runtime_error("cannot write records to " + path);
-}
-
-nlohmann::json spread(std::vector<double> v) {
-  nlohmann::json j;
-  j["count"] = v.size();
-  j["p50"] = percentile(v, 50);
-  j["p90"] = percentile(v, 90);
-  j["p99"] = percentile(v, 99);
-  j["p999"] = percentile(v, 99.9);
-  j["max"] = v.empty() ? 0.0 : v.back();
-  return j;
-}
-
-struct Held {
-  int holders = 0;
-  long long units = 0;
-};
-
-/// The most holders and units held at once, from the clients' own [enter, release] intervals.
-Held most_held(const std::vector<Record>& granted) {
-  std::vector<std::pair<std::int64_t, long long>> events;
-  events.reserve(2 * granted.size());
-  for (const Record& r : granted) {
-    events.emplace_back(r.enter_ns, r.units);
-    events.emplace_back(r.release_ns, -r.units);
-  }
-  std::sort(events.begin(), events.end());  // a release sorts before an enter at the same ns
-  Held now;
-  Held most;
-  for (const auto& [when, units] : events) {
-    now.holders += units > 0 ? 1 : -1;
-    now.units += units;
-    most.holders = std::max(most.holders, now.holders);
-    most.units = std::max(most.units, now.units);
-  }
-  return most;
-}
-
-struct FifoOrder {
-  long long out_of_order = 0;
-  long long queued_later = -1;  // -1: no tickets to tell
-  long long strict = 0;
-  std::vector<double> margins;
-  std::map<long long, long long> overtaken;  // by the units of the request that was overtaken
-};
-
-/// FIFO, strict and units-aware: a request is granted only after every request queued before
-/// it, whatever the units (a later small request that would fit in the free units still may
-/// not overtake an earlier large one). A grant is out of order when, at the moment it was
-/// granted, a request that asked more than fifo_tolerance_us before it was still waiting:
-/// granted more than fifo_grant_tolerance_us after it, or never (it gave up at the end). The
-/// ask tolerance covers the way from ask_ns to Redis; the grant tolerance the way from a grant
-/// in Redis to the client's enter_ns, its wake-up, which matters when one release promotes
-/// several waiters at once (limit > 1): they wake in any order. fifo_violations_strict counts
-/// with no grant tolerance, and fifo_violation_margin_us says by how much each of those grants
-/// went ahead (how long the earlier request still waited after it).
-///
-/// With tickets (fairsem's fencing tokens, drawn by Redis when a request joins the queue),
-/// fifo_violations_queued_later counts the out-of-order grants where every request the grant
-/// went ahead of had drawn a later ticket: their acquire() calls started first on the clients'
-/// clocks but reached Redis after the grant's, so Redis queued them behind it.
-/// Whether every request among the first `earlier` of `by_ask` that still waited more than
-/// `grant_tolerance` after `r` entered drew a later ticket than `r`. Each waited at most
-/// `longest_wait`, so only those that asked after r.enter_ns - longest_wait need a look.
-bool went_ahead_of_later_tickets(const Record& r, const Record* const* by_ask, std::size_t earlier,
-                                 std::int64_t longest_wait, std::int64_t grant_tolerance) {
-  for (std::size_t i = earlier; i-- > 0;) {
-    const Record& e = *by_ask[i];
-    if (e.ask_ns <= r.enter_ns - longest_wait) break;
-    if (e.waited_until() - r.enter_ns > grant_tolerance && !(e.granted() && e.token > r.token)) {
-      return false;
-    }
-  }
-  return true;
-}
-
-FifoOrder fifo_order(const Settings& s, const std::vector<Record>& all) {
-  std::vector<const Record*> by_ask;
-  by_ask.reserve(all.size());
-  for (const Record& r : all) by_ask.push_back(&r);
-  std::sort(by_ask.begin(), by_ask.end(),
-            [](const Record* a, const Record* b) { return a->ask_ns < b->ask_ns; });
-  const auto tolerance = static_cast<std::int64_t>(s.fifo_tolerance_us * 1e3);
-  const auto grant_tolerance = static_cast<std::int64_t>(s.fifo_grant_tolerance_us * 1e3);
-  FifoOrder f;
-  // Of the requests that asked more than the tolerance before the one at hand: the latest
-  // moment one of them still waited, overall and by units.
-  std::int64_t waited = std::numeric_limits<std::int64_t>::min();
-  std::map<long long, std::int64_t> waited_by_units;
-  const bool tickets = std::all_of(all.begin(), all.end(),
-                                   [](const Record& r) { return !r.granted() || r.token >= 0; });
-  std::int64_t longest_wait = 0;
-  for (const Record& r : all) longest_wait = std::max(longest_wait, r.waited_until() - r.ask_ns);
-  if (tickets) f.queued_later = 0;
-  std::size_t earlier = 0;
-  for (const Record* r : by_ask) {
-    for (; earlier < by_ask.size() && by_ask[earlier]->ask_ns < r->ask_ns - tolerance; ++earlier) {
-      const Record& e = *by_ask[earlier];
-      waited = std::max(waited, e.waited_until());
-      auto [it, fresh] = waited_by_units.emplace(e.units, e.waited_until());
-      if (!fresh) it->second = std::max(it->second, e.waited_until());
-    }
-    if (!r->granted() || waited <= r->enter_ns) continue;
-    ++f.strict;
-    f.margins.push_back(static_cast<double>(waited - r->enter_ns) / 1e3);
-    if (waited - r->enter_ns <= grant_tolerance) continue;
-    ++f.out_of_order;
-    for (const auto& [units, until] : waited_by_units) {
-      if (until - r->enter_ns > grant_tolerance) ++f.overtaken[units];
-    }
-    if (tickets &&
-        went_ahead_of_later_tickets(*r, by_ask.data(), earlier, longest_wait, grant_tolerance)) {
-      ++f.queued_later;
-    }
-  }
-  return f;
-}
-
-struct SlotChecks {
-  long long early_handovers = -1;  // -1: no slots or tickets recorded
-  long long proven_out_of_order = -1;
-};
-
-/// Checks that need no tolerance, for an implementation that records tickets and slots
-/// (fairsem's weighted runs). A permit's slots were each given back by their previous holder
-/// (the one with the highest lower ticket), so it cannot have been granted before the latest of
-/// those holders' release() calls began; and its holder entered after its grant. So
-/// - a holder that entered before its slot's previous holder called release() proves a slot
-///   held twice (early_handovers), and
-/// - a grant with a higher ticket that entered before that moment proves a grant out of ticket
-///   order (proven_out_of_order): the later ticket was granted while the earlier one was
-///   still waiting, whatever the clocks' noise.
-/// Zero of each is consistent with strict FIFO, not a proof of it.
-SlotChecks slot_checks(std::vector<Record> granted) {
-  SlotChecks c;
-  const bool recorded =
-      !granted.empty() && std::all_of(granted.begin(), granted.end(),
-                                      [](auto& r) { return r.token >= 0 && r.slots_kept > 0; });
-  if (!recorded) return c;
-  std::sort(granted.begin(), granted.end(),
-            [](const Record& a, const Record& b) { return a.token < b.token; });
-  c.early_handovers = 0;
-  c.proven_out_of_order = 0;
-  std::map<std::int32_t, const Record*> previous;  // by slot: its holder with the latest ticket
-  std::vector<std::int64_t> freed(granted.size(), std::numeric_limits<std::int64_t>::min());
-  for (std::size_t i = 0; i < granted.size(); ++i) {
-    const Record& g = granted[i];
-    for (std::int32_t k = 0; k < g.slots_kept; ++k) {
-      const Record*& before = previous[g.slots[static_cast<std::size_t>(k)]];
-      if (before != nullptr) {
-        if (g.enter_ns < before->release_ns) ++c.early_handovers;
-        freed[i] = std::max(freed[i], before->release_ns);
-      }
-      before = &g;
-    }
-  }
-  std::int64_t first_later_enter = std::numeric_limits<std::int64_t>::max();
-  for (std::size_t i = granted.size(); i-- > 0;) {
-    if (first_later_enter < freed[i]) ++c.proven_out_of_order;
-    first_later_enter = std::min(first_later_enter, granted[i].enter_ns);
-  }
-  return c;
-}
-
-/// The weighted figures, per weight (issue 16): how many grants each got, how long its
-/// requests waited, how many were still waiting when the run ended, and its worst wait against
-/// its fair share.
-///
-/// Fair share: under strict FIFO a request waits for the requests queued before it, whatever
-/// its own units. In this closed loop (each client has one request out at a time) those are at
-/// most one request of each other client: a client's next request joins the queue behind it.
-/// So a request of any weight is fairly served once every other client has had one turn, and
-/// its fair share is the time the run took, at its own grant rate, to make that many grants:
-/// fair_share_us = (clients - 1) / grants_per_s, the time to drain the longest queue FIFO can
-/// put ahead of it. (Not the mean wait of the weight itself: a weight that waits too long every
-/// time would have a high mean of its own and pass. mean_wait_us is reported beside it, per
-/// weight and for the run.) A weight's worst wait is the longest wait of its granted requests
-/// or, where longer, how long one of its requests had been waiting when the run ended (still
-/// waiting then: a lower bound). Issue 16's target is worst <= 2 x fair share: twice the
-/// drain of a full queue allows for grants slower than average while it waits; a request that
-/// waited longer was overtaken many times, or starved.
-nlohmann::json by_units(const Settings& s, const std::vector<Record>& all, double grants_per_s,
-                        double span_s, const std::map<long long, long long>& overtaken) {
-  struct Weight {
-    std::vector<double> waits;
-    double oldest_waiting_us = 0;
-    long long waiting = 0;
-    std::map<int, long long> per_client;
-  };
-  std::map<long long, Weight> weights;
-  for (int c = 0; c < s.clients; ++c) weights[s.units_of(c)].per_client[c] = 0;
-  for (const Record& r : all) {
-    Weight& w = weights[r.units];
-    if (r.granted()) {
-      const double wait = static_cast<double>(r.enter_ns - r.ask_ns) / 1e3;
-      w.waits.push_back(wait);
-      ++w.per_client[r.client];
-    } else {
-      ++w.waiting;
-      w.oldest_waiting_us =
-          std::max(w.oldest_waiting_us, static_cast<double>(r.release_ns - r.ask_ns) / 1e3);
-    }
-  }
-  const double fair_share = grants_per_s > 0 ? (s.clients - 1) / grants_per_s * 1e6 : 0.0;
-  nlohmann::json out = nlohmann::json::object();
-  for (auto& [units, w] : weights) {
-    nlohmann::json j;
-    j["clients"] = w.per_client.size();
-    j["grants"] = w.waits.size();
-    j["grants_per_s"] = span_s > 0 ? static_cast<double>(w.waits.size()) / span_s : 0.0;
-    double sum = 0;
-    for (double x : w.waits) sum += x;
-    j["mean_wait_us"] = w.waits.empty() ? 0.0 : sum / static_cast<double>(w.waits.size());
-    j["wait_us"] = spread(w.waits);
-    j["waiting_at_end"] = w.waiting;
-    j["oldest_waiting_at_end_us"] = w.oldest_waiting_us;
-    const double worst = std::max(j["wait_us"]["max"].get<double>(), w.oldest_waiting_us);
-    j["worst_wait_us"] = worst;
-    j["fair_share_us"] = fair_share;
-    j["worst_over_fair_share"] = fair_share > 0 ? worst / fair_share : 0.0;
-    j["p99_over_fair_share"] =
-        fair_share > 0 ? j["wait_us"]["p99"].get<double>() / fair_share : 0.0;
-    j["worst_within_2x_fair_share"] = fair_share > 0 && worst <= 2 * fair_share;
-    const auto it = overtaken.find(units);
-    j["overtaken"] = it == overtaken.end() ? 0 : it->second;
-    long long least = -1;
-    long long most = 0;
-    for (const auto& [client, n] : w.per_client) {
-      least = least < 0 ? n : std::min(least, n);
-      most = std::max(most, n);
-    }
-    j["per_client_grants"] = {{"min", std::max(least, 0LL)}, {"max", most}};
-    out[std::to_string(units)] = j;
-  }
-  return out;
-}
-
-nlohmann::json analyze(const Settings& s, const std::vector<Record>& all, const ServerStats& used) {
-  nlohmann::json j;
-  j["impl"] = s.impl;
-  j["scenario"] = s.weighted() ? "weighted" : "contention";
-  j["mode"] = s.mode;
-  j["clients"] = s.clients;
-  j["limit"] = s.limit;
-  j["hold_ms"] = s.hold_ms;
-  j["seconds"] = s.seconds;
-  if (s.weighted()) j["weights"] = s.weights;
-  // The figures below are of granted requests; the requests that gave up when a weighted run
-  // ended count where said (FIFO order, waiting_at_end, the worst waits by weight).
-  std::vector<Record> records;
-  for (const Record& r : all) {
-    if (r.granted()) records.push_back(r);
-  }
-  const auto grants = static_cast<double>(records.size());
-  j["grants"] = records.size();
-  j["waiting_at_end"] = all.size() - records.size();
-  if (records.empty()) return j;
-
-  std::sort(records.begin(), records.end(),
-            [](const Record& a, const Record& b) { return a.enter_ns < b.enter_ns; });
-  std::int64_t first = records.front().ask_ns;
-  std::int64_t last = 0;
-  std::vector<double> waits;
-  std::vector<double> holds;
-  std::map<int, long long> per_client;
-  for (const Record& r : records) {
-    first = std::min(first, r.ask_ns);
-    last = std::max(last, r.release_ns);
-    waits.push_back(static_cast<double>(r.enter_ns - r.ask_ns) / 1e3);
-    holds.push_back(static_cast<double>(r.release_ns - r.enter_ns) / 1e3);
-    ++per_client[r.client];
-  }
-  const double span = static_cast<double>(last - first) / 1e9;
-  j["span_s"] = span;
-  j["grants_per_s"] = grants / span;
-  j["wait_us"] = spread(waits);
-  j["hold_us_p50"] = percentile(holds, 50);
-  auto min_grants = static_cast<long long>(records.size());
-  long long max_grants = 0;
-  for (int c = 0; c < s.clients; ++c) {
-    const long long n = per_client.count(c) != 0 ? per_client[c] : 0;
-    min_grants = std::min(min_grants, n);
-    max_grants = std::max(max_grants, n);
-  }
-  j["per_client_grants"] = {{"min", min_grants}, {"max", max_grants}};
-
-  const Held held = most_held(records);
-  j["max_holders_seen"] = held.holders;
-  j["max_units_seen"] = held.units;
-
-  // Hand-off (limit 1): from the release() call of one holder to the next holder's critical
-  // section, when the next holder is another client that was already waiting.
-  std::vector<double> handoffs;
-  long long token_inversions = 0;
-  for (std::size_t i = 1; i < records.size(); ++i) {
-    const Record& prev = records[i - 1];
-    const Record& next = records[i];
-    if (prev.token >= 0 && next.token >= 0 && s.limit == 1 && next.token < prev.token) {
-      ++token_inversions;
-    }
-    if (s.limit == 1 && next.client != prev.client && next.ask_ns < prev.release_ns) {
-      handoffs.push_back(static_cast<double>(next.enter_ns - prev.release_ns) / 1e3);
-    }
-  }
-  j["handoff_us"] = spread(handoffs);
-  j["token_order_violations"] = records.front().token >= 0 ? token_inversions : -1;
-
-  const FifoOrder fifo = fifo_order(s, all);
-  j["fifo_tolerance_us"] = s.fifo_tolerance_us;
-  j["fifo_grant_tolerance_us"] = s.fifo_grant_tolerance_us;
-  j["fifo_violations"] = fifo.out_of_order;
-  j["fifo_violation_share"] = static_cast<double>(fifo.out_of_order) / grants;
-  j["fifo_violations_strict"] = fifo.strict;
-  j["fifo_violation_margin_us"] = spread(fifo.margins);
-  j["fifo_violations_queued_later"] = fifo.queued_later;
-  const SlotChecks slots = slot_checks(records);
-  j["slot_handovers_early"] = slots.early_handovers;
-  j["ticket_order_proven_violations"] = slots.proven_out_of_order;
-
-  const double hold_p50 = j["hold_us_p50"].get<double>();
-  const double handoff_p50 = j["handoff_us"]["p50"].get<double>();
-  const double bound = 2.0 * (s.clients - 1) * (hold_p50 + handoff_p50);
-  j["worst_wait_bound_us"] = bound;
-  j["worst_wait_within_bound"] = j["wait_us"]["max"].get<double>() <= bound;
-  double wait_sum = 0;
-  for (const double w : waits) wait_sum += w;
-  j["mean_wait_us"] = wait_sum / grants;
-  if (s.weighted()) j["by_units"] = by_units(s, all, grants / span, span, fifo.overtaken);
-
-  j["client_commands_per_grant"] = static_cast<double>(used.client_commands()) / grants;
-  j["redis_commands_per_grant"] = static_cast<double>(used.total_commands) / grants;
-  j["redis_cpu_us_per_grant"] = used.cpu_seconds * 1e6 / grants;
-  j["redis_exec_us_per_grant"] = static_cast<double>(used.client_usec()) / grants;
-  nlohmann::json cmds = nlohmann::json::object();
-  for (const auto& [name, c] : used.commands) {
-    if (name != "info") cmds[name] = static_cast<double>(c.calls) / grants;
-  }
-  j["commands_per_grant_by_name"] = cmds;
-  return j;
-}
-
 int run(int argc, char** argv) {
   Settings s;
   CLI::App app{"fairsem contention benchmark: C clients, one semaphore, JSON figures"};
@@ -725,11 +301,11 @@ int run(int argc, char** argv) {
 }
 
 }  // namespace
-}  // namespace fairsem::bench
+}  // namespace fairsem::bench::contention
 
 int main(int argc, char** argv) {
   try {
-    return fairsem::bench::run(argc, argv);
+    return fairsem::bench::contention::run(argc, argv);
   } catch (const std::exception& e) {
     std::cerr << "fairsem_contention: " << e.what() << "\n";
     return 1;
