@@ -129,7 +129,12 @@ TEST(AsioRequestsExample, OneThreadServesAThousandRequestsNeverMoreAtOnceThanThe
   ASSERT_EQ(o.exit_code, 0) << o.describe();
   const std::string line = o.last_line();
   EXPECT_EQ(field(line, "served"), "1000") << o.describe();
-  EXPECT_EQ(field(line, "max_holding"), "20") << o.describe();
+  // Never more than the limit; and more than one at once, or nothing was shown. Exactly 20 is
+  // not asserted: on a loaded machine the grants of a batch can come slower than the 1 ms of
+  // work of the first ones (the exact check failed once in a loaded local run).
+  const int most = std::stoi(field(line, "max_holding"));
+  EXPECT_LE(most, 20) << o.describe();
+  EXPECT_GE(most, 2) << o.describe();
   // The io_context's thread, the Client's two workers, its waker and its watchdog (and under
   // ThreadSanitizer its own background thread): not one per request.
   EXPECT_LE(std::stoi(field(line, "threads")), 6) << o.describe();
