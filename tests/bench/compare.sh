@@ -122,7 +122,13 @@ fi
 PEER_JS=tests/bench/peer/peer.mjs
 if [ "$peer" != none ]; then
   fairsem_log "peer: uncontended pair"
+  # Its Redis time per pair, as for fairsem's: the top-level commands it sends (EVALSHA to
+  # acquire, ZREM to release; commands its scripts run are inside EVALSHA's time).
+  rcli config resetstat >/dev/null
   node "$PEER_JS" pair --port "$port" --iterations 20000 >"$work/peer-pair.json"
+  rcli info commandstats | tr -d '\r' |
+    awk -F'[:=,]' '/^cmdstat_(evalsha|eval|zrem):/ { usec += $5 } END { print usec / 20000 }' \
+      >"$work/peer-pair-redis-us.txt"
   for mode in threads processes; do
     fairsem_log "peer: contention, $CLIENTS clients as $mode, limit 1, 1 ms hold, ${RUN_SECONDS} s"
     "$BIN/fairsem_contention" --impl redis-semaphore --mode "$mode" --clients "$CLIENTS" \

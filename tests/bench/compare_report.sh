@@ -21,7 +21,11 @@ pair_redis_us=$(counter "$U" BM_AcquireRelease/real_time redis_us)
 pair_cmds=$(counter "$U" BM_AcquireRelease/real_time client_cmds)
 pair_bound=$(awk -v f="$floor_us" 'BEGIN { printf "%.1f", 1.3 * 2 * f }')
 peer_pair=n/a
-[ "$peer" != none ] && peer_pair=$(num "$(jq -r .p50_us "$work/peer-pair.json")")
+peer_pair_redis_us=n/a
+if [ "$peer" != none ]; then
+  peer_pair=$(num "$(jq -r .p50_us "$work/peer-pair.json")")
+  peer_pair_redis_us=$(num "$(cat "$work/peer-pair-redis-us.txt")")
+fi
 
 Q="$work/fairsem_bench_queue.json"
 queue_row() {
@@ -134,6 +138,7 @@ if [ "$peer" != none ]; then
   w_peer="peer: $(num "$(fj peer-weighted "$w4.worst_wait_us")") µs, $(ratio "$(fj peer-weighted "$w4.worst_wait_us")" "$(fj peer-weighted "$w4.fair_share_us")") × its fair share, $(fj peer-weighted "$w4.waiting_at_end") still waiting at the end"
 fi
 ge() { awk -v a="$1" -v b="$2" 'BEGIN { if (b == "n/a") print "n/a (no peer)"; else print (a >= b) ? "met" : "**missed**" }'; }
+vs_peer() { awk -v r="$1" -v b="$2" 'BEGIN { if (r == "n/a") print "n/a (no peer)"; else print (r <= b) ? "met" : "**missed**" }'; }
 lt() { awk -v a="$1" -v b="$2" 'BEGIN { if (b == "n/a") print "n/a (no peer)"; else print (a < b) ? "met" : "**missed**" }'; }
 
 cat >"$OUT" <<EOF
@@ -168,6 +173,10 @@ Shared machines are noisy: rerun before quoting a figure, and compare ratios, no
 | 5 | longest single renew call (µs) with 10,000 permits renewed ≤ 1000 | $(num "$renew_longest") | 1000 | $(check "$renew_longest" 1000) |
 | 6 | weighted (limit $WEIGHTED_LIMIT, $CLIENTS processes asking 1 or 4 units, 1 ms hold): grants out of FIFO order, past 1 ms | $w_fifo (queued later by Redis: $(fj fairsem-weighted .fifo_violations_queued_later); proven out of ticket order: $(fj fairsem-weighted .ticket_order_proven_violations)) | 0; peer: $(peer_or peer-weighted .fifo_violations) | $( [ "$w_fifo" = 0 ] && echo met || echo '**missed**') |
 | 6 | weighted: worst wait of a 4-unit request ≤ 2 × its fair share | $(num "$w_worst") µs | $(num "$w_bound") µs; $w_peer | $(check "$w_worst" "$w_bound") |
+| 7 | uncontended pair p50 ≤ 1.0 × the peer's | $(ratio "$pair_p50" "$peer_pair") × ($(num "$pair_p50") µs) | $peer_pair µs | $(vs_peer "$(ratio "$pair_p50" "$peer_pair")" 1.0) |
+| 7 | Redis µs per uncontended pair ≤ 3 × the peer's | $(ratio "$pair_redis_us" "$peer_pair_redis_us") × ($(num "$pair_redis_us") µs) | $peer_pair_redis_us µs | $(vs_peer "$(ratio "$pair_redis_us" "$peer_pair_redis_us")" 3.0) |
+| 7 | contended Redis CPU µs per grant ≤ 1.0 × the peer's (processes) | $(ratio "$cpu_f" "$cpu_p") × | | $(vs_peer "$(ratio "$cpu_f" "$cpu_p")" 1.0) |
+| 7 | contended grants/s ≥ 1.25 × the peer's (processes) | $(ratio "$rps_f" "$rps_p") × | | $(awk -v r="$(ratio "$rps_f" "$rps_p")" 'BEGIN { if (r == "n/a") print "n/a (no peer)"; else print (r >= 1.25) ? "met" : "**missed**" }') |
 
 "Raw round trip" in target 2 is the floor, redis-benchmark's EVALSHA p50. A hand-off runs
 from the holder's release() call to the next holder's first instruction, across clients.
@@ -181,7 +190,7 @@ from the holder's release() call to the next holder's first instruction, across 
 | fairsem's own client, EVALSHA \`return 1\` | $(num "$own_evalsha") | | | 1 |
 | fairsem acquire() + release() | $(num "$pair_p50") | $(ratio "$pair_p50" "$(awk -v f="$floor_us" 'BEGIN{print 2*f}')") | $(num "$pair_redis_us") | $(num "$pair_cmds") |
 | fairsem try_acquire() + release() | $(num "$try_p50") | $(ratio "$try_p50" "$(awk -v f="$floor_us" 'BEGIN{print 2*f}')") | | 2 |
-| peer acquire() + release() | $peer_pair | $( [ "$peer_pair" = n/a ] && echo n/a || ratio "$peer_pair" "$(awk -v f="$floor_us" 'BEGIN{print 2*f}')") | | |
+| peer acquire() + release() | $peer_pair | $( [ "$peer_pair" = n/a ] && echo n/a || ratio "$peer_pair" "$(awk -v f="$floor_us" 'BEGIN{print 2*f}')") | $peer_pair_redis_us | 2 |
 
 ## 2 and 3. Contention: limit 1, $CLIENTS clients, 1 ms hold, $RUN_SECONDS s
 
