@@ -282,32 +282,41 @@ higher ticket that started before then proves a grant out of ticket order, and a
 started before its slot's previous holder called release() proves a slot held twice. The peer
 has neither tickets nor slots (n/a).
 
-## Where the time goes (measured separately, 2026-11-22)
+## Where the time goes (measured separately, 2026-11-24)
 
-The uncontended pair and the hand-off miss their targets. What limits them, measured on the
-same machine with \`redis-benchmark -c 1 -n 50000 EVALSHA\` and the script's server time from
-INFO commandstats (usec_per_call):
+Issue 16's ratios to the peer (rows 7) are missed: an uncontended pair costs Redis about 27 µs
+of script time against the peer's 4.6 µs. What the pair runs, and what each part costs, on
+the same machine and Redis 7.0.15:
 
-- a script that only returns, called with the semaphore's 7 keys and 6 arguments: about 4 µs
-  (1.9 µs with one key and no arguments);
-- each \`redis.call\` from Lua: about 1 µs (10 ZSCOREs of an existing key add 9–11 µs), more
-  when Lua numbers are passed (they are formatted with printf): the script passes strings;
-- each function a script defines is built again on every run: a prelude of four helpers (one
-  of them the whole body, run under pcall) cost 2.5–3.7 µs per run; the script now defines
-  three small ones, two of them without upvalues;
-- \`perf record -p <redis-server>\` during the pair benchmark (on an earlier version of the
-  script, 18 commands per pair): about 31% of redis-server's time in the kernel (loopback TCP),
-  24% in the Lua interpreter, the rest in command execution (dictionary lookups, allocation).
-
-An acquire below the limit makes 9 calls (limit check, own entry, count, TIME, deadline, owner
-info, counter, a fresh wake list, ticket; one more to compare with the newest queued ticket
-when anyone is queued or holds) and a holder's release 8 (limit check, own entry and rank, three removals,
-the receipt that makes a retried release exact, and the promotion); each is needed for a
-guarantee in the README. Together with our client's round trip (a few µs slower than
-redis-benchmark's) that puts the pair near 2 × floor + 2 × (20 to 35) µs. The hand-off adds two
-process wake-ups on a 2-core machine (the releasing client and the woken waiter compete with
-Redis for the cores), which is where most of its p50 of 210–270 µs goes; the script work in
-it is one release.
+- **The calls.** \`INFO commandstats\` counts 27 Redis commands per pair: the two \`EVALSHA\`s and
+  25 calls from Lua (seen with \`MONITOR\` during the benchmark). The acquire makes 13: read meta,
+  count the holders, count the free slots, \`TIME\`, look up its own id (a retry after a lost
+  reply), count the queue, the deadline, the owner info, the counter, the ticket, clear a stale
+  wake list, hand out a slot, record it. The release makes 12: read meta, count the holders
+  and the free slots, check its ticket, three removals (info, deadline, queue), read and remove
+  its slots, the receipt (a \`SET\` with \`PX\`, so that a retry after a lost reply reports
+  \`released\`), look for waiters to promote, and reset the slot bookkeeping of the semaphore
+  going idle. Thirteen of the 25 are writes.
+- **What a call costs**, from \`redis-benchmark -n 50000 EVALSHA <sha> 2 k1 k2\` on scripts that
+  make ten calls of one kind, minus an empty script (\`INFO commandstats\` usec_per_call): a read
+  such as \`HLEN\` 0.2 µs, \`INCR\` 0.3, \`TIME\` 0.5, \`HMGET\` or \`ZRANGE\` 0.6, \`HINCRBY\` 0.7, a
+  \`ZADD\` and \`ZREM\` of one member 1.1 together, an \`HSET\` and \`HDEL\` 0.8 together, \`DEL\` of a
+  missing key 0.4, \`SET ... PX\` 1.2. An empty script with the semaphore's 9 keys and 7
+  arguments costs 1.15 µs; building 20 Lua closures 1.7 µs, and every run builds the 19
+  functions of the shared parts (\`common.lua\`, \`slots.lua\`, \`queue.lua\`) again.
+- **So** the pair is about 2 × 1.2 µs of script entry, 2 × 1.6 µs of closures and some 20 µs
+  in the 25 calls. One script per operation (this version) took the pair from 28.1 to 26.5 µs
+  in one quiet run of \`fairsem_bench_uncontended\`, by building fewer closures. The peer's
+  acquire script makes four calls and its release is one \`ZREM\`: what it does not have (tickets
+  and a queue, slots, owner info, receipts, a wake-up) is where fairsem's calls go.
+- **What would fold** (not done): the holder count, the units held and the ticket counter as
+  fields of \`meta\`, read by the one \`HMGET\` the scripts start with (three reads less per pair,
+  and the counter's \`INCR\` into the \`HSET\` that hands out the slot); a holder's owner info
+  inside its \`slots\` value (one write less each way); no wake list to clear for an id that
+  never queued. A data model change with a version bump, and about 5 µs of the 27.
+- **Contended**, Redis spends 1.4 × the peer's CPU per grant (33 commands per grant against
+  its 8.6, but the peer polls every 10 ms); a hand-off is one release script and one \`BRPOP\`
+  reply, which is why its p50 stays within 1.5 round trips.
 
 ## Commands
 
