@@ -25,9 +25,9 @@ AcquireReply SemaphoreCore::run_acquire(Connection& conn, const std::string& id,
   AcquireReply r = detail::decode_acquire(reply);
   if (r.state == AcquireState::granted && static_cast<long long>(r.slots.size()) != units) {
     // The id was granted before with another number of units (a caller-chosen permit_id).
-    throw InvalidArgument(fmt::format(
-        "fairsem: {}: permit {} is held already with {} units, not the {} asked for", where(), id,
-        r.slots.size(), units));
+    throw InvalidArgument(
+        fmt::format("fairsem: {}: permit {} is held already with {} units, not the {} asked for",
+                    where(), id, r.slots.size(), units));
   }
   return r;
 }
@@ -245,8 +245,8 @@ bool SemaphoreCore::wait_for_wake_up(WakeSubscription& wake_up, const std::strin
   }
 }
 
-bool SemaphoreCore::take_wake_up(const Reply& woken_reply, const std::string& id,
-                                 long long units, AcquireReply& reply, Clock::time_point sent) {
+bool SemaphoreCore::take_wake_up(const Reply& woken_reply, const std::string& id, long long units,
+                                 AcquireReply& reply, Clock::time_point sent) {
   detail::WakeUp woken = detail::decode_wake(woken_reply);
   // An eviction already removed the entry; its marker was consumed by the waker.
   if (woken.reason == detail::WakeReason::evicted) throw_evicted(id);

@@ -115,9 +115,10 @@ void throw_refusal(const std::vector<Reply>& items, const RefusalContext& contex
   }
   if (code == -4 && items.size() == 2) {
     const long long stored = expect_at_least(items[1], "the stored limit", 1);
-    throw InvalidArgument(fmt::format("fairsem: {}: asked for {} units, more than the limit {} "
-                                      "stored in Redis (after a resize); nothing was written",
-                                      context.where, context.units, stored));
+    throw InvalidArgument(
+        fmt::format("fairsem: {}: asked for {} units, more than the limit {} "
+                    "stored in Redis (after a resize); nothing was written",
+                    context.where, context.units, stored));
   }
   throw ProtocolError(fmt::format("fairsem: {}: unexpected refusal {} from the semaphore script",
                                   context.where, code));
@@ -136,8 +137,8 @@ std::vector<long long> parse_slots(std::string_view text, std::string_view what)
   std::size_t start = 0;
   for (;;) {
     const std::size_t comma = text.find(',', start);
-    const std::string_view part =
-        text.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
+    const std::string_view part = text.substr(
+        start, comma == std::string_view::npos ? std::string_view::npos : comma - start);
     const auto slot = parse_decimal(part, static_cast<std::uint64_t>(kMaxLimit - 1));
     if (!slot || (!slots.empty() && static_cast<long long>(*slot) <= slots.back())) {
       throw ProtocolError(fmt::format("fairsem: {} \"{}\" is not a list of ascending slots", what,
@@ -153,8 +154,9 @@ AcquireReply decode_acquire(const Reply& reply) {
   const auto& items = expect_array(reply, "the acquire reply", 6);
   const long long state = expect_integer(items[0], "the acquire state");
   if (state != 1 && items.size() != 6) {
-    throw ProtocolError(fmt::format(
-        "fairsem: expected 6 elements in an acquire reply of state {}, got {}", state, items.size()));
+    throw ProtocolError(
+        fmt::format("fairsem: expected 6 elements in an acquire reply of state {}, got {}", state,
+                    items.size()));
   }
   AcquireReply r;
   switch (state) {
@@ -263,9 +265,10 @@ Status decode_status(const Reply& reply) {
     info.owner = expect_string(items[i + 3], "owner info");
     info.count = expect_at_least(items[i + 4], "a permit's units", 1);
     if (info.count > kMaxLimit) {
-      throw ProtocolError(fmt::format("fairsem: the status reply gives {} {} units, more than the "
-                                      "largest limit",
-                                      printable(info.id), info.count));
+      throw ProtocolError(
+          fmt::format("fairsem: the status reply gives {} {} units, more than the "
+                      "largest limit",
+                      printable(info.id), info.count));
     }
     // Holders come first (a waiter is only promoted from the head of the queue).
     const std::string& slots = expect_string(items[i + 5], "a holder's slots");

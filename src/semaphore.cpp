@@ -238,7 +238,7 @@ std::future<Permit> FairSemaphore::acquire_async(long long units) {
 }
 
 std::future<std::optional<Permit>> FairSemaphore::acquire_future_until(long long units,
-                                                                     Clock::time_point deadline) {
+                                                                       Clock::time_point deadline) {
   auto promise = std::make_shared<std::promise<std::optional<Permit>>>();
   std::future<std::optional<Permit>> future = promise->get_future();
   core_->acquire_async(units, deadline,

@@ -204,16 +204,18 @@ ReleaseResult SemaphoreCore::release_units(PermitState& state, long long units) 
   if (state.done.load()) return ReleaseResult::already_released;
   const long long count = state.count();
   if (units < 1 || units > count) {
-    throw InvalidArgument(fmt::format("fairsem: {}: permit {} holds {} units; release gives back "
-                                      "1 to {} of them, got {}",
-                                      where(), state.id, count, count, units));
+    throw InvalidArgument(
+        fmt::format("fairsem: {}: permit {} holds {} units; release gives back "
+                    "1 to {} of them, got {}",
+                    where(), state.id, count, count, units));
   }
   if (units == count) return release(state);
   const long long keep = count - units;
   Reply reply = [&] {
     Borrowed conn(*this);
-    return run(*conn, "release",
-               {state.id, std::to_string(state.ticket), receipt_arg_, "keep", std::to_string(keep)});
+    return run(
+        *conn, "release",
+        {state.id, std::to_string(state.ticket), receipt_arg_, "keep", std::to_string(keep)});
   }();
   if (detail::decode_release(reply) == detail::ReleaseState::holder_released) {
     state.keep_slots(static_cast<std::size_t>(keep));

@@ -266,8 +266,8 @@ class SemaphoreCore : public std::enable_shared_from_this<SemaphoreCore> {
                         milliseconds wait, AcquireReply& reply, Clock::time_point sent);
   /// A wake-up popped for the queued request `id`, whose last call got `reply` and was sent at
   /// `sent`: as wait_for_wake_up's result. Throws EvictedError.
-  bool take_wake_up(const Reply& woken, const std::string& id, long long units,
-                    AcquireReply& reply, Clock::time_point sent);
+  bool take_wake_up(const Reply& woken, const std::string& id, long long units, AcquireReply& reply,
+                    Clock::time_point sent);
   /// Logs that the waker's BRPOP was refused with `error` (transient refusals are not).
   void wake_up_refused(const std::string& error);
   /// give_up on `conn`, borrowed first if it is not (a failure to connect is logged).

@@ -33,8 +33,7 @@ WakeSubscription::~WakeSubscription() { waker_->unsubscribe(*this); }
 
 WakeWait WakeSubscription::wait_for(std::chrono::milliseconds wait) {
   std::unique_lock<std::mutex> lock(waker_->mu_);
-  cv_.wait_for(lock, wait,
-               [&] { return woken_.has_value() || !error_.empty() || interrupted_; });
+  cv_.wait_for(lock, wait, [&] { return woken_.has_value() || !error_.empty() || interrupted_; });
   WakeWait result;
   result.woken = std::exchange(woken_, std::nullopt);
   result.error = std::exchange(error_, std::string());

@@ -125,9 +125,8 @@ std::variant<Permit, int> acquire_interruptibly(FairSemaphore& sem, const RunArg
   Acquired out;
   std::thread waiter([&] {
     try {
-      out.permit =
-          args.wait ? sem.try_acquire_for(args.permits, *args.wait)
-                    : std::optional<Permit>(sem.acquire(args.permits));
+      out.permit = args.wait ? sem.try_acquire_for(args.permits, *args.wait)
+                             : std::optional<Permit>(sem.acquire(args.permits));
     } catch (...) {
       out.error = std::current_exception();
     }

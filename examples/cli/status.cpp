@@ -76,13 +76,13 @@ void append_table(std::string& out, const std::string& title, const std::vector<
     first.push_back(holders ? slot_list(rows[i]) : std::to_string(i + 1));
   }
   out += fmt::format("{}\n", title);
-  out += fmt::format("  {:>{}}  {:<{}}  {:>8}  {:>5}  {:>10}  {}\n", first_label, first_width,
-                     "ID", id_width, "TOKEN", "UNITS", "LEASE LEFT", "OWNER");
+  out += fmt::format("  {:>{}}  {:<{}}  {:>8}  {:>5}  {:>10}  {}\n", first_label, first_width, "ID",
+                     id_width, "TOKEN", "UNITS", "LEASE LEFT", "OWNER");
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const PermitInfo& p = rows[i];
-    out += fmt::format("  {:>{}}  {:<{}}  {:>8}  {:>5}  {:>10}  {}\n", first[i], first_width, p.id,
-                       id_width, p.ticket, p.count, format_duration(p.lease_left),
-                       printable(p.owner));
+    out +=
+        fmt::format("  {:>{}}  {:<{}}  {:>8}  {:>5}  {:>10}  {}\n", first[i], first_width, p.id,
+                    id_width, p.ticket, p.count, format_duration(p.lease_left), printable(p.owner));
   }
 }
 

@@ -156,9 +156,8 @@ void BM_QueueHotPath(benchmark::State& state) {
     const std::string id = q.new_id();
     const std::vector<std::string> args = q.acquire_args(id);
     auto t0 = Clock::now();
-    const detail::Reply a =
-        conn.eval(detail::scripts::semaphore_acquire, q.key_args,
-                  detail::Args(args.begin(), args.end()));
+    const detail::Reply a = conn.eval(detail::scripts::semaphore_acquire, q.key_args,
+                                      detail::Args(args.begin(), args.end()));
     auto t1 = Clock::now();
     q.members.emplace_back(id, detail::decode_acquire(a).ticket);
 

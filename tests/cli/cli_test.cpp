@@ -179,12 +179,11 @@ std::multimap<std::string, std::string> permit_variables(const std::string& env_
 // inherited value left beside the new one (getenv() finds the first).
 TEST_F(CliTest, RunReplacesInheritedPermitVariables) {
   const Outcome o =
-      run(cmd({"run"}, {"--limit", "2", "--", "env"}),
-          {{"FAIRSEM_PERMIT_ID", "stale"},
-           {"FAIRSEM_FENCING_TOKEN", "99"},
-           {"FAIRSEM_SLOT", "7"},
-           {"FAIRSEM_SLOTS", "7,8"},
-           {"FAIRSEM_PERMITS", "2"}});
+      run(cmd({"run"}, {"--limit", "2", "--", "env"}), {{"FAIRSEM_PERMIT_ID", "stale"},
+                                                        {"FAIRSEM_FENCING_TOKEN", "99"},
+                                                        {"FAIRSEM_SLOT", "7"},
+                                                        {"FAIRSEM_SLOTS", "7,8"},
+                                                        {"FAIRSEM_PERMITS", "2"}});
   ASSERT_EQ(0, o.code) << o;
   const auto vars = permit_variables(o.out);
   ASSERT_EQ(5u, vars.size()) << o;

@@ -36,8 +36,8 @@ namespace {
 using namespace std::chrono_literals;
 using detail::Connection;
 using detail::Reply;
-using test::redis_options;
 using test::BackgroundWaiter;
+using test::redis_options;
 using test::wait_until;
 
 /// True for the SHA1 of one of the semaphore's scripts (one per operation).
@@ -529,7 +529,8 @@ TEST_F(SemaphoreTest, GivingUpAfterPromotionPassesThePermitOn) {
   Connection raw(redis_options());
   const std::vector<std::string> key_names = script_keys(name);
   const detail::Args keys(key_names.begin(), key_names.end());
-  raw.eval(detail::scripts::semaphore_script("acquire"), keys, {"acquire", "1", "10000", "w", "queue", "test"});
+  raw.eval(detail::scripts::semaphore_script("acquire"), keys,
+           {"acquire", "1", "10000", "w", "queue", "test"});
   std::atomic<bool> granted{false};
   std::thread behind([&] {
     auto p = sem.try_acquire_for(20s);
@@ -540,8 +541,8 @@ TEST_F(SemaphoreTest, GivingUpAfterPromotionPassesThePermitOn) {
   EXPECT_EQ(1, integer({"LLEN", key(name, "wake:w")}));
   ASSERT_EQ("w", sem.status().holders.at(0).id);
   // What a waiter runs when its time is up: the release passes the permit to the next one.
-  const Reply r =
-      raw.eval(detail::scripts::semaphore_script("release"), keys, {"release", "1", "10000", "w", "0", "10000"});
+  const Reply r = raw.eval(detail::scripts::semaphore_script("release"), keys,
+                           {"release", "1", "10000", "w", "0", "10000"});
   EXPECT_EQ(1, r.elements.at(0).integer);
   behind.join();
   EXPECT_TRUE(granted);
@@ -804,8 +805,8 @@ TEST_F(SemaphoreTest, WaiterEvictedBetweenPollsIsNotQueuedAgain) {
   Connection raw(redis_options());
   const std::vector<std::string> key_names = script_keys(name);
   const detail::Args keys(key_names.begin(), key_names.end());
-  const Reply queued =
-      raw.eval(detail::scripts::semaphore_script("acquire"), keys, {"acquire", "1", "10000", "w", "queue", "t"});
+  const Reply queued = raw.eval(detail::scripts::semaphore_script("acquire"), keys,
+                                {"acquire", "1", "10000", "w", "queue", "t"});
   ASSERT_EQ(2, queued.elements.at(0).integer);
   const std::string ticket = std::to_string(queued.elements.at(1).integer);
   EXPECT_EQ(EvictResult::waiter, sem.evict("w"));
@@ -1079,8 +1080,8 @@ TEST_F(SemaphoreTest, ASemaphoreOfTheEarlierFormatGetsSlotsOnFirstUse) {
   Connection raw(redis_options());
   const std::vector<std::string> key_names = script_keys(name);
   const detail::Args keys(key_names.begin(), key_names.end());
-  const Reply released =
-      raw.eval(detail::scripts::semaphore_script("release"), keys, {"release", "2", "10000", "a", "1", "60000"});
+  const Reply released = raw.eval(detail::scripts::semaphore_script("release"), keys,
+                                  {"release", "2", "10000", "a", "1", "60000"});
   EXPECT_EQ(1, released.elements.at(0).integer);  // a holder released, not a waiter leaving
   FairSemaphore sem(redis_options(), name, options(2));
   const Status s = sem.status();

@@ -235,9 +235,9 @@ TEST_F(WeightedTest, APartialReleaseRunTwiceGivesBackOnce) {
   const detail::Args key_args(keys.begin(), keys.end());
   const std::string ticket = std::to_string(p.fencing_token());
   for (int run = 0; run < 2; ++run) {
-    const detail::Reply r = admin_.eval(detail::scripts::semaphore_release, key_args,
-                                        {"release", "4", "10000", p.id(), ticket, "10000", "keep",
-                                         "3"});
+    const detail::Reply r =
+        admin_.eval(detail::scripts::semaphore_release, key_args,
+                    {"release", "4", "10000", p.id(), ticket, "10000", "keep", "3"});
     ASSERT_EQ(1u, r.elements.size());
     EXPECT_EQ(1, r.elements[0].integer);
   }
@@ -260,7 +260,7 @@ TEST_F(WeightedTest, AnExpiredWeightedHolderFreesAllItsUnits) {
   BackgroundWaiter waiter(sem, 3);
   ASSERT_TRUE(wait_until([&] { return sem.status().waiters.size() == 1; }));
   admin_.command({"ZADD", key(name, "time"), "XX", "1", p.id()});  // its lease ran out
-  (void)sem.status();  // reaps, and promotes the waiter
+  (void)sem.status();                                              // reaps, and promotes the waiter
   Permit* next = waiter.result();
   ASSERT_NE(nullptr, next);
   EXPECT_EQ((Slots{0, 1, 2}), next->slots());

@@ -210,8 +210,7 @@ TEST(ScriptReplyTest, TooManyUnitsForTheStoredLimitIsAnInvalidArgument) {
   }
   EXPECT_THROW((void)fairsem::detail::check_script_reply(array({integer(-4), integer(0)}), ctx),
                ProtocolError);
-  EXPECT_THROW((void)fairsem::detail::check_script_reply(array({integer(-4)}), ctx),
-               ProtocolError);
+  EXPECT_THROW((void)fairsem::detail::check_script_reply(array({integer(-4)}), ctx), ProtocolError);
 }
 
 TEST(ScriptReplyTest, MalformedRepliesAndRefusalsThrowProtocolError) {
@@ -390,11 +389,11 @@ TEST(RenewReplyTest, MalformedRepliesThrowProtocolError) {
 }
 
 TEST(StatusReplyTest, SplitsHoldersFromWaiters) {
-  const auto s = fairsem::detail::decode_status(
-      array({integer(kNow), integer(2), integer(9),                                  //
-             bulk("a"), integer(7), integer(kNow + 500), bulk("h:1"), integer(1), bulk("1"),    //
-             bulk("b"), integer(8), integer(kNow - 5), bulk("h:2"), integer(1), bulk("0"),      //
-             bulk("c"), integer(9), integer(kNow + 1000), bulk(""), integer(1), bulk("")}));  //
+  const auto s = fairsem::detail::decode_status(array(
+      {integer(kNow), integer(2), integer(9),                                                  //
+       bulk("a"),     integer(7), integer(kNow + 500),  bulk("h:1"), integer(1), bulk("1"),    //
+       bulk("b"),     integer(8), integer(kNow - 5),    bulk("h:2"), integer(1), bulk("0"),    //
+       bulk("c"),     integer(9), integer(kNow + 1000), bulk(""),    integer(1), bulk("")}));  //
   EXPECT_EQ(s.limit, 2);
   EXPECT_EQ(s.last_ticket, 9);
   ASSERT_EQ(s.holders.size(), 2u);
@@ -424,15 +423,15 @@ TEST(StatusReplyTest, EmptySemaphoreAndOddButValidValues) {
                                         integer(LLONG_MAX), bulk(""), integer(1), bulk("0")}));
   EXPECT_EQ(far.holders.at(0).lease_left, milliseconds(LLONG_MAX));
   // Right after a shrink, more holders than the limit.
-  const auto shrunk = decode_status(
-      array({integer(kNow), integer(1), integer(2), bulk("a"), integer(1), integer(kNow), bulk(""),
-             integer(1), bulk("1"), bulk("b"), integer(2), integer(kNow), bulk(""), integer(1),
-             bulk("0")}));
+  const auto shrunk =
+      decode_status(array({integer(kNow), integer(1), integer(2), bulk("a"), integer(1),
+                           integer(kNow), bulk(""), integer(1), bulk("1"), bulk("b"), integer(2),
+                           integer(kNow), bulk(""), integer(1), bulk("0")}));
   // A weighted holder and a weighted waiter.
-  const auto weighted = decode_status(
-      array({integer(kNow), integer(8), integer(2), bulk("a"), integer(1), integer(kNow), bulk(""),
-             integer(3), bulk("0,2,5"), bulk("b"), integer(2), integer(kNow), bulk(""), integer(4),
-             bulk("")}));
+  const auto weighted =
+      decode_status(array({integer(kNow), integer(8), integer(2), bulk("a"), integer(1),
+                           integer(kNow), bulk(""), integer(3), bulk("0,2,5"), bulk("b"),
+                           integer(2), integer(kNow), bulk(""), integer(4), bulk("")}));
   ASSERT_EQ(weighted.holders.size(), 1u);
   EXPECT_EQ(weighted.holders[0].count, 3);
   EXPECT_EQ(weighted.holders[0].slots, (std::vector<long long>{0, 2, 5}));
@@ -458,26 +457,29 @@ TEST(StatusReplyTest, MalformedRepliesThrowProtocolError) {
   EXPECT_THROW((void)decode_status(with({bulk("a"), integer(1), integer(kNow)})), ProtocolError);
   EXPECT_THROW((void)decode_status(with({bulk("a"), integer(1), integer(kNow), bulk("")})),
                ProtocolError);  // no slot
-  EXPECT_THROW(
-      (void)decode_status(with({integer(1), integer(1), integer(kNow), bulk(""), integer(1), bulk("0")})),
-      ProtocolError);
-  EXPECT_THROW(
-      (void)decode_status(with({bulk("a"), bulk("1"), integer(kNow), bulk(""), integer(1), bulk("0")})),
-      ProtocolError);
-  EXPECT_THROW((void)decode_status(with({bulk("a"), integer(1), nil(), bulk(""), integer(1), bulk("0")})),
+  EXPECT_THROW((void)decode_status(
+                   with({integer(1), integer(1), integer(kNow), bulk(""), integer(1), bulk("0")})),
                ProtocolError);
+  EXPECT_THROW((void)decode_status(
+                   with({bulk("a"), bulk("1"), integer(kNow), bulk(""), integer(1), bulk("0")})),
+               ProtocolError);
+  EXPECT_THROW(
+      (void)decode_status(with({bulk("a"), integer(1), nil(), bulk(""), integer(1), bulk("0")})),
+      ProtocolError);
   const auto entry = [&](Reply units, Reply slots) {
-    return with({bulk("a"), integer(1), integer(kNow), bulk(""), std::move(units), std::move(slots)});
+    return with(
+        {bulk("a"), integer(1), integer(kNow), bulk(""), std::move(units), std::move(slots)});
   };
-  EXPECT_THROW((void)decode_status(with({bulk("a"), integer(1), integer(kNow), nil(), integer(1),
-                                         bulk("0")})),
+  EXPECT_THROW((void)decode_status(
+                   with({bulk("a"), integer(1), integer(kNow), nil(), integer(1), bulk("0")})),
                ProtocolError);
   EXPECT_THROW((void)decode_status(entry(nil(), bulk("0"))), ProtocolError);
   EXPECT_THROW((void)decode_status(entry(integer(1), nil())), ProtocolError);
   EXPECT_THROW((void)decode_status(entry(integer(1), integer(0))), ProtocolError);
   EXPECT_THROW((void)decode_status(entry(integer(0), bulk(""))), ProtocolError);  // no units
   EXPECT_THROW((void)decode_status(entry(integer(1'000'000'001), bulk(""))), ProtocolError);
-  EXPECT_THROW((void)decode_status(entry(integer(2), bulk("0"))), ProtocolError);  // 2 units, 1 slot
+  EXPECT_THROW((void)decode_status(entry(integer(2), bulk("0"))),
+               ProtocolError);  // 2 units, 1 slot
   EXPECT_THROW((void)decode_status(entry(integer(2), bulk("1,1"))), ProtocolError);  // twice
   EXPECT_THROW((void)decode_status(entry(integer(2), bulk("2,1"))), ProtocolError);  // unsorted
   EXPECT_THROW((void)decode_status(entry(integer(1), bulk("-2"))), ProtocolError);
@@ -485,10 +487,10 @@ TEST(StatusReplyTest, MalformedRepliesThrowProtocolError) {
   EXPECT_THROW((void)decode_status(entry(integer(2), bulk("1,"))), ProtocolError);
   EXPECT_THROW((void)decode_status(entry(integer(1), bulk("x"))), ProtocolError);
   // A holder listed after a waiter.
-  EXPECT_THROW(
-      (void)decode_status(with({bulk("a"), integer(1), integer(kNow), bulk(""), integer(1), bulk(""),
-                                bulk("b"), integer(2), integer(kNow), bulk(""), integer(1), bulk("0")})),
-      ProtocolError);
+  EXPECT_THROW((void)decode_status(
+                   with({bulk("a"), integer(1), integer(kNow), bulk(""), integer(1), bulk(""),
+                         bulk("b"), integer(2), integer(kNow), bulk(""), integer(1), bulk("0")})),
+               ProtocolError);
   EXPECT_THROW((void)decode_status(array({integer(-1), integer(1), integer(1)})), ProtocolError);
   EXPECT_THROW((void)decode_status(array({integer(kNow), integer(-1), integer(1)})), ProtocolError);
   EXPECT_THROW((void)decode_status(array({integer(kNow), integer(1), integer(-2)})), ProtocolError);
