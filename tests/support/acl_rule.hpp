@@ -17,7 +17,7 @@ namespace fairsem::test {
 /// Redis 6.2's acl-pubsub-default is allchannels), then the key pattern and the commands:
 ///   client-side:  EVALSHA, SCRIPT LOAD (after NOSCRIPT), BRPOP (a waiter's wake list),
 ///                 SELECT (only sent for a /db other than 0);
-///   in scripts:   TIME and the string, hash, list and sorted-set commands of semaphore.lua.
+///   in scripts:   TIME and the string, hash, list and sorted-set commands of src/lua/semaphore/.
 inline constexpr std::string_view kFairsemAclRule =
     "resetchannels ~fairsem:* "
     "+evalsha +script|load +brpop +select "

@@ -70,7 +70,7 @@ TEST(TextTest, PrintableEscapesEverythingButPrintableAscii) {
   EXPECT_EQ(printable(std::string("a\0\n\x7f\xff", 5)), "a\\x00\\x0a\\x7f\\xff");
 }
 
-// --- RESP parsing and the decoders of src/lua/semaphore.lua's replies ----------------------
+// --- RESP parsing and the decoders of the semaphore scripts' replies (src/lua/semaphore/) -----
 
 Reply integer(long long v) { return Reply::make_integer(v); }
 Reply bulk(std::string s) { return Reply::make_string(std::move(s)); }

@@ -2,8 +2,8 @@
 
 // Decoders for the replies fairsem's commands get: Reply in, plain values out. They do no I/O,
 // so unit tests and the fuzzer (tests/fuzz) can feed them any shape. Whatever does not match
-// what src/lua/semaphore.lua (or the command) returns throws ProtocolError: a wrong type, a
-// wrong element count, a state the script never returns, or a number out of its range.
+// what the scripts in src/lua/semaphore/ (or the command) return throws ProtocolError: a wrong
+// type, a wrong element count, a state the script never returns, or a number out of range.
 
 #include <chrono>
 #include <cstddef>
