@@ -80,7 +80,7 @@ build_config() {
 }
 
 # Tests that only make sense in plaintext: a proxy that reads the RESP stream, fake servers.
-FAIRSEM_TLS_PLAINTEXT_ONLY='LostReplyTest|SecurityAclTest\.ConnectionAuthAndPermissionErrorsNeverShowThePassword|SecurityAclTest\.LogsNeverShowThePasswordWhenAReconnectReachesAWrongHost'
+FAIRSEM_TLS_PLAINTEXT_ONLY='LostReplyTest|LostWakeUpTest|SecurityAclTest\.ConnectionAuthAndPermissionErrorsNeverShowThePassword|SecurityAclTest\.LogsNeverShowThePasswordWhenAReconnectReachesAWrongHost'
 
 # The compat stage (see the top of this file and scripts/compat.sh).
 run_compat() {
@@ -113,7 +113,7 @@ run_compat() {
     "FAIRSEM_TEST_EXPECT_SERVER=redis $(redis-server --version | sed -E 's/.* v=([0-9.]+).*/\1/')" \
     -- -LE 'deployment|stress'
   # TLS: every server the tests start speaks only TLS (here Debian's redis-server, built with it). Not run
-  # there: the tests that put a plaintext RESP-reading proxy (LostReplyTest) or a plaintext
+  # there: the tests that put a plaintext RESP-reading proxy (LostReplyTest, LostWakeUpTest) or a plaintext
   # fake server (two SecurityAclTest cases) between fairsem and Redis; they run above.
   run_ctest "compat.tls" "$dir" FAIRSEM_TEST_TLS=1 \
     "FAIRSEM_TEST_EXPECT_SERVER=redis $(redis-server --version | sed -E 's/.* v=([0-9.]+).*/\1/')" \
