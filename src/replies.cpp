@@ -312,17 +312,18 @@ WakeUp decode_wake(const Reply& reply) {
   if (marker == "evicted") return {WakeReason::evicted, 0, {}};
   if (marker == "too-large") return {WakeReason::too_large, 0, {}};
   // A promotion pushes the promoted entry's ticket and its slots: "TICKET:SLOTS".
-  const std::size_t colon = marker.find(':');
-  const auto ticket = colon == std::string::npos
-                          ? std::nullopt
-                          : parse_decimal(std::string_view(marker).substr(0, colon),
-                                          static_cast<std::uint64_t>(LLONG_MAX));
+  const std::string_view text = marker;
+  const std::size_t colon = text.find(':');
+  const auto ticket =
+      colon == std::string_view::npos
+          ? std::nullopt
+          : parse_decimal(text.substr(0, colon), static_cast<std::uint64_t>(LLONG_MAX));
   if (!ticket || *ticket == 0) {
     throw ProtocolError(fmt::format("fairsem: unknown wake-up marker \"{}\" in the BRPOP reply",
                                     printable(marker)));
   }
   return {WakeReason::promoted, static_cast<long long>(*ticket),
-          parse_slots(std::string_view(marker).substr(colon + 1), "the wake-up marker")};
+          parse_slots(text.substr(colon + 1), "the wake-up marker")};
 }
 
 ResizeReply decode_resize(const Reply& reply) {
