@@ -3,7 +3,7 @@
 string(REPLACE "|" ";" _scripts "${SCRIPTS}")
 set(_delim "fairsem_lua")
 set(_out "// Generated from src/lua by cmake/FairsemEmbedScriptsRun.cmake. Do not edit.\n")
-string(APPEND _out "#include \"fairsem/detail/scripts.hpp\"\n\nnamespace fairsem::detail::scripts {\n")
+string(APPEND _out "#include \"fairsem/impl/scripts.hpp\"\n\nnamespace fairsem::detail::scripts {\n")
 foreach(_entry IN LISTS _scripts)
   string(REGEX MATCH "^([^=]+)=(.+)$" _ok "${_entry}")
   set(_name "${CMAKE_MATCH_1}")

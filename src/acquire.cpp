@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <utility>
 
-#include "fairsem/detail/server_support.hpp"
-#include "semaphore_core.hpp"
+#include "fairsem/impl/semaphore_core.hpp"
+#include "fairsem/impl/server_support.hpp"
 
 namespace fairsem::detail {
 

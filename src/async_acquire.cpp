@@ -1,11 +1,11 @@
-#include "async_acquire.hpp"
+#include "fairsem/impl/async_acquire.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <utility>
 
-#include "semaphore_core.hpp"
+#include "fairsem/impl/semaphore_core.hpp"
 
 namespace fairsem::detail {
 

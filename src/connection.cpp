@@ -1,4 +1,4 @@
-#include "fairsem/detail/connection.hpp"
+#include "fairsem/impl/connection.hpp"
 
 #include <hiredis/hiredis.h>
 #include <pthread.h>
@@ -11,11 +11,11 @@
 #include <thread>
 #include <utility>
 
-#include "fairsem/detail/replies.hpp"
-#include "fairsem/detail/router.hpp"
-#include "fairsem/detail/text.hpp"
-#include "hiredis_reply.hpp"
-#include "tls.hpp"
+#include "fairsem/impl/hiredis_reply.hpp"
+#include "fairsem/impl/replies.hpp"
+#include "fairsem/impl/router.hpp"
+#include "fairsem/impl/text.hpp"
+#include "fairsem/impl/tls.hpp"
 
 namespace fairsem::detail {
 

@@ -4,8 +4,8 @@
 #include <fmt/format.h>
 
 #include "fairsem/connection_options.hpp"
-#include "fairsem/detail/text.hpp"
-#include "tls.hpp"
+#include "fairsem/impl/text.hpp"
+#include "fairsem/impl/tls.hpp"
 
 namespace fairsem {
 

@@ -1,4 +1,4 @@
-#include "executor.hpp"
+#include "fairsem/impl/executor.hpp"
 
 #include <utility>
 

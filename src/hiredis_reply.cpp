@@ -1,12 +1,12 @@
-#include "hiredis_reply.hpp"
+#include "fairsem/impl/hiredis_reply.hpp"
 
 #include <new>
 #include <string_view>
 #include <utility>
 #include <vector>
 
-#include "fairsem/detail/replies.hpp"
 #include "fairsem/errors.hpp"
+#include "fairsem/impl/replies.hpp"
 
 namespace fairsem::detail {
 namespace {

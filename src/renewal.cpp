@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <utility>
 
-#include "semaphore_core.hpp"
+#include "fairsem/impl/semaphore_core.hpp"
 
 namespace fairsem::detail {
 

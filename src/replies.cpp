@@ -1,4 +1,4 @@
-#include "fairsem/detail/replies.hpp"
+#include "fairsem/impl/replies.hpp"
 
 #include <fmt/format.h>
 
@@ -9,7 +9,7 @@
 #include <string>
 #include <utility>
 
-#include "fairsem/detail/text.hpp"
+#include "fairsem/impl/text.hpp"
 
 namespace fairsem::detail {
 

@@ -1,12 +1,12 @@
-#include "fairsem/detail/router.hpp"
+#include "fairsem/impl/router.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <utility>
 
-#include "fairsem/detail/connection.hpp"
-#include "fairsem/detail/text.hpp"
+#include "fairsem/impl/connection.hpp"
+#include "fairsem/impl/text.hpp"
 
 namespace fairsem::detail {
 

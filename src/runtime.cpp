@@ -1,4 +1,4 @@
-#include "runtime.hpp"
+#include "fairsem/impl/runtime.hpp"
 
 #include <fmt/format.h>
 
@@ -6,7 +6,7 @@
 #include <utility>
 
 #include "fairsem/client.hpp"
-#include "semaphore_core.hpp"
+#include "fairsem/impl/semaphore_core.hpp"
 
 namespace fairsem {
 

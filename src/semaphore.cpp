@@ -7,9 +7,9 @@
 
 #include <utility>
 
-#include "async_acquire.hpp"
-#include "fairsem/detail/text.hpp"
-#include "semaphore_core.hpp"
+#include "fairsem/impl/async_acquire.hpp"
+#include "fairsem/impl/semaphore_core.hpp"
+#include "fairsem/impl/text.hpp"
 
 namespace fairsem {
 

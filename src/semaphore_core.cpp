@@ -1,4 +1,4 @@
-#include "semaphore_core.hpp"
+#include "fairsem/impl/semaphore_core.hpp"
 
 #include <fmt/format.h>
 #include <sys/random.h>
@@ -7,9 +7,9 @@
 #include <algorithm>
 #include <utility>
 
-#include "fairsem/detail/scripts.hpp"
-#include "fairsem/detail/server_support.hpp"
-#include "fairsem/detail/text.hpp"
+#include "fairsem/impl/scripts.hpp"
+#include "fairsem/impl/server_support.hpp"
+#include "fairsem/impl/text.hpp"
 
 namespace fairsem::detail {
 

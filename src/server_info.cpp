@@ -7,10 +7,10 @@
 #include <utility>
 #include <vector>
 
-#include "fairsem/detail/connection.hpp"
-#include "fairsem/detail/replies.hpp"
-#include "fairsem/detail/server_support.hpp"
-#include "fairsem/detail/text.hpp"
+#include "fairsem/impl/connection.hpp"
+#include "fairsem/impl/replies.hpp"
+#include "fairsem/impl/server_support.hpp"
+#include "fairsem/impl/text.hpp"
 
 namespace fairsem {
 namespace {

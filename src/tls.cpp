@@ -2,12 +2,12 @@
 // only carries the bytes: fairsem makes the SSL object itself so that it can ask OpenSSL to
 // check the server's name, which hiredis's own helper does not do.
 
-#include "tls.hpp"
+#include "fairsem/impl/tls.hpp"
 
 #include <fmt/format.h>
 
-#include "fairsem/detail/text.hpp"
 #include "fairsem/errors.hpp"
+#include "fairsem/impl/text.hpp"
 
 #if FAIRSEM_WITH_TLS
 #include <arpa/inet.h>

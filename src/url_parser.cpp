@@ -9,8 +9,8 @@
 #include <utility>
 
 #include "fairsem/connection_options.hpp"
-#include "fairsem/detail/text.hpp"
-#include "tls.hpp"
+#include "fairsem/impl/text.hpp"
+#include "fairsem/impl/tls.hpp"
 
 namespace fairsem {
 

@@ -1,4 +1,4 @@
-#include "waker.hpp"
+#include "fairsem/impl/waker.hpp"
 
 #include <sys/socket.h>
 
@@ -6,8 +6,8 @@
 #include <utility>
 #include <vector>
 
-#include "fairsem/detail/scripts.hpp"
 #include "fairsem/errors.hpp"
+#include "fairsem/impl/scripts.hpp"
 
 namespace fairsem::detail {
 

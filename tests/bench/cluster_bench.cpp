@@ -22,8 +22,8 @@
 #include <vector>
 
 #include "bench_support.hpp"
-#include "fairsem/detail/router.hpp"
 #include "fairsem/fairsem.hpp"
+#include "fairsem/impl/router.hpp"
 #include "redis_cluster.hpp"
 
 namespace fairsem::bench {

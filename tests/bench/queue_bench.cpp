@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "bench_support.hpp"
-#include "fairsem/detail/replies.hpp"
+#include "fairsem/impl/replies.hpp"
 
 namespace fairsem::bench {
 namespace {

@@ -18,8 +18,8 @@
 
 #include "acl_rule.hpp"
 #include "child_process.hpp"
-#include "fairsem/detail/connection.hpp"
 #include "fairsem/fairsem.hpp"
+#include "fairsem/impl/connection.hpp"
 #include "test_env.hpp"
 #include "wait.hpp"
 

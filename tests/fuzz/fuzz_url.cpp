@@ -6,7 +6,7 @@
 // validate(), and no message contains the password (checked as "nothing depends on it").
 
 #include <fairsem/connection_options.hpp>
-#include <fairsem/detail/text.hpp>
+#include <fairsem/impl/text.hpp>
 
 #include <cstddef>
 #include <cstdint>

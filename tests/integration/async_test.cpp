@@ -16,8 +16,8 @@
 #include <thread>
 #include <vector>
 
-#include "fairsem/detail/connection.hpp"
 #include "fairsem/fairsem.hpp"
+#include "fairsem/impl/connection.hpp"
 #include "process_stats.hpp"
 #include "redis_server.hpp"
 #include "test_env.hpp"

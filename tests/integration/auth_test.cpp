@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include <fairsem/detail/connection.hpp>
+#include <fairsem/impl/connection.hpp>
 
 #include <functional>
 #include <string>

@@ -4,7 +4,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <fairsem/detail/connection.hpp>
+#include <fairsem/impl/connection.hpp>
 
 #include <unistd.h>
 

@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "fairsem/detail/connection.hpp"
 #include "fairsem/errors.hpp"
+#include "fairsem/impl/connection.hpp"
 #include "redis_cluster.hpp"
 #include "redis_sentinel.hpp"
 #include "test_certs.hpp"

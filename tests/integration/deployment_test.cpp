@@ -5,9 +5,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <fairsem/detail/connection.hpp>
-#include <fairsem/detail/router.hpp>
 #include <fairsem/fairsem.hpp>
+#include <fairsem/impl/connection.hpp>
+#include <fairsem/impl/router.hpp>
 
 #include <signal.h>
 

@@ -18,8 +18,8 @@
 #include <thread>
 #include <vector>
 
-#include "fairsem/detail/connection.hpp"
 #include "fairsem/fairsem.hpp"
+#include "fairsem/impl/connection.hpp"
 #include "redis_server.hpp"
 #include "semaphore_fixture.hpp"
 #include "test_env.hpp"

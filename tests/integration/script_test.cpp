@@ -4,8 +4,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <fairsem/detail/connection.hpp>
 #include <fairsem/fairsem.hpp>
+#include <fairsem/impl/connection.hpp>
 #include <fairsem/server_info.hpp>
 
 #include <cctype>

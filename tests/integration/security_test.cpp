@@ -22,9 +22,9 @@
 
 #include "acl_rule.hpp"
 #include "error_of.hpp"
-#include "fairsem/detail/connection.hpp"
-#include "fairsem/detail/scripts.hpp"
 #include "fairsem/fairsem.hpp"
+#include "fairsem/impl/connection.hpp"
+#include "fairsem/impl/scripts.hpp"
 #include "fake_peer.hpp"
 #include "redis_server.hpp"
 #include "test_env.hpp"

@@ -22,9 +22,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "fairsem/detail/connection.hpp"
-#include "fairsem/detail/scripts.hpp"
 #include "fairsem/fairsem.hpp"
+#include "fairsem/impl/connection.hpp"
+#include "fairsem/impl/scripts.hpp"
 #include "redis_server.hpp"
 #include "semaphore_fixture.hpp"
 #include "test_env.hpp"

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "fairsem/detail/scripts.hpp"
 #include "fairsem/fairsem.hpp"
+#include "fairsem/impl/scripts.hpp"
 #include "semaphore_fixture.hpp"
 #include "test_env.hpp"
 #include "wait.hpp"

@@ -37,8 +37,8 @@
 #include <vector>
 
 #include "checker.hpp"
-#include "fairsem/detail/connection.hpp"
 #include "fairsem/fairsem.hpp"
+#include "fairsem/impl/connection.hpp"
 #include "fault_proxy.hpp"
 #include "redis_server.hpp"
 #include "shared_log.hpp"

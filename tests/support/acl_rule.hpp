@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-#include "fairsem/detail/connection.hpp"
+#include "fairsem/impl/connection.hpp"
 
 namespace fairsem::test {
 

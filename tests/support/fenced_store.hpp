@@ -7,7 +7,7 @@
 
 #include <string>
 
-#include "fairsem/detail/connection.hpp"
+#include "fairsem/impl/connection.hpp"
 
 namespace fairsem::test {
 

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "fairsem/detail/connection.hpp"
-#include "fairsem/detail/reply.hpp"
+#include "fairsem/impl/connection.hpp"
+#include "fairsem/impl/reply.hpp"
 #include "redis_server.hpp"
 
 namespace fairsem::test {

@@ -11,9 +11,9 @@
 #include <stdexcept>
 #include <utility>
 
-#include "fairsem/detail/connection.hpp"
-#include "fairsem/detail/router.hpp"
 #include "fairsem/errors.hpp"
+#include "fairsem/impl/connection.hpp"
+#include "fairsem/impl/router.hpp"
 #include "node_admin.hpp"
 #include "run_captured.hpp"
 #include "server_build.hpp"

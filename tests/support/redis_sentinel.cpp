@@ -6,9 +6,9 @@
 #include <stdexcept>
 #include <utility>
 
-#include "fairsem/detail/connection.hpp"
-#include "fairsem/detail/text.hpp"
 #include "fairsem/errors.hpp"
+#include "fairsem/impl/connection.hpp"
+#include "fairsem/impl/text.hpp"
 #include "node_admin.hpp"
 #include "wait.hpp"
 

@@ -21,8 +21,8 @@
 #include <stdexcept>
 #include <thread>
 
-#include "fairsem/detail/connection.hpp"
-#include "fairsem/detail/text.hpp"
+#include "fairsem/impl/connection.hpp"
+#include "fairsem/impl/text.hpp"
 #include "run_captured.hpp"
 #include "server_build.hpp"
 #include "test_certs.hpp"

@@ -16,9 +16,9 @@
 #include <thread>
 #include <vector>
 
-#include "fairsem/detail/connection.hpp"
-#include "fairsem/detail/scripts.hpp"
 #include "fairsem/fairsem.hpp"
+#include "fairsem/impl/connection.hpp"
+#include "fairsem/impl/scripts.hpp"
 #include "test_env.hpp"
 
 namespace fairsem::test {

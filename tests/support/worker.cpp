@@ -48,7 +48,7 @@
 #include <vector>
 
 #include "fairsem/connection_options.hpp"
-#include "fairsem/detail/connection.hpp"
+#include "fairsem/impl/connection.hpp"
 #include "fairsem/semaphore.hpp"
 #include "fenced_store.hpp"
 

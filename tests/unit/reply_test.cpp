@@ -1,8 +1,8 @@
 #include <gtest/gtest.h>
 
-#include <fairsem/detail/replies.hpp>
-#include <fairsem/detail/reply.hpp>
-#include <fairsem/detail/text.hpp>
+#include <fairsem/impl/replies.hpp>
+#include <fairsem/impl/reply.hpp>
+#include <fairsem/impl/text.hpp>
 
 #include <chrono>
 #include <climits>

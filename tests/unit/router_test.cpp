@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include <fairsem/detail/router.hpp>
+#include <fairsem/impl/router.hpp>
 
 #include <string>
 

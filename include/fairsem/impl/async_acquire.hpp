@@ -11,7 +11,7 @@
 #include <optional>
 #include <string>
 
-#include "fairsem/detail/replies.hpp"
+#include "fairsem/impl/replies.hpp"
 #include "fairsem/semaphore.hpp"
 
 namespace fairsem::detail {

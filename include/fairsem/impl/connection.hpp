@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "fairsem/connection_options.hpp"
-#include "fairsem/detail/reply.hpp"
-#include "fairsem/detail/scripts.hpp"
+#include "fairsem/impl/reply.hpp"
+#include "fairsem/impl/scripts.hpp"
 
 struct redisContext;
 

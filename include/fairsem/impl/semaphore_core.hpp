@@ -20,11 +20,11 @@
 #include <unordered_map>
 #include <vector>
 
-#include "fairsem/detail/connection.hpp"
-#include "fairsem/detail/replies.hpp"
-#include "fairsem/detail/router.hpp"
+#include "fairsem/impl/connection.hpp"
+#include "fairsem/impl/replies.hpp"
+#include "fairsem/impl/router.hpp"
+#include "fairsem/impl/runtime.hpp"
 #include "fairsem/semaphore.hpp"
-#include "runtime.hpp"
 
 namespace fairsem::detail {
 

@@ -12,7 +12,7 @@
 
 #include <memory>
 
-#include "fairsem/detail/reply.hpp"
+#include "fairsem/impl/reply.hpp"
 
 namespace fairsem::detail {
 

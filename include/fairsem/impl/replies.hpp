@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "fairsem/detail/reply.hpp"
+#include "fairsem/impl/reply.hpp"
 #include "fairsem/semaphore.hpp"
 
 namespace fairsem::detail {

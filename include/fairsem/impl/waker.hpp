@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "fairsem/connection_options.hpp"
-#include "fairsem/detail/connection.hpp"
-#include "fairsem/detail/router.hpp"
+#include "fairsem/impl/connection.hpp"
+#include "fairsem/impl/router.hpp"
 
 namespace fairsem::detail {
 

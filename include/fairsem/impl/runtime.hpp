@@ -14,12 +14,12 @@
 #include <unordered_map>
 #include <vector>
 
-#include "executor.hpp"
 #include "fairsem/client.hpp"
 #include "fairsem/connection_options.hpp"
-#include "fairsem/detail/connection.hpp"
-#include "fairsem/detail/router.hpp"
-#include "waker.hpp"
+#include "fairsem/impl/connection.hpp"
+#include "fairsem/impl/executor.hpp"
+#include "fairsem/impl/router.hpp"
+#include "fairsem/impl/waker.hpp"
 
 namespace fairsem::detail {
 
