@@ -1,11 +1,17 @@
-# fairsem_embed_scripts(OUTPUT <file.cpp> SCRIPTS <a.lua> ...
+# fairsem_embed_scripts(OUTPUT <file.hpp> SCRIPTS <a.lua> ...
 #                       [COMPOSE <name>=<part.lua>+<part.lua>... ...] [LUA_DIR <dir>])
 #
-# Generates a C++ source that defines one fairsem::detail::Script per script: its name, its body
-# and the SHA1 that Redis will give it. A SCRIPTS entry is one .lua file, named after the file
-# (without extension); a COMPOSE entry is the concatenation of its parts in order (shared
-# helpers first, the operation last), named <name> and also written to <LUA_DIR>/<name>.lua so
-# that it can be run with `redis-cli --eval`. The source is regenerated whenever a part changes.
+# Generates a C++ header that defines one inline constexpr fairsem::detail::Script per script:
+# its name, its body and the SHA1 that Redis will give it. A SCRIPTS entry is one .lua file,
+# named after the file (without extension); a COMPOSE entry is the concatenation of its parts in
+# order (shared helpers first, the operation last), named <name> and also written to
+# <LUA_DIR>/<name>.lua so that it can be run with `redis-cli --eval`.
+#
+# The header is written at configure time, not by a build step: in header-only mode
+# (fairsem::fairsem_header_only, an INTERFACE target) a consumer's sources include it, and no
+# build rule of fairsem runs before them. Every part is a configure dependency, so editing a .lua
+# file re-runs CMake, which rewrites the header (only when its content changes, so unrelated
+# rebuilds stay incremental).
 set(_FAIRSEM_EMBED_SCRIPT "${CMAKE_CURRENT_LIST_DIR}/FairsemEmbedScriptsRun.cmake")
 
 function(fairsem_embed_scripts)
@@ -35,12 +41,11 @@ function(fairsem_embed_scripts)
     list(APPEND _entries "${_name}=${_abs}")
   endforeach()
   list(REMOVE_DUPLICATES _depends)
-  string(REPLACE ";" "|" _joined "${_entries}")
-  add_custom_command(
-    OUTPUT "${ARG_OUTPUT}"
-    COMMAND "${CMAKE_COMMAND}" "-DOUTPUT=${ARG_OUTPUT}" "-DSCRIPTS=${_joined}"
-            "-DLUA_DIR=${ARG_LUA_DIR}" -P "${_FAIRSEM_EMBED_SCRIPT}"
-    DEPENDS ${_depends} "${_FAIRSEM_EMBED_SCRIPT}"
-    COMMENT "Embedding fairsem Lua scripts"
-    VERBATIM)
+  set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${_depends}
+                                                                 "${_FAIRSEM_EMBED_SCRIPT}")
+  # The worker reads OUTPUT, SCRIPTS and LUA_DIR.
+  set(OUTPUT "${ARG_OUTPUT}")
+  string(REPLACE ";" "|" SCRIPTS "${_entries}")
+  set(LUA_DIR "${ARG_LUA_DIR}")
+  include("${_FAIRSEM_EMBED_SCRIPT}")
 endfunction()

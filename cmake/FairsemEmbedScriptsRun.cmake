@@ -1,9 +1,11 @@
-# Run with cmake -P by fairsem_embed_scripts(); writes OUTPUT from the '|'-separated SCRIPTS,
-# each NAME=PART[+PART...], and each composed script (more than one part) to LUA_DIR/NAME.lua.
+# Included by fairsem_embed_scripts() (cmake/FairsemEmbedScripts.cmake); writes the header OUTPUT
+# from the '|'-separated SCRIPTS, each NAME=PART[+PART...], and each composed script (more than
+# one part) to LUA_DIR/NAME.lua.
 string(REPLACE "|" ";" _scripts "${SCRIPTS}")
 set(_delim "fairsem_lua")
 set(_out "// Generated from src/lua by cmake/FairsemEmbedScriptsRun.cmake. Do not edit.\n")
-string(APPEND _out "#include \"fairsem/impl/scripts.hpp\"\n\nnamespace fairsem::detail::scripts {\n")
+string(APPEND _out "// Included by fairsem/impl/scripts.hpp (after struct Script), never on its own.\n")
+string(APPEND _out "#pragma once\n\nnamespace fairsem::detail::scripts {\n")
 foreach(_entry IN LISTS _scripts)
   string(REGEX MATCH "^([^=]+)=(.+)$" _ok "${_entry}")
   set(_name "${CMAKE_MATCH_1}")
@@ -32,7 +34,7 @@ foreach(_entry IN LISTS _scripts)
     endif()
   endif()
   string(SHA1 _sha "${_body}")
-  string(APPEND _out "\nconst Script ${_name}{\"${_name}\", R\"${_delim}(${_body})${_delim}\", \"${_sha}\"};\n")
+  string(APPEND _out "\ninline constexpr Script ${_name}{\"${_name}\", R\"${_delim}(${_body})${_delim}\", \"${_sha}\"};\n")
 endforeach()
 string(APPEND _out "\n}  // namespace fairsem::detail::scripts\n")
 # Only touch the file when its content changes, so unrelated rebuilds stay incremental.

@@ -12,8 +12,13 @@ install(TARGETS fairsem
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
   INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+# The public headers (include/fairsem/*.hpp) and, under fairsem/impl/, the library's internal
+# headers and implementation (*-inl.hpp), with the generated scripts_data.hpp beside them: the
+# compiled library's users include none of them, header-only mode includes them all.
 install(DIRECTORY include/fairsem DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
   FILES_MATCHING PATTERN "*.hpp")
+install(FILES "${FAIRSEM_GENERATED_INCLUDE_DIR}/fairsem/impl/scripts_data.hpp"
+  DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/fairsem/impl)
 
 install(EXPORT fairsemTargets
   NAMESPACE fairsem::

@@ -1,7 +1,7 @@
 #pragma once
 
 // The Lua scripts fairsem runs on the server. Their bodies live in src/lua/*.lua and are
-// compiled in by cmake/FairsemEmbedScripts.cmake, which also computes each SHA1.
+// embedded by cmake/FairsemEmbedScripts.cmake, which also computes each SHA1.
 
 #include <string>
 #include <string_view>
@@ -15,26 +15,23 @@ struct Script {
   std::string_view sha1;  // lower-case hex SHA1 of body: the EVALSHA handle
 };
 
+}  // namespace fairsem::detail
+
+// The scripts themselves, one inline constexpr Script each, generated from src/lua by
+// cmake/FairsemEmbedScripts.cmake into <build>/generated/include (installed beside this header):
+//   server_clock       the server clock as {seconds, microseconds} from TIME; every lease
+//                      deadline is computed from the same clock, never from a client's
+//   kick               pushes to a client's kick list (src/lua/kick.lua), so that its wake-up
+//                      thread's BRPOP starts over with the wake lists of newly queued waiters
+//   semaphore_<op>     one script per operation on a semaphore (open, acquire, release, renew,
+//                      status, evict, resize), each src/lua/semaphore/common.lua, slots.lua and
+//                      queue.lua followed by the operation's own file (src/lua/semaphore/<op>.lua):
+//                      see those for the keys, the arguments and the replies
+#include "fairsem/impl/scripts_data.hpp"
+
+namespace fairsem::detail {
+
 namespace scripts {
-
-/// Returns the server clock as {seconds, microseconds} from TIME; every lease deadline is
-/// computed from the same clock, never from a client's.
-extern const Script server_clock;
-
-/// Pushes to a client's kick list (src/lua/kick.lua), so that its wake-up thread's BRPOP starts
-/// over with the wake lists of newly queued waiters.
-extern const Script kick;
-
-/// One script per operation on a semaphore, each src/lua/semaphore/common.lua followed by the
-/// operation's own file (src/lua/semaphore/<op>.lua): see those for the keys, the arguments and
-/// the replies.
-extern const Script semaphore_open;
-extern const Script semaphore_acquire;
-extern const Script semaphore_release;
-extern const Script semaphore_renew;
-extern const Script semaphore_status;
-extern const Script semaphore_evict;
-extern const Script semaphore_resize;
 
 /// The script of semaphore operation `op` ("open", "acquire", ...). Throws std::logic_error for
 /// an unknown operation (defined in semaphore_core.cpp).
