@@ -53,14 +53,15 @@ if(FAIRSEM_WITH_TLS)
   string(REPLACE "hiredis" "hiredis_ssl" _fairsem_pc_hiredis_ssl "${_fairsem_pc_hiredis}")
   set(_fairsem_pc_hiredis "${_fairsem_pc_hiredis_ssl}, ${_fairsem_pc_hiredis}, openssl")
 endif()
-# A static libfairsem needs hiredis on every link line, not only with --static.
+# The public headers need neither fmt nor hiredis (no Cflags of theirs); a static libfairsem
+# needs both on every link line, not only with --static, a shared one only its own.
 get_target_property(_fairsem_type fairsem TYPE)
 if(_fairsem_type STREQUAL "STATIC_LIBRARY")
   set(FAIRSEM_PC_REQUIRES "fmt, ${_fairsem_pc_hiredis}")
   set(FAIRSEM_PC_REQUIRES_PRIVATE "")
 else()
-  set(FAIRSEM_PC_REQUIRES "fmt")
-  set(FAIRSEM_PC_REQUIRES_PRIVATE "${_fairsem_pc_hiredis}")
+  set(FAIRSEM_PC_REQUIRES "")
+  set(FAIRSEM_PC_REQUIRES_PRIVATE "fmt, ${_fairsem_pc_hiredis}")
 endif()
 configure_file(cmake/fairsem.pc.in "${CMAKE_CURRENT_BINARY_DIR}/fairsem.pc" @ONLY)
 install(FILES "${CMAKE_CURRENT_BINARY_DIR}/fairsem.pc" DESTINATION ${FAIRSEM_PKGCONFIG_DIR})

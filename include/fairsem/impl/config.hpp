@@ -1,0 +1,31 @@
+#pragma once
+
+// How fairsem's implementation is compiled; included by every fairsem/impl/*-inl.hpp.
+//
+// The implementation lives in fairsem/impl/*-inl.hpp, one file per former src/*.cpp, and is
+// compiled one of two ways:
+//   - the compiled library (the default, CMake target fairsem::fairsem): src/<unit>.cpp includes
+//     fairsem/impl/<unit>-inl.hpp, so each is compiled exactly once, into libfairsem, and
+//     FAIRSEM_INLINE is empty. No public header includes anything under fairsem/impl/.
+//   - header-only (FAIRSEM_HEADER_ONLY defined for every translation unit of the consumer, as
+//     the CMake target fairsem::fairsem_header_only does): the public headers include the whole
+//     implementation (fairsem/impl/header_only.hpp) and FAIRSEM_INLINE is `inline`, so any number
+//     of translation units may include them. The consumer links hiredis, fmt and the threads
+//     library itself; nothing of fairsem.
+//
+// FAIRSEM_INLINE marks every function and namespace-scope variable an -inl file defines. It may
+// be predefined (scripts/tidy.sh reads the -inl files as header-only mode compiles them).
+#ifndef FAIRSEM_INLINE
+#ifdef FAIRSEM_HEADER_ONLY
+#define FAIRSEM_INLINE inline
+#else
+#define FAIRSEM_INLINE
+#endif
+#endif
+
+// TLS (rediss://) needs hiredis_ssl and OpenSSL. The compiled library always defines
+// FAIRSEM_WITH_TLS (cmake/FairsemTls.cmake); in header-only mode TLS is off unless the consumer
+// defines FAIRSEM_WITH_TLS=1 and links hiredis_ssl and OpenSSL itself.
+#ifndef FAIRSEM_WITH_TLS
+#define FAIRSEM_WITH_TLS 0
+#endif
