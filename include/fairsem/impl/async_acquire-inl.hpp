@@ -1,0 +1,289 @@
+#pragma once
+
+#include "fairsem/impl/async_acquire.hpp"
+#include "fairsem/impl/config.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "fairsem/impl/semaphore_core.hpp"
+
+namespace fairsem::detail {
+
+FAIRSEM_INLINE AsyncAcquire::AsyncAcquire(std::shared_ptr<SemaphoreCore> core, long long units,
+                                          std::optional<Clock::time_point> deadline,
+                                          AcquireCallback done)
+    : core_(std::move(core)), units_(units), deadline_(deadline), done_(std::move(done)) {}
+
+FAIRSEM_INLINE AsyncAcquire::~AsyncAcquire() = default;
+
+FAIRSEM_INLINE void AsyncAcquire::start() {
+  MetricCounters::add(core_->metrics_.acquire_attempts);
+  post();
+}
+
+FAIRSEM_INLINE bool AsyncAcquire::cancel(std::exception_ptr why) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (finished_ || cancelled_) return false;
+    cancelled_ = std::move(why);
+  }
+  post();
+  return true;
+}
+
+FAIRSEM_INLINE void AsyncAcquire::post() {
+  auto self = shared_from_this();
+  core_->runtime_->executor().post([self] { self->step(); });
+}
+
+FAIRSEM_INLINE void AsyncAcquire::step() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (finished_) return;
+    if (running_) {
+      again_ = true;
+      return;
+    }
+    running_ = true;
+  }
+  for (;;) {
+    try {
+      advance();
+    } catch (...) {
+      fail(std::current_exception());
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!again_ || finished_) {
+      running_ = false;
+      return;
+    }
+    again_ = false;
+  }
+}
+
+FAIRSEM_INLINE void AsyncAcquire::advance() {
+  // The timer that ran this step (or one due anyway) is spent: arm_timer sets the next.
+  if (timer_ && Clock::now() >= *timer_) timer_.reset();
+  std::exception_ptr cancelled;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    cancelled = cancelled_;
+  }
+  if (cancelled) {
+    wake_up_.reset();
+    if (queued_) leave();
+    finish(cancelled, std::nullopt);
+    return;
+  }
+  if (!queued_) {
+    // No time to wait: like try_acquire, never queue.
+    if (deadline_ && *deadline_ <= started_) {
+      finish(nullptr, core_->try_acquire(units_));
+      return;
+    }
+    if (queue()) return;
+  } else {
+    bool poll_now = false;
+    if (woken(poll_now)) return;
+    const auto now = Clock::now();
+    if (deadline_ && now >= *deadline_) {
+      wake_up_.reset();
+      leave();
+      finish(nullptr, std::nullopt);
+      return;
+    }
+    if ((poll_now || now >= next_poll_) && poll()) return;
+  }
+  arm_timer();
+}
+
+FAIRSEM_INLINE bool AsyncAcquire::queue() {
+  id_ = core_->next_id();
+  std::optional<Permit> granted;
+  {
+    SemaphoreCore::Borrowed conn(*core_);
+    sent_ = Clock::now();
+    asked_ = true;
+    reply_ = core_->run_acquire(*conn, id_, "queue", units_);
+    queued_ = true;
+    if (reply_.state == AcquireState::granted) {
+      core_->await_replicas(*conn, id_);
+      granted = core_->make_permit(id_, reply_, sent_);
+    } else {
+      std::weak_ptr<AsyncAcquire> weak = weak_from_this();
+      wake_up_ = core_->runtime_->waker(core_->slot_, core_->keys_[5])
+                     ->subscribe(core_->keys_[5] + id_, *conn, [weak] {
+                       if (auto self = weak.lock()) self->post();
+                     });
+    }
+  }
+  if (!granted) {
+    next_poll_ = Clock::now() + core_->poll_interval_;
+    return false;
+  }
+  // After the connection went back to the pool: the callback may use the semaphore.
+  finish(nullptr, std::move(granted));
+  return true;
+}
+
+FAIRSEM_INLINE bool AsyncAcquire::woken(bool& poll_now) {
+  const WakeWait waited = wake_up_->take();
+  if (waited.woken) {
+    if (core_->take_wake_up(*waited.woken, id_, units_, reply_, sent_)) {
+      wake_up_.reset();
+      finish(nullptr, core_->make_permit(id_, reply_, sent_));
+      return true;
+    }
+    poll_now = true;  // promoted, with too little of the lease left to take it as it is
+  } else if (waited.interrupted) {
+    poll_now = true;  // the waker's BRPOP was cut off: a wake-up may be lost
+  } else if (!waited.error.empty()) {
+    if (is_transient(waited.error)) {
+      poll_now = true;
+    } else if (!std::exchange(reported_, true)) {
+      core_->wake_up_refused(waited.error);
+    }
+  }
+  return false;
+}
+
+FAIRSEM_INLINE bool AsyncAcquire::poll() {
+  std::optional<Permit> granted;
+  {
+    SemaphoreCore::Borrowed conn(*core_);
+    sent_ = Clock::now();
+    reply_ = core_->run_acquire(*conn, id_, "queue", units_, reply_.ticket);
+    core_->throw_if_removed(reply_, id_, units_);
+    if (reply_.state == AcquireState::granted) {
+      wake_up_.reset();
+      core_->await_replicas(*conn, id_);
+      granted = core_->make_permit(id_, reply_, sent_);
+    } else {
+      // Still queued: a wake-up popped before this reply is older than what the poll saw.
+      wake_up_->rearm(*conn);
+    }
+  }
+  if (!granted) {
+    reported_ = false;
+    next_poll_ = Clock::now() + core_->poll_interval_;
+    return false;
+  }
+  finish(nullptr, std::move(granted));  // the connection is back in the pool
+  return true;
+}
+
+FAIRSEM_INLINE void AsyncAcquire::arm_timer() {
+  Clock::time_point when = next_poll_;
+  if (deadline_) when = std::min(when, *deadline_);
+  if (timer_ && *timer_ <= when) return;  // an earlier timer comes first, and arms again
+  timer_ = when;
+  auto self = shared_from_this();
+  core_->runtime_->executor().post_at(when, [self] { self->step(); });
+}
+
+FAIRSEM_INLINE void AsyncAcquire::leave() noexcept {
+  std::optional<SemaphoreCore::Borrowed> conn;
+  core_->leave(conn, id_, reply_.ticket);
+}
+
+FAIRSEM_INLINE void AsyncAcquire::finish(const std::exception_ptr& outcome,
+                                         std::optional<Permit> permit) {
+  std::exception_ptr error = outcome;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (finished_) return;
+    finished_ = true;
+    // cancel() came first (it returned true) while this step granted or gave up: the request
+    // ends cancelled all the same, and a permit it got is released (passed on) at once.
+    if (cancelled_ && !error) error = cancelled_;
+  }
+  if (error) permit.reset();
+  wake_up_.reset();
+  MetricCounters& m = core_->metrics_;
+  if (permit) {
+    m.record_grant(Clock::now() - started_, units_);
+  } else if (!error) {
+    MetricCounters::add(deadline_ && *deadline_ <= started_ ? m.rejections : m.timeouts);
+  } else {
+    try {
+      std::rethrow_exception(error);
+    } catch (const EvictedError&) {
+      MetricCounters::add(m.evictions_seen);
+    } catch (const CancelledError&) {
+      // Not the semaphore's doing: counted as neither.
+    } catch (...) {
+      MetricCounters::add(m.errors);
+    }
+  }
+  core_->forget_request(this);
+  AcquireCallback done = std::move(done_);
+  try {
+    done(error, std::move(permit));
+  } catch (const std::exception& e) {
+    core_->log(LogLevel::error,
+               fmt::format("fairsem: {}: an acquire callback threw: {}", core_->where(), e.what()));
+  } catch (...) {
+    core_->log(LogLevel::error,
+               fmt::format("fairsem: {}: an acquire callback threw", core_->where()));
+  }
+}
+
+FAIRSEM_INLINE void AsyncAcquire::fail(const std::exception_ptr& error) {
+  wake_up_.reset();
+  try {
+    std::rethrow_exception(error);
+  } catch (const EvictedError&) {
+    // The entry is gone already.
+  } catch (const RequestTooLargeError&) {
+    // Likewise.
+  } catch (const ReplicationError&) {
+    // A caller-chosen id may be another handle's permit: left to its lease.
+    if (asked_ && core_->options_.permit_id.empty()) leave();
+  } catch (...) {
+    // Without a ticket only a random id is surely this request's own.
+    if (asked_ && (reply_.ticket != 0 || core_->options_.permit_id.empty())) leave();
+  }
+  finish(error, std::nullopt);
+}
+
+// --- SemaphoreCore's part ---------------------------------------------------------------------
+
+FAIRSEM_INLINE std::shared_ptr<AsyncAcquire> SemaphoreCore::acquire_async(
+    long long units, std::optional<Clock::time_point> deadline, AcquireCallback done) {
+  if (!done) throw InvalidArgument("fairsem: an asynchronous acquire needs a callback");
+  check_units(units);
+  auto request =
+      std::make_shared<AsyncAcquire>(shared_from_this(), units, deadline, std::move(done));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    requests_.emplace(request.get(), request);
+  }
+  try {
+    request->start();
+  } catch (...) {
+    forget_request(request.get());
+    throw;
+  }
+  return request;
+}
+
+FAIRSEM_INLINE void SemaphoreCore::forget_request(AsyncAcquire* request) {
+  std::lock_guard<std::mutex> lock(mu_);
+  requests_.erase(request);
+}
+
+FAIRSEM_INLINE void SemaphoreCore::cancel_requests(const std::exception_ptr& why) {
+  std::vector<std::shared_ptr<AsyncAcquire>> pending;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& entry : requests_) {
+      if (auto request = entry.second.lock()) pending.push_back(std::move(request));
+    }
+  }
+  for (const auto& request : pending) request->cancel(why);
+}
+
+}  // namespace fairsem::detail

@@ -1,0 +1,23 @@
+#pragma once
+
+#include "fairsem/errors.hpp"
+#include "fairsem/impl/config.hpp"
+
+// Out-of-line destructors anchor each exception's vtable in the compiled library instead of in
+// every translation unit that throws or catches it (header-only, they are inline like the rest).
+namespace fairsem {
+
+FAIRSEM_INLINE Error::~Error() = default;
+FAIRSEM_INLINE ConnectionError::~ConnectionError() = default;
+FAIRSEM_INLINE TimeoutError::~TimeoutError() = default;
+FAIRSEM_INLINE AuthError::~AuthError() = default;
+FAIRSEM_INLINE ReplyError::~ReplyError() = default;
+FAIRSEM_INLINE ProtocolError::~ProtocolError() = default;
+FAIRSEM_INLINE LimitMismatchError::~LimitMismatchError() = default;
+FAIRSEM_INLINE EvictedError::~EvictedError() = default;
+FAIRSEM_INLINE RequestTooLargeError::~RequestTooLargeError() = default;
+FAIRSEM_INLINE ReplicationError::~ReplicationError() = default;
+FAIRSEM_INLINE CancelledError::~CancelledError() = default;
+FAIRSEM_INLINE InvalidArgument::~InvalidArgument() = default;
+
+}  // namespace fairsem

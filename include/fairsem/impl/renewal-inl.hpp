@@ -1,0 +1,198 @@
+#pragma once
+
+// Renewing held permits: one script call per chunk of permits, by Permit::renew, renew_all and
+// the watchdog thread; a permit found gone is marked lost. Part of SemaphoreCore
+// (semaphore_core.hpp).
+
+#include <fmt/format.h>
+#include "fairsem/impl/config.hpp"
+
+#include <algorithm>
+#include <utility>
+
+#include "fairsem/impl/semaphore_core.hpp"
+
+namespace fairsem::detail {
+
+namespace renewal_helpers {
+
+// Ids per renew call: each costs Redis 2 to 8 µs (tests/bench/renew_bench.cpp), so one call
+// stays under a millisecond: every other client of that Redis waits while a script runs.
+inline constexpr std::size_t kRenewChunk = 100;
+
+}  // namespace renewal_helpers
+
+FAIRSEM_INLINE void SemaphoreCore::mark_lost(PermitState& state, const std::string& reason) {
+  if (state.lost.exchange(true)) return;
+  MetricCounters::add(metrics_.permits_lost);
+  forget(state);
+  if (options_.on_lost) {
+    try {
+      options_.on_lost(state.id, reason);
+    } catch (const std::exception& e) {
+      log(LogLevel::error, fmt::format("fairsem: {}: on_lost threw: {}", where(), e.what()));
+    } catch (...) {
+      log(LogLevel::error, fmt::format("fairsem: {}: on_lost threw", where()));
+    }
+  } else {
+    log(LogLevel::warning,
+        fmt::format("fairsem: {}: permit {} was lost: {}", where(), state.id, reason));
+  }
+}
+
+FAIRSEM_INLINE void SemaphoreCore::renew_chunk(Connection& conn,
+                                               const std::vector<PermitState*>& permits) {
+  std::vector<std::string> tickets;
+  tickets.reserve(permits.size());
+  for (const PermitState* p : permits) tickets.push_back(std::to_string(p->ticket));
+  Args args;  // id, ticket, id, ticket...
+  args.reserve(2 * permits.size());
+  for (std::size_t i = 0; i < permits.size(); ++i) {
+    args.push_back(permits[i]->id);
+    args.push_back(tickets[i]);
+  }
+  const auto sent = Clock::now();
+  detail::RenewReply renewed;
+  // With min_replicas, a renewal only counts once replicas have it: a failover to one of them
+  // must not bring back an older deadline than the holder believes in.
+  std::string unacknowledged;  // why not, when too few replicas acknowledged
+  try {
+    Reply reply = run(conn, "renew", args);
+    renewed = detail::decode_renew(reply, permits.size());
+    const long long acked = options_.min_replicas > 0 ? wait_replicas(conn) : 0;
+    if (acked < options_.min_replicas) {
+      unacknowledged = fmt::format(
+          "fairsem: {}: only {} of {} replicas acknowledged the renewal of {} permits within {} "
+          "ms; their deadlines stay as they were",
+          where(), acked, options_.min_replicas, permits.size(), options_.replica_timeout.count());
+      log(LogLevel::warning, unacknowledged);
+    }
+  } catch (const std::exception& e) {
+    renewal_failed(permits, e.what());
+    throw;
+  }
+  const auto deadline = sent + renewed.lease;
+  std::vector<PermitState*> unconfirmed;  // still held, but replicas lack the renewal
+  std::uint64_t extended = 0;
+  for (std::size_t i = 0; i < permits.size(); ++i) {
+    PermitState& state = *permits[i];
+    if (state.done.load()) continue;
+    switch (renewed.states[i]) {
+      case detail::RenewState::held:
+        if (unacknowledged.empty()) {
+          state.set_deadline(deadline);
+          ++extended;
+        } else {
+          unconfirmed.push_back(&state);
+        }
+        break;
+      case detail::RenewState::evicted:
+        mark_lost(state, "the permit was evicted (removed on purpose, e.g. by `fairsem evict`)");
+        break;
+      case detail::RenewState::gone:
+        mark_lost(state,
+                  "the permit is no longer in Redis (its lease ran out or its keys were removed)");
+        break;
+      case detail::RenewState::waiting:
+        // Only when the slot bookkeeping was rebuilt after keys were changed behind its back.
+        mark_lost(state,
+                  "the permit's entry is queued again, without a slot (the semaphore's "
+                  "keys were changed behind its back)");
+        break;
+    }
+  }
+  MetricCounters::add(metrics_.renewals, extended);
+  if (!unconfirmed.empty()) renewal_failed(unconfirmed, unacknowledged);
+}
+
+FAIRSEM_INLINE void SemaphoreCore::renewal_failed(const std::vector<PermitState*>& permits,
+                                                  const std::string& error) noexcept {
+  const auto now = Clock::now();
+  std::uint64_t failed = 0;
+  for (const PermitState* state : permits) {
+    if (state->done.load() || state->lost.load()) continue;
+    ++failed;
+    const auto left = state->get_deadline() - now;
+    // A lease already run out is reported as lost instead (by the caller, or at the next try).
+    if (!options_.on_renew_failure || left <= Clock::duration::zero()) continue;
+    try {
+      PermitInfo info;
+      info.id = state->id;
+      info.ticket = state->ticket;
+      info.lease_left = std::chrono::ceil<milliseconds>(left);
+      info.owner = owner_info_;
+      info.slots = state->slots();
+      info.count = static_cast<long long>(info.slots.size());
+      info.slot = info.slots.empty() ? -1 : info.slots.front();
+      options_.on_renew_failure(info, error);
+    } catch (const std::exception& e) {
+      log(LogLevel::error,
+          fmt::format("fairsem: {}: on_renew_failure threw: {}", where(), e.what()));
+    } catch (...) {
+      log(LogLevel::error, fmt::format("fairsem: {}: on_renew_failure threw", where()));
+    }
+  }
+  MetricCounters::add(metrics_.renewal_failures, failed);
+}
+
+FAIRSEM_INLINE bool SemaphoreCore::renew(PermitState& state) {
+  if (state.done.load() || state.lost.load()) return false;
+  Borrowed conn(*this);
+  renew_chunk(*conn, {&state});
+  return !state.lost.load();
+}
+
+FAIRSEM_INLINE std::size_t SemaphoreCore::renew_all() {
+  const std::vector<std::shared_ptr<PermitState>> permits = held_permits();
+  if (permits.empty()) return 0;
+  {
+    Borrowed conn(*this);
+    std::vector<PermitState*> chunk;
+    for (std::size_t begin = 0; begin < permits.size(); begin += renewal_helpers::kRenewChunk) {
+      const std::size_t end = std::min(permits.size(), begin + renewal_helpers::kRenewChunk);
+      chunk.clear();
+      for (std::size_t i = begin; i < end; ++i) chunk.push_back(permits[i].get());
+      renew_chunk(*conn, chunk);
+    }
+  }
+  return static_cast<std::size_t>(std::count_if(permits.begin(), permits.end(), [](const auto& p) {
+    return !p->done.load() && !p->lost.load();
+  }));
+}
+
+FAIRSEM_INLINE void SemaphoreCore::renew_round(
+    Connection* conn, const std::vector<std::shared_ptr<PermitState>>& permits) {
+  for (std::size_t begin = 0; begin < permits.size(); begin += renewal_helpers::kRenewChunk) {
+    const std::size_t end = std::min(permits.size(), begin + renewal_helpers::kRenewChunk);
+    std::vector<PermitState*> chunk;
+    chunk.reserve(end - begin);
+    for (std::size_t i = begin; i < end; ++i) chunk.push_back(permits[i].get());
+    try {
+      if (conn == nullptr) {
+        const std::string error = fmt::format("fairsem: cannot connect to {}", endpoint_);
+        renewal_failed(chunk, error);  // renew_chunk reports its own failures
+        throw ConnectionError(error);
+      }
+      renew_chunk(*conn, chunk);
+    } catch (const std::exception& e) {
+      const auto now = Clock::now();
+      log(LogLevel::warning, fmt::format("fairsem: {}: renewing {} permits failed: {}", where(),
+                                         chunk.size(), e.what()));
+      for (PermitState* state : chunk) {
+        if (!state->done.load() && now >= state->get_deadline()) {
+          mark_lost(*state, fmt::format("the lease ran out while renewals failed ({})", e.what()));
+        }
+      }
+    }
+  }
+}
+
+FAIRSEM_INLINE std::vector<std::shared_ptr<PermitState>> SemaphoreCore::held_permits() {
+  std::vector<std::shared_ptr<PermitState>> permits;
+  std::lock_guard<std::mutex> lock(mu_);
+  permits.reserve(live_.size());
+  for (const auto& entry : live_) permits.push_back(entry.second);
+  return permits;
+}
+
+}  // namespace fairsem::detail

@@ -1,0 +1,255 @@
+#pragma once
+
+#include "fairsem/impl/config.hpp"
+#include "fairsem/impl/waker.hpp"
+
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+#include "fairsem/errors.hpp"
+#include "fairsem/impl/scripts.hpp"
+
+namespace fairsem::detail {
+
+namespace waker_helpers {
+
+// How long one BRPOP waits. A new wake list is added at once by a kick; this bounds how long a
+// lost kick (or a wake list no longer waited for) can go unnoticed.
+inline constexpr auto kListenSeconds = std::chrono::seconds(1);
+// How long an unpopped kick stays (only when the client is gone before its BRPOP popped it).
+inline constexpr auto kKickLifetime = std::chrono::seconds(10);
+// After a refused BRPOP or a failed reconnect: waiters poll meanwhile.
+inline constexpr auto kRetryPause = std::chrono::milliseconds(200);
+
+}  // namespace waker_helpers
+
+// --- WakeSubscription -----------------------------------------------------------------------
+
+FAIRSEM_INLINE WakeSubscription::WakeSubscription(std::shared_ptr<Waker> waker, std::string key,
+                                                  std::function<void()> hook)
+    : waker_(std::move(waker)), key_(std::move(key)), hook_(std::move(hook)) {}
+
+FAIRSEM_INLINE WakeSubscription::~WakeSubscription() { waker_->unsubscribe(*this); }
+
+FAIRSEM_INLINE WakeWait WakeSubscription::wait_for(std::chrono::milliseconds wait) {
+  std::unique_lock<std::mutex> lock(waker_->mu_);
+  cv_.wait_for(lock, wait, [&] { return woken_.has_value() || !error_.empty() || interrupted_; });
+  WakeWait result;
+  result.woken = std::exchange(woken_, std::nullopt);
+  result.error = std::exchange(error_, std::string());
+  result.interrupted = std::exchange(interrupted_, false);
+  return result;
+}
+
+FAIRSEM_INLINE void WakeSubscription::rearm(Connection& conn) {
+  {
+    std::lock_guard<std::mutex> lock(waker_->mu_);
+    // A wake-up delivered meanwhile stays: it may be for the entry the poll just saw (promoted
+    // after the poll ran), and a stale one carries another ticket, which the waiter tells.
+    error_.clear();
+    interrupted_ = false;
+    if (listed_) return;
+  }
+  waker_->list(*this, conn);
+}
+
+// --- Waker ----------------------------------------------------------------------------------
+
+FAIRSEM_INLINE Waker::Waker(ConnectionOptions options, std::shared_ptr<Router> router, int slot,
+                            std::string kick_key)
+    : options_(std::move(options)),
+      router_(std::move(router)),
+      slot_(slot),
+      kick_key_(std::move(kick_key)) {}
+
+FAIRSEM_INLINE Waker::~Waker() { stop(); }
+
+FAIRSEM_INLINE void Waker::stop() noexcept {
+  std::thread thread;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+    thread = std::move(thread_);
+    // Ends a BRPOP in progress at once: its read fails, and the thread sees stop_. Under the
+    // lock, so the socket is the one the BRPOP waits on, never one closed and reused meanwhile.
+    if (fd_ >= 0) ::shutdown(fd_, SHUT_RDWR);
+  }
+  cv_.notify_all();
+  if (thread.joinable()) thread.join();
+}
+
+FAIRSEM_INLINE std::unique_ptr<WakeSubscription> Waker::subscribe(const std::string& key,
+                                                                  Connection& conn,
+                                                                  std::function<void()> hook) {
+  std::unique_ptr<WakeSubscription> sub(
+      new WakeSubscription(shared_from_this(), key, std::move(hook)));
+  list(*sub, conn);
+  return sub;
+}
+
+FAIRSEM_INLINE void Waker::list(WakeSubscription& sub, Connection& conn) {
+  bool kick = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!thread_.joinable() && !stop_) thread_ = std::thread(&Waker::run, this);
+    subs_.emplace(sub.key_, &sub);
+    sub.listed_ = true;
+    // A BRPOP under way lacks this key: end it with a push to the kick list, its first key.
+    // Otherwise the thread's next BRPOP has it anyway.
+    kick = listening_;
+  }
+  cv_.notify_all();
+  if (!kick) return;
+  try {
+    conn.eval(scripts::kick, {kick_key_},
+              {std::to_string(std::chrono::milliseconds(waker_helpers::kKickLifetime).count())});
+  } catch (const Error&) {
+    // The next BRPOP, at most kListenSeconds away, has the key; the waiter polls anyway.
+  }
+}
+
+FAIRSEM_INLINE void Waker::unsubscribe(const WakeSubscription& sub) noexcept {
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto range = subs_.equal_range(sub.key_);
+  for (auto it = range.first; it != range.second; ++it) {
+    if (it->second == &sub) {
+      subs_.erase(it);
+      return;
+    }
+  }
+}
+
+FAIRSEM_INLINE void Waker::report(const std::string& error) {
+  notify_every([&](WakeSubscription& sub) { sub.error_ = error; });
+}
+
+FAIRSEM_INLINE void Waker::interrupted() {
+  notify_every([](WakeSubscription& sub) { sub.interrupted_ = true; });
+}
+
+FAIRSEM_INLINE void Waker::notify_every(const std::function<void(WakeSubscription&)>& mark) {
+  std::vector<std::function<void()>> hooks;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& entry : subs_) {
+      mark(*entry.second);
+      entry.second->cv_.notify_all();
+      if (entry.second->hook_) hooks.push_back(entry.second->hook_);
+    }
+  }
+  for (const auto& hook : hooks) hook();
+}
+
+FAIRSEM_INLINE void Waker::pause() {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait_for(lock, waker_helpers::kRetryPause, [&] { return stop_; });
+}
+
+FAIRSEM_INLINE void Waker::run() {
+  std::unique_ptr<Connection> conn;
+  std::vector<std::string> keys;
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      listening_ = false;
+      cv_.wait(lock, [&] { return stop_ || !subs_.empty(); });
+      if (stop_) return;
+      keys.clear();
+      keys.push_back(kick_key_);
+      for (const auto& entry : subs_) {
+        if (keys.back() != entry.first) keys.push_back(entry.first);
+      }
+      listening_ = true;  // from here on, a new subscription kicks
+    }
+    try {
+      if (!conn) conn = std::make_unique<Connection>(options_, router_, slot_);
+      listen(*conn, keys);
+    } catch (const std::exception&) {
+      // Unreachable or broken (or out of memory): made again (or reconnected) for the next
+      // BRPOP; the waiters poll meanwhile. A BRPOP cut off may have popped a wake-up whose
+      // reply is lost: its waiter (whichever it is) polls at once. Nothing escapes the thread.
+      conn.reset();
+      if (std::exchange(cut_, false)) {
+        bool stopping = false;
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          stopping = stop_;
+        }
+        if (!stopping) interrupted();
+      }
+      pause();
+    }
+  }
+}
+
+FAIRSEM_INLINE void Waker::listen(Connection& conn, const std::vector<std::string>& keys) {
+  Args argv;
+  argv.reserve(keys.size() + 2);
+  argv.emplace_back("BRPOP");
+  for (const std::string& k : keys) argv.emplace_back(k);
+  const std::string timeout = std::to_string(waker_helpers::kListenSeconds.count());
+  argv.emplace_back(timeout);
+  if (conn.broken()) conn.reconnect();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stop_) return;  // stop() came before the socket was published
+    fd_ = conn.socket_fd();
+  }
+  Reply reply;
+  try {
+    // On the socket as it is (no reconnect, no redirection), so that stop() may shut it down.
+    reply = conn.command_in_place(argv, waker_helpers::kListenSeconds + options_.command_timeout);
+  } catch (...) {
+    cut_ = true;
+    std::lock_guard<std::mutex> lock(mu_);
+    fd_ = -1;
+    throw;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    fd_ = -1;  // from here on the connection may reconnect or move to another node
+  }
+  if (reply.is_error()) {
+    const std::string& message = reply.str;
+    // Not this node's to answer (MOVED, ASK; a master turned replica: READONLY, UNBLOCKED): a
+    // kick through the routed path follows the redirection, and the next BRPOP goes there.
+    for (const char* redirect : {"MOVED ", "ASK ", "READONLY", "UNBLOCKED"}) {
+      if (message.rfind(redirect, 0) == 0) {
+        conn.eval(
+            scripts::kick, {kick_key_},
+            {std::to_string(std::chrono::milliseconds(waker_helpers::kKickLifetime).count())});
+        return;
+      }
+    }
+    // Refused (an ACL without BRPOP, a slot in migration, a renamed command): each waiter
+    // hears of it and polls, as it does when no wake-up comes.
+    report(message);
+    pause();
+    return;
+  }
+  if (reply.is_nil() || reply.elements.size() != 2) return;  // timed out
+  const std::string& key = reply.elements[0].str;
+  if (key == kick_key_) return;  // a new wake list to add: the next BRPOP has it
+  std::function<void()> hook;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const auto it = subs_.find(key);
+    // Nobody waits for it any more: the waiter left (its release removes the entry and passes
+    // a permit it was just given on) or polls and finds itself promoted.
+    if (it == subs_.end()) return;
+    // One wake-up ends the listening (a promotion or an eviction is the last word on an
+    // entry), so the next BRPOP goes without this list, and needs no kick to leave it out.
+    WakeSubscription& sub = *it->second;
+    subs_.erase(it);
+    sub.listed_ = false;
+    sub.woken_ = std::move(reply);
+    sub.cv_.notify_all();
+    hook = sub.hook_;
+  }
+  if (hook) hook();
+}
+
+}  // namespace fairsem::detail
