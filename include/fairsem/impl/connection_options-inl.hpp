@@ -22,7 +22,7 @@ FAIRSEM_INLINE std::string NodeAddress::endpoint() const {
 
 namespace connection_options_helpers {
 
-FAIRSEM_INLINE [[noreturn]] void fail_options(const std::string& what) {
+[[noreturn]] FAIRSEM_INLINE void fail_options(const std::string& what) {
   throw InvalidArgument(fmt::format("fairsem: invalid connection options: {}", what));
 }
 

@@ -71,7 +71,7 @@ FAIRSEM_INLINE std::string take_reason() {
   return reason;
 }
 
-FAIRSEM_INLINE [[noreturn]] void refuse(std::string_view option, const std::string& path,
+[[noreturn]] FAIRSEM_INLINE void refuse(std::string_view option, const std::string& path,
                                         std::string_view why) {
   throw InvalidArgument(
       fmt::format("fairsem: invalid TLS options: {} '{}' {}", option, printable(path), why));
