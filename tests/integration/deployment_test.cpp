@@ -18,6 +18,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -506,6 +507,64 @@ TEST(ReplicationTest, ARenewalNoReplicaAcknowledgesKeepsTheOldDeadline) {
 
   ASSERT_EQ(::kill(replica.pid(), SIGCONT), 0);
   EXPECT_TRUE(wait_until([&] { return p.renew() && p.deadline() > granted_deadline; }));
+}
+
+/// min_replicas with weighted permits: a grant of n units counts only once a replica has it,
+/// and one no replica acknowledges gives back all n units, not some of them.
+TEST(ReplicationTest, AWeightedGrantNoReplicaAcknowledgesGivesBackEveryUnit) {
+  fairsem::test::RedisServer master({"--repl-diskless-sync-delay", "0"});
+  fairsem::test::RedisServer replica({"--replicaof", "127.0.0.1", std::to_string(master.port())});
+  Connection admin = node_connection(master);
+  ASSERT_TRUE(wait_until([&] {
+    admin.command({"PUBLISH", "fairsem-test", "sync"});
+    return admin.command({"WAIT", "1", "100"}).integer == 1;
+  })) << "the replica never caught up";
+
+  SemaphoreOptions o;
+  o.limit = 4;
+  o.lease = std::chrono::seconds(10);
+  o.auto_renew = false;
+  o.min_replicas = 1;
+  o.replica_timeout = milliseconds(2000);
+  FairSemaphore sem(master.options(), "replicated-weighted", o);
+  Permit p = sem.acquire(3);
+  EXPECT_EQ(p.count(), 3);
+  EXPECT_EQ(p.slots(), (std::vector<long long>{0, 1, 2}));
+  EXPECT_EQ(p.release(1), fairsem::ReleaseResult::released);  // 2 units free now
+
+  struct Resume {  // never leave the replica stopped
+    pid_t pid;
+    ~Resume() { ::kill(pid, SIGCONT); }
+  } resume{replica.pid()};
+  ASSERT_EQ(::kill(replica.pid(), SIGSTOP), 0);
+  try {
+    (void)sem.try_acquire(2);
+    FAIL() << "a weighted grant no replica acknowledged was accepted";
+  } catch (const fairsem::ReplicationError& e) {
+    EXPECT_EQ(e.acknowledged(), 0);
+    EXPECT_EQ(e.wanted(), 1);
+  }
+  // Both units of the refused grant are free again; the holder keeps its 2.
+  fairsem::Status status = sem.status();
+  ASSERT_EQ(status.holders.size(), 1U);
+  EXPECT_EQ(status.holders[0].id, p.id());
+  EXPECT_EQ(status.holders[0].count, 2);
+  EXPECT_EQ(status.holders[0].slots, (std::vector<long long>{0, 1}));
+  EXPECT_TRUE(status.waiters.empty());
+
+  ASSERT_EQ(::kill(replica.pid(), SIGCONT), 0);
+  std::optional<Permit> q;
+  ASSERT_TRUE(wait_until([&] {
+    try {
+      q = sem.try_acquire(2);
+    } catch (const fairsem::ReplicationError&) {  // the replica is still catching up
+    }
+    return q.has_value();
+  }));
+  EXPECT_EQ(q->count(), 2);
+  EXPECT_EQ(q->slots(), (std::vector<long long>{2, 3}));
+  EXPECT_GT(q->fencing_token(), p.fencing_token());
+  EXPECT_FALSE(sem.try_acquire(1).has_value());
 }
 
 }  // namespace
