@@ -1,14 +1,10 @@
 #include "common.hpp"
 
 #include <fmt/format.h>
-#include <sys/random.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <cmath>
-#include <cstdint>
 #include <cstdlib>
-#include <system_error>
 
 namespace fairsem::cli {
 
@@ -111,21 +107,6 @@ int report_exception(std::string_view command) {
     fmt::print(stderr, "{}: internal error (unknown exception)\n", command);
     return kExitInternal;
   }
-}
-
-std::string random_hex() {
-  std::uint64_t bits[2] = {0, 0};
-  auto* bytes = reinterpret_cast<unsigned char*>(bits);
-  std::size_t got = 0;
-  while (got < sizeof bits) {
-    const ssize_t n = getrandom(bytes + got, sizeof bits - got, 0);
-    if (n > 0) {
-      got += static_cast<std::size_t>(n);
-    } else if (errno != EINTR) {
-      throw std::system_error(errno, std::generic_category(), "getrandom");
-    }
-  }
-  return fmt::format("{:016x}{:016x}", bits[0], bits[1]);
 }
 
 bool stdout_is_tty() { return isatty(STDOUT_FILENO) == 1; }

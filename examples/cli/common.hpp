@@ -43,9 +43,6 @@ int usage_error(std::string_view command, std::string_view message);
 /// anything else 70. Call from a catch block.
 int report_exception(std::string_view command);
 
-/// 128 random bits as hex, from the kernel.
-std::string random_hex();
-
 /// Whether stdout is a terminal (for the demo's live view).
 bool stdout_is_tty();
 

@@ -99,15 +99,17 @@ int main(int argc, char** argv) {
       "FAIRSEM_SLOTS (its slots, 0..limit-1 and unique among the holders, comma-separated) and "
       "FAIRSEM_SLOT (the lowest of them) in its environment.");
   add_target(*run_cmd, run.target, run_url);
-  run_cmd->add_option("--limit", run.limit, "Permits across every client (1..1000000000)")
+  run_cmd
+      ->add_option("--limit", run.limit,
+                   fmt::format("Permits across every client (1..{})", fairsem::kMaxLimit))
       ->required()
-      ->check(CLI::Range(1LL, 1'000'000'000LL));
+      ->check(CLI::Range(1LL, fairsem::kMaxLimit));
   run_cmd
       ->add_option("--permits", run.permits,
                    "Units of the limit to hold at once (1..limit), granted together in FIFO "
                    "order")
       ->capture_default_str()
-      ->check(CLI::Range(1LL, 1'000'000'000LL));
+      ->check(CLI::Range(1LL, fairsem::kMaxLimit));
   run_cmd->add_option("--lease", lease_text, "Lease, renewed while CMD runs")
       ->capture_default_str();
   run_cmd->add_option("--wait", wait_text,
@@ -152,7 +154,9 @@ int main(int argc, char** argv) {
       "Change the limit of a semaphore for every client. Growing grants waiters at once; "
       "shrinking takes no permit away: nothing is granted until fewer than NEW_LIMIT hold");
   resize_cmd->add_option("NAME,--name", resize.target.name, "Semaphore name")->required();
-  resize_cmd->add_option("NEW_LIMIT", resize.new_limit, "The new limit (1..1000000000)")
+  resize_cmd
+      ->add_option("NEW_LIMIT", resize.new_limit,
+                   fmt::format("The new limit (1..{})", fairsem::kMaxLimit))
       ->required();
   resize_cmd->add_option("--url", resize_url, "Redis URL (see below)");
   resize_cmd->add_option("--prefix", resize.target.key_prefix, "Key prefix in Redis")
