@@ -8,15 +8,6 @@
 
 namespace fairsem::cli {
 
-std::string resolve_url(const std::string& flag) {
-  if (!flag.empty()) return flag;
-  for (const char* name : {"FAIRSEM_URL", "REDIS_URL"}) {
-    const char* value = std::getenv(name);
-    if (value != nullptr && *value != '\0') return value;
-  }
-  return "redis://127.0.0.1:6379";
-}
-
 std::chrono::milliseconds parse_duration(std::string_view text, std::string_view what) {
   const auto bad = [&](std::string_view why) {
     // A URL typed where a duration goes is quoted without its credentials.

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "args.hpp"
 #include "commands.hpp"
 #include "common.hpp"
 
@@ -43,26 +44,6 @@ void add_target(CLI::App& sub, fairsem::cli::Target& target, std::string& url) {
   sub.add_option("--name", target.name, "Semaphore name")->required();
   sub.add_option("--url", url, "Redis URL (see below)");
   sub.add_option("--prefix", target.key_prefix, "Key prefix in Redis")->capture_default_str();
-}
-
-/// `message` with every URL among the arguments shown without its credentials: CLI11 quotes
-/// unexpected arguments verbatim, so a URL given without --url would show its password.
-std::string hide_credentials(std::string message, int argc, char** argv) {
-  for (int i = 1; i < argc; ++i) {
-    std::string_view arg = argv[i];
-    // "--url=URL" may be quoted whole or as its value alone.
-    const std::size_t eq = arg.find('=');
-    for (std::string_view url :
-         {arg, eq == std::string_view::npos ? std::string_view{} : arg.substr(eq + 1)}) {
-      if (url.find("://") == std::string_view::npos) continue;
-      const std::string redacted = fairsem::redact_url(url);
-      for (std::size_t at = message.find(url); at != std::string::npos;
-           at = message.find(url, at + redacted.size())) {
-        message.replace(at, url.size(), redacted);
-      }
-    }
-  }
-  return message;
 }
 
 }  // namespace
@@ -189,7 +170,7 @@ int main(int argc, char** argv) {
       std::find(known.begin(), known.end(), first) == known.end()) {
     return fairsem::cli::usage_error(
         "fairsem",
-        hide_credentials(
+        fairsem::examples::hide_credentials(
             fmt::format("unknown command '{}' (use run, status, evict, resize or demo)", argv[1]),
             argc, argv));
   }
@@ -201,7 +182,7 @@ int main(int argc, char** argv) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
     std::string where = "fairsem";
     for (const CLI::App* sub : app.get_subcommands()) where += " " + sub->get_name();
-    const std::string message = hide_credentials(e.what(), argc, argv);
+    const std::string message = fairsem::examples::hide_credentials(e.what(), argc, argv);
     if (run_cmd->parsed() && !has_separator && dynamic_cast<const CLI::ExtrasError*>(&e)) {
       return fairsem::cli::usage_error(
           where, fmt::format("{} (is '--' missing before the command?)", message));
@@ -216,7 +197,7 @@ int main(int argc, char** argv) {
     }
     if (command.empty()) return fairsem::cli::usage_error("fairsem run", "no command after '--'");
     try {
-      run.target.url = fairsem::cli::resolve_url(run_url);
+      run.target.url = fairsem::examples::resolve_url(run_url);
       run.lease = fairsem::cli::parse_duration(lease_text, "--lease");
       if (run.lease.count() == 0) throw fairsem::InvalidArgument("--lease must be positive");
       if (!wait_text.empty()) run.wait = fairsem::cli::parse_duration(wait_text, "--wait");
@@ -246,11 +227,11 @@ int main(int argc, char** argv) {
         return fairsem::cli::report_exception("fairsem status");
       }
     }
-    status.target.url = fairsem::cli::resolve_url(status_url);
+    status.target.url = fairsem::examples::resolve_url(status_url);
     return fairsem::cli::status_main(status);
   }
   if (evict_cmd->parsed()) {
-    evict.target.url = fairsem::cli::resolve_url(evict_url);
+    evict.target.url = fairsem::examples::resolve_url(evict_url);
     return fairsem::cli::evict_main(evict);
   }
   if (resize_cmd->parsed()) {
@@ -262,7 +243,7 @@ int main(int argc, char** argv) {
           fmt::format("NAME \"{}\" looks like a Redis URL; give the URL with --url",
                       fairsem::redact_url(resize.target.name)));
     }
-    resize.target.url = fairsem::cli::resolve_url(resize_url);
+    resize.target.url = fairsem::examples::resolve_url(resize_url);
     return fairsem::cli::resize_main(resize);
   }
   try {
