@@ -29,11 +29,17 @@
 #include <string>
 #include <string_view>
 
+#include "args.hpp"
+
 namespace {
 
-constexpr int kExitUsage = 64;
-constexpr int kExitUnavailable = 69;
-constexpr int kExitInternal = 70;
+namespace ex = fairsem::examples;
+using ex::kExitInternal;
+using ex::kExitUnavailable;
+using ex::kExitUsage;
+
+constexpr const char* kUsage =
+    "usage: fairsem-asio-requests [URL] [--requests N] [--limit L] [--work-ms MS] [--name NAME]\n";
 
 struct Options {
   std::string url;
@@ -44,23 +50,8 @@ struct Options {
 };
 
 int usage(const std::string& message) {
-  fmt::print(stderr,
-             "fairsem-asio-requests: {}\nusage: fairsem-asio-requests [URL] [--requests N] "
-             "[--limit L] [--work-ms MS] [--name NAME]\n",
-             message);
+  fmt::print(stderr, "fairsem-asio-requests: {}\n{}", message, kUsage);
   return kExitUsage;
-}
-
-bool parse_number(std::string_view text, long long max, long long& out) {
-  if (text.empty() || text.size() > 10) return false;
-  long long n = 0;
-  for (const char c : text) {
-    if (c < '0' || c > '9') return false;
-    n = n * 10 + (c - '0');
-  }
-  if (n < 1 || n > max) return false;
-  out = n;
-  return true;
 }
 
 std::size_t thread_count() {
@@ -72,45 +63,25 @@ std::size_t thread_count() {
   return n;
 }
 
-std::string default_url() {
-  for (const char* name : {"FAIRSEM_URL", "REDIS_URL"}) {
-    if (const char* value = std::getenv(name); value != nullptr && *value != '\0') return value;
-  }
-  return "redis://127.0.0.1:6379";
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
   Options opt;
-  opt.url = default_url();
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view arg = argv[i];
-    if (arg == "--help" || arg == "-h") {
-      fmt::print(
-          "usage: fairsem-asio-requests [URL] [--requests N] [--limit L] [--work-ms MS] "
-          "[--name NAME]\n");
-      return 0;
-    }
-    if (arg.substr(0, 2) != "--") {
-      opt.url = std::string(arg);
-      continue;
-    }
-    if (i + 1 >= argc) return usage(fmt::format("{} needs a value", arg));
-    const std::string_view value = argv[++i];
-    long long n = 0;
-    if (arg == "--name") {
-      opt.name = std::string(value);
-    } else if (arg == "--requests" && parse_number(value, 1000000, n)) {
-      opt.requests = static_cast<int>(n);
-    } else if (arg == "--limit" && parse_number(value, 1000000, n)) {
-      opt.limit = n;
-    } else if (arg == "--work-ms" && parse_number(value, 60000, n)) {
-      opt.work_ms = static_cast<int>(n);
-    } else {
-      return usage(fmt::format("unknown option or bad value: {} {}", arg, value));
-    }
-  }
+  CLI::App app{"One asio thread serves many requests, each holding a permit while it works.",
+               "fairsem-asio-requests"};
+  ex::add_url(app, opt.url, "URL");
+  app.add_option("--requests", opt.requests, "Requests to serve")
+      ->capture_default_str()
+      ->transform(ex::whole_number(1, 1000000));
+  app.add_option("--limit", opt.limit, "The semaphore's limit")
+      ->capture_default_str()
+      ->transform(ex::whole_number(1, 1000000));
+  app.add_option("--work-ms", opt.work_ms, "Milliseconds each request works")
+      ->capture_default_str()
+      ->transform(ex::whole_number(1, 60000));
+  app.add_option("--name", opt.name, "Semaphore name")->capture_default_str();
+  if (const auto exit_code = ex::parse(app, argc, argv, kUsage)) return *exit_code;
+  opt.url = ex::resolve_url(opt.url);
   try {
     const fairsem::Client client(fairsem::ConnectionOptions::from_url(opt.url));
     fairsem::SemaphoreOptions sem_options;

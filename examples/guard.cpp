@@ -5,20 +5,26 @@
 //   fairsem-guard [URL]
 //
 // URL defaults to $FAIRSEM_URL, then $REDIS_URL, then redis://127.0.0.1:6379.
-// Exit codes: 0 ok, 69 Redis unreachable or auth failed, 70 other error.
+// Exit codes: 0 ok, 64 usage error, 69 Redis unreachable or auth failed, 70 other error.
 
 #include <fmt/format.h>
 #include <fairsem/fairsem.hpp>
 
-#include <cstdlib>
 #include <mutex>
 #include <string>
 
+#include "args.hpp"
+
+namespace ex = fairsem::examples;
+
 int main(int argc, char** argv) {
-  std::string url = "redis://127.0.0.1:6379";
-  if (const char* env = std::getenv("REDIS_URL")) url = env;
-  if (const char* env = std::getenv("FAIRSEM_URL")) url = env;
-  if (argc > 1) url = argv[1];
+  CLI::App app{"The smallest critical section under a distributed semaphore.", "fairsem-guard"};
+  std::string url;
+  ex::add_url(app, url, "URL");
+  if (const auto exit_code = ex::parse(app, argc, argv, "usage: fairsem-guard [URL]\n")) {
+    return *exit_code;
+  }
+  url = ex::resolve_url(url);
   try {
     fairsem::SemaphoreOptions opts;
     opts.limit = 2;  // stored in Redis by the first user; every user must agree
@@ -34,9 +40,9 @@ int main(int argc, char** argv) {
     return 0;
   } catch (const fairsem::ConnectionError& e) {
     fmt::print(stderr, "fairsem-guard: {}\n", e.what());
-    return 69;
+    return ex::kExitUnavailable;
   } catch (const std::exception& e) {
     fmt::print(stderr, "fairsem-guard: {}\n", e.what());
-    return 70;
+    return ex::kExitInternal;
   }
 }

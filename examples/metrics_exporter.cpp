@@ -34,18 +34,21 @@
 #include <thread>
 #include <vector>
 
+#include "args.hpp"
+
 namespace {
 
-constexpr int kExitUsage = 64;
-constexpr int kExitUnavailable = 69;
-constexpr int kExitInternal = 70;
+namespace ex = fairsem::examples;
+using ex::kExitInternal;
+using ex::kExitUnavailable;
+using ex::kExitUsage;
 
 constexpr const char* kUsage =
     "usage: fairsem-metrics-exporter [--url URL] [--name NAME] [--limit N] [--threads T] "
     "[--seconds S]\n";
 
 struct Options {
-  std::string url = "redis://127.0.0.1:6379";
+  std::string url;
   std::string name = "metrics-demo";
   long long limit = 2;
   int threads = 4;
@@ -57,25 +60,16 @@ int usage(const std::string& problem) {
   return kExitUsage;
 }
 
-bool parse_whole(const char* text, long long max, long long& out) {
+/// A duration in seconds: a decimal number above 0, at most an hour.
+std::string check_seconds(const std::string& text) {
   char* end = nullptr;
   errno = 0;
-  const long long value = std::strtoll(text, &end, 10);
-  if (errno != 0 || end == text || *end != '\0' || value < 1 || value > max) return false;
-  out = value;
-  return true;
-}
-
-bool parse_seconds(const char* text, double& out) {
-  char* end = nullptr;
-  errno = 0;
-  const double value = std::strtod(text, &end);
-  if (errno != 0 || end == text || *end != '\0' || !std::isfinite(value) || value <= 0 ||
+  const double value = std::strtod(text.c_str(), &end);
+  if (errno != 0 || end == text.c_str() || *end != '\0' || !std::isfinite(value) || value <= 0 ||
       value > 3600) {
-    return false;
+    return fmt::format("\"{}\" is not a number of seconds above 0 and at most 3600", text);
   }
-  out = value;
-  return true;
+  return {};
 }
 
 /// A label value as the exposition format wants it: backslash, double quote and newline escaped.
@@ -197,36 +191,21 @@ int run(const Options& opt) {
 
 int main(int argc, char** argv) {
   Options opt;
-  if (const char* env = std::getenv("REDIS_URL")) opt.url = env;
-  if (const char* env = std::getenv("FAIRSEM_URL")) opt.url = env;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "--help" || arg == "-h") {
-      fmt::print("{}", kUsage);
-      return 0;
-    }
-    if (arg != "--url" && arg != "--name" && arg != "--limit" && arg != "--threads" &&
-        arg != "--seconds") {
-      return usage("unknown option " + arg);
-    }
-    if (i + 1 >= argc) return usage("missing value after " + arg);
-    const char* value = argv[++i];
-    long long number = 0;
-    bool ok = true;
-    if (arg == "--url") {
-      opt.url = value;
-    } else if (arg == "--name") {
-      opt.name = value;
-    } else if (arg == "--limit") {
-      ok = parse_whole(value, 1000000000, opt.limit);
-    } else if (arg == "--threads") {
-      ok = parse_whole(value, 1000, number);
-      opt.threads = static_cast<int>(number);
-    } else {
-      ok = parse_seconds(value, opt.seconds);
-    }
-    if (!ok) return usage(fmt::format("{} does not take \"{}\"", arg, value));
-  }
+  CLI::App app{"Prints a semaphore handle's metrics in the Prometheus text format.",
+               "fairsem-metrics-exporter"};
+  ex::add_url(app, opt.url);
+  app.add_option("--name", opt.name, "Semaphore name")->capture_default_str();
+  app.add_option("--limit", opt.limit, "The semaphore's limit")
+      ->capture_default_str()
+      ->transform(ex::whole_number(1, fairsem::kMaxLimit));
+  app.add_option("--threads", opt.threads, "Threads doing the work")
+      ->capture_default_str()
+      ->transform(ex::whole_number(1, 1000));
+  app.add_option("--seconds", opt.seconds, "How long the work runs (a decimal: 0.5 is half)")
+      ->capture_default_str()
+      ->check(CLI::Validator(check_seconds, "SECONDS"));
+  if (const auto exit_code = ex::parse(app, argc, argv, kUsage)) return *exit_code;
+  opt.url = ex::resolve_url(opt.url);
   try {
     return run(opt);
   } catch (const fairsem::InvalidArgument& e) {

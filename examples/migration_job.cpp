@@ -46,36 +46,23 @@
 #include <stdexcept>
 #include <string>
 
+#include "args.hpp"
+
 namespace {
 
-constexpr int kExitUsage = 64;
-constexpr int kExitUnavailable = 69;
-constexpr int kExitInternal = 70;
-constexpr int kExitTempFail = 75;
+namespace ex = fairsem::examples;
+using ex::kExitInternal;
+using ex::kExitTempFail;
+using ex::kExitUnavailable;
+using ex::kExitUsage;
 
 constexpr const char* kUsage =
     "usage: fairsem-migration-job --machine NAME [--url URL] [--name SEMAPHORE] [--limit N] "
     "[--wait SECONDS] [--state FILE]\n";
 
-bool is_option(const std::string& arg) {
-  for (const char* known : {"--machine", "--url", "--name", "--limit", "--wait", "--state"}) {
-    if (arg == known) return true;
-  }
-  return false;
-}
-
 int usage(const std::string& problem) {
   fmt::print(stderr, "fairsem-migration-job: {}\n{}", problem, kUsage);
   return kExitUsage;
-}
-
-bool parse_number(const char* text, long long min, long long max, long long& out) {
-  char* end = nullptr;
-  errno = 0;
-  const long long value = std::strtoll(text, &end, 10);
-  if (errno != 0 || end == text || *end != '\0' || value < min || value > max) return false;
-  out = value;
-  return true;
 }
 
 [[noreturn]] void throw_errno(const std::string& what) {
@@ -132,39 +119,27 @@ WriteResult fenced_write(const std::string& path, long long token, const std::st
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string url = "redis://127.0.0.1:6379";
-  if (const char* env = std::getenv("REDIS_URL")) url = env;
-  if (const char* env = std::getenv("FAIRSEM_URL")) url = env;
+  CLI::App app{"A batch job that at most N machines run at once, with a fenced write.",
+               "fairsem-migration-job"};
+  std::string url;
   std::string machine;
   std::string name = "migration";
   std::string state = "migration.state";
   long long limit = 2;
   long long wait_seconds = 30;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "--help" || arg == "-h") {
-      fmt::print("{}", kUsage);
-      return 0;
-    }
-    if (!is_option(arg)) return usage("unknown option " + arg);
-    if (i + 1 >= argc) return usage("missing value after " + arg);
-    const char* value = argv[++i];
-    bool ok = true;
-    if (arg == "--machine") {
-      machine = value;
-    } else if (arg == "--url") {
-      url = value;
-    } else if (arg == "--name") {
-      name = value;
-    } else if (arg == "--state") {
-      state = value;
-    } else if (arg == "--limit") {
-      ok = parse_number(value, 1, 1000000000, limit);
-    } else if (arg == "--wait") {
-      ok = parse_number(value, 0, 86400, wait_seconds);
-    }
-    if (!ok) return usage(fmt::format("{} does not take \"{}\"", arg, value));
-  }
+  app.add_option("--machine", machine, "This machine's name (its permit id is migration-NAME)")
+      ->required();
+  ex::add_url(app, url);
+  app.add_option("--name", name, "Semaphore name")->capture_default_str();
+  app.add_option("--limit", limit, "Machines at once")
+      ->capture_default_str()
+      ->transform(ex::whole_number(1, fairsem::kMaxLimit));
+  app.add_option("--wait", wait_seconds, "Seconds to wait for a permit")
+      ->capture_default_str()
+      ->transform(ex::whole_number(0, 86400));
+  app.add_option("--state", state, "The fenced state file")->capture_default_str();
+  if (const auto exit_code = ex::parse(app, argc, argv, kUsage)) return *exit_code;
+  url = ex::resolve_url(url);
   if (machine.empty()) return usage("--machine is required");
   if (state.empty()) return usage("--state needs a file name");
 

@@ -11,50 +11,35 @@
 #include <fairsem/fairsem.hpp>
 
 #include <cctype>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <string>
+
+#include "args.hpp"
 
 namespace {
 
-constexpr int kExitUsage = 64;
-constexpr int kExitUnavailable = 69;
-constexpr int kExitInternal = 70;
+namespace ex = fairsem::examples;
+using ex::kExitInternal;
+using ex::kExitUnavailable;
+using ex::kExitUsage;
 
 double micros(std::chrono::nanoseconds d) { return static_cast<double>(d.count()) / 1000.0; }
-
-int usage(const char* problem) {
-  if (problem != nullptr) fmt::print(stderr, "fairsem-probe: {}\n", problem);
-  fmt::print(stderr, "usage: fairsem-probe [--url URL] [--samples N]\n");
-  return kExitUsage;
-}
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string url = "redis://127.0.0.1:6379";
-  if (const char* env = std::getenv("REDIS_URL")) url = env;
-  if (const char* env = std::getenv("FAIRSEM_URL")) url = env;
+  CLI::App app{"Reports what a fairsem semaphore call costs on a Redis or Valkey server.",
+               "fairsem-probe"};
+  std::string url;
   int samples = 1000;
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (arg == "--help" || arg == "-h") {
-      usage(nullptr);
-      return 0;
-    }
-    if (i + 1 >= argc) return usage(fmt::format("{} needs a value", arg).c_str());
-    if (arg == "--url") {
-      url = argv[++i];
-    } else if (arg == "--samples") {
-      char* end = nullptr;
-      long n = std::strtol(argv[++i], &end, 10);
-      if (*end != '\0' || n < 1 || n > 1000000) return usage("--samples takes 1..1000000");
-      samples = static_cast<int>(n);
-    } else {
-      return usage(fmt::format("unknown option {}", arg).c_str());
-    }
+  ex::add_url(app, url);
+  app.add_option("--samples", samples, "PING round trips to time")
+      ->capture_default_str()
+      ->transform(ex::whole_number(1, 1000000));
+  if (const auto exit_code =
+          ex::parse(app, argc, argv, "usage: fairsem-probe [--url URL] [--samples N]\n")) {
+    return *exit_code;
   }
+  url = ex::resolve_url(url);
 
   try {
     auto options = fairsem::ConnectionOptions::from_url(url);

@@ -39,18 +39,20 @@
 #include <thread>
 #include <vector>
 
+#include "args.hpp"
+
 namespace {
 
-constexpr int kExitUsage = 64;
-constexpr int kExitUnavailable = 69;
-constexpr int kExitInternal = 70;
+namespace ex = fairsem::examples;
+using ex::kExitInternal;
+using ex::kExitUnavailable;
 
 constexpr const char* kUsage =
     "usage: fairsem-worker-pool [--url URL] [--name NAME] [--processes P] [--threads T] "
     "[--permits N] [--calls C]\n";
 
 struct Options {
-  std::string url = "redis://127.0.0.1:6379";
+  std::string url;
   std::string name = "rate-limited-api";
   int processes = 3;
   int threads = 4;
@@ -66,30 +68,6 @@ struct Shared {
 };
 static_assert(std::atomic<int>::is_always_lock_free && std::atomic<long long>::is_always_lock_free,
               "atomics in shared memory must be lock-free to work across processes");
-
-bool is_option(const std::string& arg) {
-  for (const char* known :
-       {"--url", "--name", "--processes", "--threads", "--permits", "--calls"}) {
-    if (arg == known) return true;
-  }
-  return false;
-}
-
-int usage(const std::string& problem) {
-  fmt::print(stderr, "fairsem-worker-pool: {}\n{}", problem, kUsage);
-  return kExitUsage;
-}
-
-// A whole number in 1..max, and nothing else.
-template <class T>
-bool parse_count(const char* text, long long max, T& out) {
-  char* end = nullptr;
-  errno = 0;
-  const long long value = std::strtoll(text, &end, 10);
-  if (errno != 0 || end == text || *end != '\0' || value < 1 || value > max) return false;
-  out = static_cast<T>(value);
-  return true;
-}
 
 // A call to the rate-limited upstream, made while holding a permit.
 void call_api(Shared& shared) {
@@ -157,38 +135,30 @@ int run_process(const Options& opt, Shared& shared) {
 
 int main(int argc, char** argv) {
   Options opt;
-  if (const char* env = std::getenv("REDIS_URL")) opt.url = env;
-  if (const char* env = std::getenv("FAIRSEM_URL")) opt.url = env;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (arg == "--help" || arg == "-h") {
-      fmt::print("{}", kUsage);
-      return 0;
-    }
-    if (!is_option(arg)) return usage("unknown option " + arg);
-    if (i + 1 >= argc) return usage("missing value after " + arg);
-    const char* value = argv[++i];
-    bool ok = true;
-    if (arg == "--url") {
-      opt.url = value;
-    } else if (arg == "--name") {
-      opt.name = value;
-    } else if (arg == "--processes") {
-      ok = parse_count(value, 1000, opt.processes);
-    } else if (arg == "--threads") {
-      ok = parse_count(value, 1000, opt.threads);
-    } else if (arg == "--calls") {
-      ok = parse_count(value, 1000000, opt.calls);
-    } else if (arg == "--permits") {
-      ok = parse_count(value, 1000000000, opt.permits);
-    }
-    if (!ok) return usage(fmt::format("{} needs a whole number > 0, got \"{}\"", arg, value));
-  }
+  CLI::App app{"Threads in several processes share N permits for calls to one upstream.",
+               "fairsem-worker-pool"};
+  ex::add_url(app, opt.url);
+  app.add_option("--name", opt.name, "Semaphore name")->capture_default_str();
+  app.add_option("--processes", opt.processes, "Processes to fork")
+      ->capture_default_str()
+      ->transform(ex::whole_number(1, 1000));
+  app.add_option("--threads", opt.threads, "Threads per process")
+      ->capture_default_str()
+      ->transform(ex::whole_number(1, 1000));
+  app.add_option("--permits", opt.permits, "The semaphore's limit")
+      ->capture_default_str()
+      ->transform(ex::whole_number(1, fairsem::kMaxLimit));
+  app.add_option("--calls", opt.calls, "Calls per thread")
+      ->capture_default_str()
+      ->transform(ex::whole_number(1, 1000000));
+  if (const auto exit_code = ex::parse(app, argc, argv, kUsage)) return *exit_code;
+  opt.url = ex::resolve_url(opt.url);
   try {
     fairsem::ConnectionOptions::from_url(opt.url);  // a bad URL is a usage error, found once
     fairsem::validate_name(opt.name, "semaphore name");
   } catch (const fairsem::InvalidArgument& e) {
-    return usage(e.what());
+    fmt::print(stderr, "fairsem-worker-pool: {}\n{}", e.what(), kUsage);
+    return ex::kExitUsage;
   }
 
   void* memory =

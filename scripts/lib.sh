@@ -1,4 +1,5 @@
-# Shared by scripts/test.sh and scripts/demo.sh. Sourced, not run.
+# Shared by scripts/test.sh, scripts/demo.sh and the benchmark scripts in tests/bench. Sourced,
+# not run.
 
 FAIRSEM_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
@@ -29,3 +30,29 @@ fairsem_ensure_packages() {
 }
 
 fairsem_jobs() { nproc 2>/dev/null || echo 2; }
+
+# fairsem_start_redis DIR: starts a private redis-server (no persistence) on a random free
+# loopback port, its log and files in DIR; sets FAIRSEM_REDIS_PORT and FAIRSEM_REDIS_PID. Tries
+# another port when redis-server could not bind one (it exits then). The caller stops it.
+fairsem_start_redis() {
+  local dir=$1 port pid
+  for _ in $(seq 20); do
+    port=$(shuf -i 20000-60000 -n 1)
+    redis-server --bind 127.0.0.1 --port "$port" --save '' --appendonly no --dir "$dir" \
+      --logfile "$dir/redis.log" &
+    pid=$!
+    for _ in $(seq 100); do
+      redis-cli -p "$port" ping >/dev/null 2>&1 && break
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.05
+    done
+    # Ours answers (not another server that already had the port: ours would have exited).
+    if kill -0 "$pid" 2>/dev/null && redis-cli -p "$port" ping >/dev/null 2>&1; then
+      FAIRSEM_REDIS_PORT=$port FAIRSEM_REDIS_PID=$pid
+      return 0
+    fi
+    kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null || true
+  done
+  echo "could not start redis-server (see $dir/redis.log)" >&2
+  return 1
+}

@@ -1,10 +1,17 @@
-// The public face of the semaphore: option and name checks, Permit, FairSemaphore and
+// The public face of the semaphore: option and name checks, random ids and the default owner
+// info, Permit, FairSemaphore and
 // SemaphoreAdmin, each a handle on a SemaphoreCore (semaphore_core.hpp).
 
 #include "fairsem/semaphore.hpp"
 
 #include <fmt/format.h>
+#include <sys/random.h>
+#include <unistd.h>
 
+#include <array>
+#include <cerrno>
+#include <cstdint>
+#include <system_error>
 #include <utility>
 
 #include "fairsem/impl/async_acquire.hpp"
@@ -43,6 +50,30 @@ void validate_name(std::string_view value, std::string_view what) {
           brace ? fmt::format("'{}'", value[i]) : printable(value.substr(i, 1)), i));
     }
   }
+}
+
+std::string default_owner_info() {
+  std::array<char, 256> host{};
+  if (gethostname(host.data(), host.size() - 1) != 0) host[0] = '\0';
+  std::string name = host[0] != '\0' ? std::string(host.data()) : std::string("unknown-host");
+  return fmt::format("{}:{}", name, static_cast<long>(getpid()));
+}
+
+// From the kernel, not a seeded generator: a forked child never repeats its parent's ids (a
+// generator copied by fork() would).
+std::string random_id() {
+  std::array<std::uint64_t, 2> bits{};
+  std::size_t got = 0;
+  auto* bytes = reinterpret_cast<unsigned char*>(bits.data());
+  while (got < sizeof(bits)) {
+    const ssize_t n = getrandom(bytes + got, sizeof(bits) - got, 0);
+    if (n > 0) {
+      got += static_cast<std::size_t>(n);
+    } else if (errno != EINTR) {
+      throw std::system_error(errno, std::generic_category(), "fairsem: getrandom");
+    }
+  }
+  return fmt::format("{:016x}{:016x}", bits[0], bits[1]);
 }
 
 void SemaphoreOptions::validate() const {

@@ -1,8 +1,6 @@
 #include "fairsem/impl/semaphore_core.hpp"
 
 #include <fmt/format.h>
-#include <sys/random.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <utility>
@@ -37,30 +35,6 @@ bool is_transient(const std::string& server_message) {
          // Redis Cluster: a slot being migrated, or a cluster that lost a shard for a moment.
          detail::starts_with(server_message, "TRYAGAIN") ||
          detail::starts_with(server_message, "CLUSTERDOWN");
-}
-
-std::string default_owner_info() {
-  std::array<char, 256> host{};
-  if (gethostname(host.data(), host.size() - 1) != 0) host[0] = '\0';
-  std::string name = host[0] != '\0' ? std::string(host.data()) : std::string("unknown-host");
-  return fmt::format("{}:{}", name, static_cast<long>(getpid()));
-}
-
-/// 128 random bits as 32 hex digits, from the kernel: a forked child never repeats its
-/// parent's ids (a seeded generator copied by fork() would).
-std::string random_id() {
-  std::array<std::uint64_t, 2> bits{};
-  std::size_t got = 0;
-  auto* bytes = reinterpret_cast<unsigned char*>(bits.data());
-  while (got < sizeof(bits)) {
-    const ssize_t n = getrandom(bytes + got, sizeof(bits) - got, 0);
-    if (n > 0) {
-      got += static_cast<std::size_t>(n);
-    } else if (errno != EINTR) {
-      throw std::system_error(errno, std::generic_category(), "fairsem: getrandom");
-    }
-  }
-  return fmt::format("{:016x}{:016x}", bits[0], bits[1]);
 }
 
 SemaphoreCore::SemaphoreCore(std::shared_ptr<Runtime> runtime, std::string name,

@@ -10,7 +10,7 @@
 namespace fairsem::cli {
 
 struct Target {
-  std::string url;  // as resolved by resolve_url()
+  std::string url;  // as resolved by examples::resolve_url()
   std::string name;
   std::string key_prefix = "fairsem";
 };

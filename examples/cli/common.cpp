@@ -1,25 +1,12 @@
 #include "common.hpp"
 
 #include <fmt/format.h>
-#include <sys/random.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <cmath>
-#include <cstdint>
 #include <cstdlib>
-#include <system_error>
 
 namespace fairsem::cli {
-
-std::string resolve_url(const std::string& flag) {
-  if (!flag.empty()) return flag;
-  for (const char* name : {"FAIRSEM_URL", "REDIS_URL"}) {
-    const char* value = std::getenv(name);
-    if (value != nullptr && *value != '\0') return value;
-  }
-  return "redis://127.0.0.1:6379";
-}
 
 std::chrono::milliseconds parse_duration(std::string_view text, std::string_view what) {
   const auto bad = [&](std::string_view why) {
@@ -111,21 +98,6 @@ int report_exception(std::string_view command) {
     fmt::print(stderr, "{}: internal error (unknown exception)\n", command);
     return kExitInternal;
   }
-}
-
-std::string random_hex() {
-  std::uint64_t bits[2] = {0, 0};
-  auto* bytes = reinterpret_cast<unsigned char*>(bits);
-  std::size_t got = 0;
-  while (got < sizeof bits) {
-    const ssize_t n = getrandom(bytes + got, sizeof bits - got, 0);
-    if (n > 0) {
-      got += static_cast<std::size_t>(n);
-    } else if (errno != EINTR) {
-      throw std::system_error(errno, std::generic_category(), "getrandom");
-    }
-  }
-  return fmt::format("{:016x}{:016x}", bits[0], bits[1]);
 }
 
 bool stdout_is_tty() { return isatty(STDOUT_FILENO) == 1; }

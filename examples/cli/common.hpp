@@ -1,6 +1,6 @@
 #pragma once
 
-// Shared by the `fairsem` subcommands: exit codes, the Redis URL default chain, durations,
+// Shared by the `fairsem` subcommands: exit codes, durations,
 // and turning an exception into one line on stderr plus an exit code.
 
 #include <signal.h>
@@ -12,18 +12,16 @@
 #include <string>
 #include <string_view>
 
+#include "args.hpp"
+
 namespace fairsem::cli {
 
-// sysexits(3) codes, as documented in `fairsem --help` and the README.
-inline constexpr int kExitUsage = 64;        // bad arguments (nothing was sent to Redis)
-inline constexpr int kExitUnavailable = 69;  // Redis unreachable, or authentication refused
-inline constexpr int kExitInternal = 70;     // anything unexpected
-inline constexpr int kExitTempFail = 75;     // not acquired within --wait, or the permit lost
+using examples::kExitInternal;
+using examples::kExitTempFail;
+using examples::kExitUnavailable;
+using examples::kExitUsage;
 inline constexpr int kExitCannotExecute = 126;
 inline constexpr int kExitNotFound = 127;
-
-/// --url, else $FAIRSEM_URL, else $REDIS_URL, else redis://127.0.0.1:6379.
-std::string resolve_url(const std::string& flag);
 
 /// "250ms", "10s", "2m", "1h", or bare (possibly fractional) seconds such as "5" or "0.5".
 /// Throws InvalidArgument naming `what` for anything else (negative, empty, unknown unit).
@@ -42,9 +40,6 @@ int usage_error(std::string_view command, std::string_view message);
 /// InvalidArgument/LimitMismatchError 64, ConnectionError (timeouts, auth) and NOPERM 69,
 /// anything else 70. Call from a catch block.
 int report_exception(std::string_view command);
-
-/// 128 random bits as hex, from the kernel.
-std::string random_hex();
 
 /// Whether stdout is a terminal (for the demo's live view).
 bool stdout_is_tty();

@@ -382,7 +382,7 @@ int demo_main(const DemoArgs& args) {
       setup.url = args.url;
       (void)ConnectionOptions::from_url(setup.url);
     }
-    setup.name = "demo-" + random_hex().substr(0, 8);
+    setup.name = "demo-" + random_id().substr(0, 8);
     setup.prefix = "fairsem-demo";
     setup.limit = args.limit;
     setup.lease = args.lease;

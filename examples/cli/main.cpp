@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "args.hpp"
 #include "commands.hpp"
 #include "common.hpp"
 
@@ -43,26 +44,6 @@ void add_target(CLI::App& sub, fairsem::cli::Target& target, std::string& url) {
   sub.add_option("--name", target.name, "Semaphore name")->required();
   sub.add_option("--url", url, "Redis URL (see below)");
   sub.add_option("--prefix", target.key_prefix, "Key prefix in Redis")->capture_default_str();
-}
-
-/// `message` with every URL among the arguments shown without its credentials: CLI11 quotes
-/// unexpected arguments verbatim, so a URL given without --url would show its password.
-std::string hide_credentials(std::string message, int argc, char** argv) {
-  for (int i = 1; i < argc; ++i) {
-    std::string_view arg = argv[i];
-    // "--url=URL" may be quoted whole or as its value alone.
-    const std::size_t eq = arg.find('=');
-    for (std::string_view url :
-         {arg, eq == std::string_view::npos ? std::string_view{} : arg.substr(eq + 1)}) {
-      if (url.find("://") == std::string_view::npos) continue;
-      const std::string redacted = fairsem::redact_url(url);
-      for (std::size_t at = message.find(url); at != std::string::npos;
-           at = message.find(url, at + redacted.size())) {
-        message.replace(at, url.size(), redacted);
-      }
-    }
-  }
-  return message;
 }
 
 }  // namespace
@@ -99,15 +80,17 @@ int main(int argc, char** argv) {
       "FAIRSEM_SLOTS (its slots, 0..limit-1 and unique among the holders, comma-separated) and "
       "FAIRSEM_SLOT (the lowest of them) in its environment.");
   add_target(*run_cmd, run.target, run_url);
-  run_cmd->add_option("--limit", run.limit, "Permits across every client (1..1000000000)")
+  run_cmd
+      ->add_option("--limit", run.limit,
+                   fmt::format("Permits across every client (1..{})", fairsem::kMaxLimit))
       ->required()
-      ->check(CLI::Range(1LL, 1'000'000'000LL));
+      ->check(CLI::Range(1LL, fairsem::kMaxLimit));
   run_cmd
       ->add_option("--permits", run.permits,
                    "Units of the limit to hold at once (1..limit), granted together in FIFO "
                    "order")
       ->capture_default_str()
-      ->check(CLI::Range(1LL, 1'000'000'000LL));
+      ->check(CLI::Range(1LL, fairsem::kMaxLimit));
   run_cmd->add_option("--lease", lease_text, "Lease, renewed while CMD runs")
       ->capture_default_str();
   run_cmd->add_option("--wait", wait_text,
@@ -152,7 +135,9 @@ int main(int argc, char** argv) {
       "Change the limit of a semaphore for every client. Growing grants waiters at once; "
       "shrinking takes no permit away: nothing is granted until fewer than NEW_LIMIT hold");
   resize_cmd->add_option("NAME,--name", resize.target.name, "Semaphore name")->required();
-  resize_cmd->add_option("NEW_LIMIT", resize.new_limit, "The new limit (1..1000000000)")
+  resize_cmd
+      ->add_option("NEW_LIMIT", resize.new_limit,
+                   fmt::format("The new limit (1..{})", fairsem::kMaxLimit))
       ->required();
   resize_cmd->add_option("--url", resize_url, "Redis URL (see below)");
   resize_cmd->add_option("--prefix", resize.target.key_prefix, "Key prefix in Redis")
@@ -185,7 +170,7 @@ int main(int argc, char** argv) {
       std::find(known.begin(), known.end(), first) == known.end()) {
     return fairsem::cli::usage_error(
         "fairsem",
-        hide_credentials(
+        fairsem::examples::hide_credentials(
             fmt::format("unknown command '{}' (use run, status, evict, resize or demo)", argv[1]),
             argc, argv));
   }
@@ -197,7 +182,7 @@ int main(int argc, char** argv) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
     std::string where = "fairsem";
     for (const CLI::App* sub : app.get_subcommands()) where += " " + sub->get_name();
-    const std::string message = hide_credentials(e.what(), argc, argv);
+    const std::string message = fairsem::examples::hide_credentials(e.what(), argc, argv);
     if (run_cmd->parsed() && !has_separator && dynamic_cast<const CLI::ExtrasError*>(&e)) {
       return fairsem::cli::usage_error(
           where, fmt::format("{} (is '--' missing before the command?)", message));
@@ -212,7 +197,7 @@ int main(int argc, char** argv) {
     }
     if (command.empty()) return fairsem::cli::usage_error("fairsem run", "no command after '--'");
     try {
-      run.target.url = fairsem::cli::resolve_url(run_url);
+      run.target.url = fairsem::examples::resolve_url(run_url);
       run.lease = fairsem::cli::parse_duration(lease_text, "--lease");
       if (run.lease.count() == 0) throw fairsem::InvalidArgument("--lease must be positive");
       if (!wait_text.empty()) run.wait = fairsem::cli::parse_duration(wait_text, "--wait");
@@ -242,11 +227,11 @@ int main(int argc, char** argv) {
         return fairsem::cli::report_exception("fairsem status");
       }
     }
-    status.target.url = fairsem::cli::resolve_url(status_url);
+    status.target.url = fairsem::examples::resolve_url(status_url);
     return fairsem::cli::status_main(status);
   }
   if (evict_cmd->parsed()) {
-    evict.target.url = fairsem::cli::resolve_url(evict_url);
+    evict.target.url = fairsem::examples::resolve_url(evict_url);
     return fairsem::cli::evict_main(evict);
   }
   if (resize_cmd->parsed()) {
@@ -258,7 +243,7 @@ int main(int argc, char** argv) {
           fmt::format("NAME \"{}\" looks like a Redis URL; give the URL with --url",
                       fairsem::redact_url(resize.target.name)));
     }
-    resize.target.url = fairsem::cli::resolve_url(resize_url);
+    resize.target.url = fairsem::examples::resolve_url(resize_url);
     return fairsem::cli::resize_main(resize);
   }
   try {

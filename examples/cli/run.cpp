@@ -38,7 +38,8 @@ namespace fairsem::cli {
 namespace {
 
 constexpr const char* kCommand = "fairsem run";
-// Owner info shown by `fairsem status`: host:pid and the start of the command line.
+// Owner info shown by `fairsem status`: the library's default (host:pid) and the start of the
+// command line.
 constexpr std::size_t kMaxOwnerInfo = 200;
 
 std::atomic<bool> g_lost{false};
@@ -87,11 +88,7 @@ int exit_code_of(int wait_status) {
 }
 
 std::string owner_info(const std::vector<std::string>& command) {
-  std::array<char, 256> host{};
-  if (gethostname(host.data(), host.size() - 1) != 0 || host[0] == '\0') {
-    std::strcpy(host.data(), "unknown-host");
-  }
-  std::string info = fmt::format("{}:{}", host.data(), static_cast<long>(getpid()));
+  std::string info = default_owner_info();
   for (const std::string& word : command) {
     info += ' ';
     info += word;
@@ -266,7 +263,7 @@ int run_main(const RunArgs& args) {
   pthread_sigmask(SIG_BLOCK, &set, nullptr);  // before any thread starts
 
   // A chosen id, so that an interrupted wait can evict its own queue entry.
-  const std::string id = "run-" + random_hex();
+  const std::string id = "run-" + random_id();
   SemaphoreOptions options;
   options.limit = args.limit;
   options.lease = args.lease;

@@ -30,21 +30,6 @@ nlohmann::ordered_json to_json(const PermitInfo& p, bool holder) {
   return j;
 }
 
-/// Owner info is whatever a client stored: control bytes (a newline in a command line, or an
-/// escape sequence) are shown as \xNN rather than sent to the terminal.
-std::string printable(std::string_view text) {
-  std::string out;
-  for (const char c : text) {
-    const auto byte = static_cast<unsigned char>(c);
-    if (byte < 0x20 || byte == 0x7f) {
-      out += fmt::format("\\x{:02x}", byte);
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
-
 /// A holder's slots as the first column shows them: "3", or "0,2,5" for a permit of 3 units.
 std::string slot_list(const PermitInfo& p) { return fmt::format("{}", fmt::join(p.slots, ",")); }
 
@@ -80,6 +65,8 @@ void append_table(std::string& out, const std::string& title, const std::vector<
                      id_width, "TOKEN", "UNITS", "LEASE LEFT", "OWNER");
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const PermitInfo& p = rows[i];
+    // Owner info is whatever a client stored: a newline or an escape sequence in it is shown as
+    // \xNN rather than sent to the terminal.
     out +=
         fmt::format("  {:>{}}  {:<{}}  {:>8}  {:>5}  {:>10}  {}\n", first[i], first_width, p.id,
                     id_width, p.ticket, p.count, format_duration(p.lease_left), printable(p.owner));
@@ -169,8 +156,6 @@ int evict_main(const EvictArgs& args) {
 }
 
 namespace {
-
-constexpr long long kMaxLimit = 1'000'000'000;
 
 /// NEW_LIMIT: digits only (no sign, space or exponent), 1 to 10^9. A URL typed there is quoted
 /// without its credentials.

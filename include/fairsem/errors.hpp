@@ -2,6 +2,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <utility>
 
 namespace fairsem {
@@ -137,5 +138,10 @@ class InvalidArgument : public Error {
   using Error::Error;
   ~InvalidArgument() override;
 };
+
+/// `text` as a message or a terminal may show it: printable ASCII as is, every other byte
+/// (control bytes, DEL, anything above 0x7f) as \xNN. fairsem's messages quote names, ids and
+/// server replies this way; use it for any text that came from Redis or from a user.
+std::string printable(std::string_view text);
 
 }  // namespace fairsem

@@ -48,11 +48,14 @@ struct PermitInfo {
 using RenewFailureCallback =
     std::function<void(const PermitInfo& permit, const std::string& error)>;
 
+/// The largest limit a semaphore may have (10^9): it keeps every ticket and slot exact in the
+/// server's Lua, whose numbers are doubles.
+inline constexpr long long kMaxLimit = 1'000'000'000;
+
 struct SemaphoreOptions {
-  /// How many permits may be held at once across every client of the semaphore (1 to 10^9).
-  /// The first
-  /// client stores it in Redis; opening the semaphore with another limit throws
-  /// LimitMismatchError.
+  /// How many permits may be held at once across every client of the semaphore (1 to
+  /// kMaxLimit). The first client stores it in Redis; opening the semaphore with another limit
+  /// throws LimitMismatchError.
   long long limit = 1;
   /// How long a permit (or a queued waiter) lives in Redis without being renewed; also the
   /// time after which the permit of a crashed holder passes on. At most 30 days.
@@ -68,11 +71,12 @@ struct SemaphoreOptions {
   LostCallback on_lost;
   /// Empty: failed renewals are only logged (and counted in Metrics::renewal_failures).
   RenewFailureCallback on_renew_failure;
-  /// Stored with each permit so status() shows who holds or waits; empty means "hostname:pid".
+  /// Stored with each permit so status() shows who holds or waits; empty means
+  /// default_owner_info().
   std::string owner_info;
   /// A caller-chosen permit id (same rules as names). Acquiring it again — from this or any
   /// process — returns the same permit (same fencing token) instead of a second one. Empty:
-  /// every acquire gets a fresh random id.
+  /// every acquire gets a fresh random_id().
   std::string permit_id;
   Logger logger;
   /// After each grant, WAIT until this many replicas have the write; if fewer acknowledge
@@ -95,5 +99,16 @@ struct SemaphoreOptions {
 /// Checks a semaphore name or permit id: non-empty, at most 200 bytes, no '{', '}',
 /// whitespace or control bytes. Throws InvalidArgument naming `what`.
 void validate_name(std::string_view value, std::string_view what);
+
+/// A fresh id of 128 random bits as 32 lowercase hex digits, from the kernel's random source (a
+/// forked child never repeats its parent's ids): what a permit gets when
+/// SemaphoreOptions::permit_id is empty. Use it for a permit_id that must be known before the
+/// acquire returns (to evict its queue entry from another thread, say), or for a unique name.
+/// Throws std::system_error if the kernel gives no random bytes.
+std::string random_id();
+
+/// "hostname:pid" of this process ("unknown-host:pid" when it has no host name): the owner_info
+/// stored with a permit whose SemaphoreOptions::owner_info is empty.
+std::string default_owner_info();
 
 }  // namespace fairsem

@@ -46,23 +46,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# A random loopback port; another one if redis-server could not bind it (it exits then).
-for _ in $(seq 20); do
-  port=$(shuf -i 20000-60000 -n 1)
-  redis-server --bind 127.0.0.1 --port "$port" --save '' --appendonly no --dir "$work" \
-    --logfile "$work/redis.log" &
-  redis_pid=$!
-  for _ in $(seq 100); do
-    redis-cli -p "$port" ping >/dev/null 2>&1 && break
-    kill -0 "$redis_pid" 2>/dev/null || break
-    sleep 0.05
-  done
-  # Ours answers (not another server that already had the port: ours would have exited).
-  kill -0 "$redis_pid" 2>/dev/null && redis-cli -p "$port" ping >/dev/null 2>&1 && break
-  kill "$redis_pid" 2>/dev/null; wait "$redis_pid" 2>/dev/null || true
-  redis_pid=
-done
-[ -n "$redis_pid" ] || { echo "could not start redis-server (see $work/redis.log)" >&2; exit 1; }
+fairsem_start_redis "$work"
+redis_pid=$FAIRSEM_REDIS_PID port=$FAIRSEM_REDIS_PORT
 export FAIRSEM_BENCH_URL="redis://127.0.0.1:$port"
 rcli() { redis-cli -p "$port" "$@"; }
 fairsem_log "private redis-server on 127.0.0.1:$port"

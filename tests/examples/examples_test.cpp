@@ -118,6 +118,16 @@ TEST(GuardExample, ReportsAnUnreachableServerInOneLineWithExitCode69) {
   EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << o.describe();
 }
 
+TEST(GuardExample, RejectsAnExtraArgumentNamingItWithExitCode64AndNoPassword) {
+  const Outcome o = run(FAIRSEM_EXAMPLE_GUARD, {"redis://user:s3cret@127.0.0.1:1", "extra"});
+  EXPECT_EQ(o.exit_code, kExitUsage) << o.describe();
+  EXPECT_EQ(o.out, "");
+  EXPECT_EQ(o.err.rfind("fairsem-guard: ", 0), 0u) << o.describe();
+  EXPECT_NE(o.err.find("extra"), std::string::npos) << o.describe();
+  EXPECT_NE(o.err.find("usage: fairsem-guard [URL]"), std::string::npos) << o.describe();
+  EXPECT_EQ(o.err.find("s3cret"), std::string::npos) << o.describe();
+}
+
 // ---------------------------------------------------------------------------------------------
 // fairsem-worker-pool
 
@@ -158,15 +168,30 @@ TEST(WorkerPoolExample, ThreadsInSeveralProcessesNeverExceedThePermits) {
   EXPECT_EQ(field(line, "max_concurrent"), "2") << o.describe();
 }
 
+TEST(WorkerPoolExample, ReadsNumbersAsDecimalEvenWithLeadingZeros) {
+  // CLI11 alone would read "010" as octal 8.
+  const Outcome o =
+      run(FAIRSEM_EXAMPLE_WORKER_POOL,
+          {"--url", harness_url(), "--name", fairsem::test::unique_prefix(), "--processes", "1",
+           "--threads", "1", "--calls", "010", "--permits", "02"});
+  ASSERT_EQ(o.exit_code, 0) << o.describe();
+  EXPECT_EQ(field(o.last_line(), "calls"), "10") << o.describe();
+  EXPECT_EQ(field(o.last_line(), "permits"), "2") << o.describe();
+}
+
 TEST(WorkerPoolExample, RejectsUnknownOptionsAndBadNumbersWithExitCode64) {
   for (const std::vector<std::string>& args : {std::vector<std::string>{"--pemits", "2"},
                                                {"--permits", "0"},
                                                {"--calls", "3x"},
                                                {"--threads"},
-                                               {"--processes", "-1"}}) {
+                                               {"--processes", "-1"},
+                                               {"--permits", "true"},
+                                               {"--calls", "0x10"}}) {
     const Outcome o = run(FAIRSEM_EXAMPLE_WORKER_POOL, args);
     EXPECT_EQ(o.exit_code, kExitUsage) << args[0] << "\n" << o.describe();
     EXPECT_EQ(o.out, "");
+    // The message names the option that was wrong.
+    EXPECT_NE(o.err.find(args[0]), std::string::npos) << o.describe();
     EXPECT_NE(o.err.find("usage: fairsem-worker-pool"), std::string::npos) << o.describe();
   }
 }

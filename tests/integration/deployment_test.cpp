@@ -18,6 +18,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -436,15 +437,31 @@ TEST_F(SentinelTest, HolderKeepsItsPermitAcrossAFailoverAndWaitersResume) {
 }
 
 /// min_replicas on a plain master with one replica (no Sentinel needed: WAIT is the master's).
-TEST(ReplicationTest, ARenewalNoReplicaAcknowledgesKeepsTheOldDeadline) {
-  fairsem::test::RedisServer master({"--repl-diskless-sync-delay", "0"});
-  fairsem::test::RedisServer replica({"--replicaof", "127.0.0.1", std::to_string(master.port())});
-  Connection admin = node_connection(master);
-  ASSERT_TRUE(wait_until([&] {
-    admin.command({"PUBLISH", "fairsem-test", "sync"});
-    return admin.command({"WAIT", "1", "100"}).integer == 1;
-  })) << "the replica never caught up";
+class ReplicationTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(wait_until([&] {
+      admin.command({"PUBLISH", "fairsem-test", "sync"});
+      return admin.command({"WAIT", "1", "100"}).integer == 1;
+    })) << "the replica never caught up";
+  }
 
+  // A stopped replica acknowledges nothing; SIGCONT again at the latest when the test ends
+  // (its destructor could not stop it otherwise).
+  struct Stopped {
+    explicit Stopped(pid_t p) : pid(p) { EXPECT_EQ(::kill(pid, SIGSTOP), 0); }
+    Stopped(const Stopped&) = delete;
+    Stopped& operator=(const Stopped&) = delete;
+    ~Stopped() { ::kill(pid, SIGCONT); }
+    pid_t pid;
+  };
+
+  RedisServer master{{"--repl-diskless-sync-delay", "0"}};
+  RedisServer replica{{"--replicaof", "127.0.0.1", std::to_string(master.port())}};
+  Connection admin = node_connection(master);
+};
+
+TEST_F(ReplicationTest, ARenewalNoReplicaAcknowledgesKeepsTheOldDeadline) {
   std::mutex mu;
   std::vector<std::string> warnings;
   SemaphoreOptions o;
@@ -478,11 +495,7 @@ TEST(ReplicationTest, ARenewalNoReplicaAcknowledgesKeepsTheOldDeadline) {
 
   // A stopped replica acknowledges nothing: the renewal is done on the master, but the
   // holder's deadline stays where the last acknowledged write put it.
-  struct Resume {  // never leave the replica stopped: its destructor could not stop it then
-    pid_t pid;
-    ~Resume() { ::kill(pid, SIGCONT); }
-  } resume{replica.pid()};
-  ASSERT_EQ(::kill(replica.pid(), SIGSTOP), 0);
+  std::optional<Stopped> stopped(std::in_place, replica.pid());
   EXPECT_TRUE(p.renew());
   EXPECT_EQ(p.deadline(), granted_deadline);
   {
@@ -504,8 +517,54 @@ TEST(ReplicationTest, ARenewalNoReplicaAcknowledgesKeepsTheOldDeadline) {
   EXPECT_THROW((void)sem.try_acquire(), fairsem::ReplicationError);
   EXPECT_EQ(sem.status().holders.size(), 1U);
 
-  ASSERT_EQ(::kill(replica.pid(), SIGCONT), 0);
+  stopped.reset();
   EXPECT_TRUE(wait_until([&] { return p.renew() && p.deadline() > granted_deadline; }));
+}
+
+/// min_replicas with weighted permits: a grant of n units counts only once a replica has it,
+/// and one no replica acknowledges gives back all n units, not some of them.
+TEST_F(ReplicationTest, AWeightedGrantNoReplicaAcknowledgesGivesBackEveryUnit) {
+  SemaphoreOptions o;
+  o.limit = 4;
+  o.lease = std::chrono::seconds(10);
+  o.auto_renew = false;
+  o.min_replicas = 1;
+  o.replica_timeout = milliseconds(2000);
+  FairSemaphore sem(master.options(), "replicated-weighted", o);
+  Permit p = sem.acquire(3);
+  EXPECT_EQ(p.count(), 3);
+  EXPECT_EQ(p.slots(), (std::vector<long long>{0, 1, 2}));
+  EXPECT_EQ(p.release(1), fairsem::ReleaseResult::released);  // 2 units free now
+
+  std::optional<Stopped> stopped(std::in_place, replica.pid());
+  try {
+    (void)sem.try_acquire(2);
+    FAIL() << "a weighted grant no replica acknowledged was accepted";
+  } catch (const fairsem::ReplicationError& e) {
+    EXPECT_EQ(e.acknowledged(), 0);
+    EXPECT_EQ(e.wanted(), 1);
+  }
+  // Both units of the refused grant are free again; the holder keeps its 2.
+  fairsem::Status status = sem.status();
+  ASSERT_EQ(status.holders.size(), 1U);
+  EXPECT_EQ(status.holders[0].id, p.id());
+  EXPECT_EQ(status.holders[0].count, 2);
+  EXPECT_EQ(status.holders[0].slots, (std::vector<long long>{0, 1}));
+  EXPECT_TRUE(status.waiters.empty());
+
+  stopped.reset();
+  std::optional<Permit> q;
+  ASSERT_TRUE(wait_until([&] {
+    try {
+      q = sem.try_acquire(2);
+    } catch (const fairsem::ReplicationError&) {  // the replica is still catching up
+    }
+    return q.has_value();
+  }));
+  EXPECT_EQ(q->count(), 2);
+  EXPECT_EQ(q->slots(), (std::vector<long long>{2, 3}));
+  EXPECT_GT(q->fencing_token(), p.fencing_token());
+  EXPECT_FALSE(sem.try_acquire(1).has_value());
 }
 
 }  // namespace

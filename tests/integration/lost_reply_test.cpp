@@ -17,6 +17,7 @@
 
 #include <chrono>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -105,6 +106,32 @@ struct BackgroundWaiter {
   std::optional<Permit> granted;
   std::string error;
   ScopedThread runner;  // last: joined before the results above are destroyed
+};
+
+/// Holds back every write command (EVALSHA of the semaphore script included) while it lives.
+class PausedWrites {
+ public:
+  explicit PausedWrites(Connection& admin) : admin_(admin) {
+    admin_.command({"CLIENT", "PAUSE", "60000", "WRITE"});
+  }
+  ~PausedWrites() {
+    try {
+      end();
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "CLIENT UNPAUSE failed: " << e.what();
+    }
+  }
+  PausedWrites(const PausedWrites&) = delete;
+  PausedWrites& operator=(const PausedWrites&) = delete;
+  void end() {
+    if (!paused_) return;
+    paused_ = false;
+    admin_.command({"CLIENT", "UNPAUSE"});
+  }
+
+ private:
+  Connection& admin_;
+  bool paused_ = true;
 };
 
 class LostReplyTest : public ::testing::Test {
@@ -220,36 +247,34 @@ class LostReplyTest : public ::testing::Test {
     return {};
   }
 
+  /// Runs `call` on a thread while writes are paused, kills its connection once it is blocked
+  /// in EVALSHA (the script then runs when the pause ends, its reply going nowhere), and
+  /// returns what `call` threw ("" if nothing).
+  std::string with_connection_killed_in_evalsha(const std::function<void()>& call) {
+    std::string error;
+    ScopedThread caller;  // declared first: joined after the pause has ended
+    PausedWrites pause(admin_);
+    caller.thread = std::thread([&] {
+      try {
+        call();
+      } catch (const std::exception& e) {
+        error = e.what();
+      }
+    });
+    std::string id;
+    if (!wait_until([&] { return !(id = client_blocked_in_evalsha()).empty(); })) {
+      return "no client was ever blocked in EVALSHA";  // the pause ends, the thread is joined
+    }
+    EXPECT_EQ(admin_.command({"CLIENT", "KILL", "ID", id}).integer, 1);
+    pause.end();
+    caller.join();
+    return error;
+  }
+
   Connection admin_;
   const std::string prefix_;
   std::vector<std::string> script_keys_;
   std::shared_ptr<Messages> messages_ = std::make_shared<Messages>();
-};
-
-/// Holds back every write command (EVALSHA of the semaphore script included) while it lives.
-class PausedWrites {
- public:
-  explicit PausedWrites(Connection& admin) : admin_(admin) {
-    admin_.command({"CLIENT", "PAUSE", "60000", "WRITE"});
-  }
-  ~PausedWrites() {
-    try {
-      end();
-    } catch (const std::exception& e) {
-      ADD_FAILURE() << "CLIENT UNPAUSE failed: " << e.what();
-    }
-  }
-  PausedWrites(const PausedWrites&) = delete;
-  PausedWrites& operator=(const PausedWrites&) = delete;
-  void end() {
-    if (!paused_) return;
-    paused_ = false;
-    admin_.command({"CLIENT", "UNPAUSE"});
-  }
-
- private:
-  Connection& admin_;
-  bool paused_ = true;
 };
 
 // --- The proxy itself ------------------------------------------------------------------------
@@ -471,44 +496,13 @@ TEST_F(LostReplyTest, RetriedReleaseOfAnExpiredPermitReportsExpired) {
 TEST_F(LostReplyTest, ConnectionsKilledWhileTheScriptIsInFlightGrantNothingTwice) {
   FairSemaphore sem(redis_options(), kName, options(2));
   std::optional<Permit> permit;
-  std::string error;
-  {
-    ScopedThread caller;  // declared first: joined after the pause has ended
-    PausedWrites pause(admin_);
-    caller.thread = std::thread([&] {
-      try {
-        permit = sem.try_acquire();
-      } catch (const std::exception& e) {
-        error = e.what();
-      }
-    });
-    std::string id;
-    ASSERT_TRUE(wait_until([&] { return !(id = client_blocked_in_evalsha()).empty(); }));
-    EXPECT_EQ(admin_.command({"CLIENT", "KILL", "ID", id}).integer, 1);
-    pause.end();
-  }
-  ASSERT_EQ(error, "");
+  ASSERT_EQ(with_connection_killed_in_evalsha([&] { permit = sem.try_acquire(); }), "");
   ASSERT_TRUE(permit.has_value());
   EXPECT_EQ(permit->fencing_token(), 1);
   expect_sole_holder(*permit);
 
   std::optional<ReleaseResult> released;
-  {
-    ScopedThread caller;
-    PausedWrites pause(admin_);
-    caller.thread = std::thread([&] {
-      try {
-        released = permit->release();
-      } catch (const std::exception& e) {
-        error = e.what();
-      }
-    });
-    std::string id;
-    ASSERT_TRUE(wait_until([&] { return !(id = client_blocked_in_evalsha()).empty(); }));
-    EXPECT_EQ(admin_.command({"CLIENT", "KILL", "ID", id}).integer, 1);
-    pause.end();
-  }
-  ASSERT_EQ(error, "");
+  ASSERT_EQ(with_connection_killed_in_evalsha([&] { released = permit->release(); }), "");
   EXPECT_EQ(released, ReleaseResult::released);
   EXPECT_THAT(owners(), IsEmpty());
   EXPECT_EQ(counter(), 1);

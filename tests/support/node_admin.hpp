@@ -4,6 +4,7 @@
 // one admin command on a connection of its own, its role, the tail of a log.
 
 #include <chrono>
+#include <exception>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,20 @@ inline Role role_of(const RedisServer& node) {
     role.link_state = detail::expect_string(fields[3], "replication state");
   }
   return role;
+}
+
+/// What a node is, for a deployment's logs: "master", "replica of PORT, LINK_STATE",
+/// "stopped", or why it did not answer.
+inline std::string describe_role(const RedisServer& node) {
+  if (!node.running()) return "stopped";
+  try {
+    const Role r = role_of(node);
+    if (r.role == "slave")
+      return "replica of " + std::to_string(r.master_port) + ", " + r.link_state;
+    return r.role;
+  } catch (const std::exception& e) {
+    return std::string("not answering: ") + e.what();
+  }
 }
 
 /// The last `lines` lines of `text`.

@@ -560,17 +560,7 @@ std::string RedisCluster::logs() const {
   std::string text;
   for (const auto& n : nodes_) {
     const int port = n->port();
-    std::string role = "stopped";
-    if (n->running()) {
-      try {
-        const Role r = role_of(*n);
-        role = r.role == "slave"
-                   ? "replica of " + std::to_string(r.master_port) + ", " + r.link_state
-                   : r.role;
-      } catch (const std::exception& e) {
-        role = std::string("not answering: ") + e.what();
-      }
-    }
+    const std::string role = describe_role(*n);
     text += "--- node 127.0.0.1:" + std::to_string(port) + " (" + role + "), log tail ---\n" +
             tail(n->log(), 40) + "\n";
   }

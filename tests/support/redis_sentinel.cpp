@@ -307,17 +307,7 @@ int SentinelGroup::failover() {
 std::string SentinelGroup::logs() const {
   std::string text;
   for (const auto& n : data_) {
-    std::string role = "stopped";
-    if (n->running()) {
-      try {
-        const Role r = role_of(*n);
-        role = r.role == "slave"
-                   ? "replica of " + std::to_string(r.master_port) + ", " + r.link_state
-                   : r.role;
-      } catch (const std::exception& e) {
-        role = std::string("not answering: ") + e.what();
-      }
-    }
+    const std::string role = describe_role(*n);
     text += "--- data node " + address(n->port()) + " (" + role + "), log tail ---\n" +
             tail(n->log(), 30) + "\n";
   }

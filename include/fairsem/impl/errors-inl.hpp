@@ -20,4 +20,21 @@ FAIRSEM_INLINE ReplicationError::~ReplicationError() = default;
 FAIRSEM_INLINE CancelledError::~CancelledError() = default;
 FAIRSEM_INLINE InvalidArgument::~InvalidArgument() = default;
 
+FAIRSEM_INLINE std::string printable(std::string_view text) {
+  constexpr std::string_view hex = "0123456789abcdef";
+  std::string out;
+  out.reserve(text.size());
+  for (const char ch : text) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c >= 0x20 && c < 0x7f) {
+      out.push_back(ch);
+    } else {
+      out += "\\x";
+      out.push_back(hex[c >> 4]);
+      out.push_back(hex[c & 0xf]);
+    }
+  }
+  return out;
+}
+
 }  // namespace fairsem

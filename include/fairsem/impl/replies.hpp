@@ -19,8 +19,8 @@ namespace fairsem::detail {
 /// bound keeps every deadline computed from a reply far from steady_clock overflow.
 inline constexpr std::chrono::milliseconds kMaxLease = std::chrono::hours(24 * 30);
 
-/// The largest limit. It keeps every ticket and slot exact in Lua (doubles).
-inline constexpr long long kMaxLimit = 1'000'000'000;
+/// The largest limit (semaphore_options.hpp).
+using fairsem::kMaxLimit;
 
 /// Parses RESP2 bytes (any number of complete replies) with hiredis's reader and converts each
 /// reply as Connection does. Throws ProtocolError for bytes hiredis rejects and for a trailing

@@ -40,11 +40,6 @@ constexpr std::array<std::chrono::nanoseconds, 11> kWaitBounds = {
 
 class AsyncAcquire;
 
-/// 128 random bits as 32 hex digits, from the kernel: a forked child never repeats its
-/// parent's ids (a seeded generator copied by fork() would).
-std::string random_id();
-/// "hostname:pid", the owner info of a permit whose options give none.
-std::string default_owner_info();
 /// True for the replies that say the server did not run the script yet (loading its data,
 /// busy with another script, a replica without its master, a slot in migration, a cluster
 /// without a shard for a moment): retried with backoff.

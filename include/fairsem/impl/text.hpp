@@ -8,6 +8,8 @@
 #include <string>
 #include <string_view>
 
+#include "fairsem/errors.hpp"
+
 namespace fairsem::detail {
 
 inline bool starts_with(std::string_view s, std::string_view prefix) noexcept {
@@ -50,23 +52,8 @@ inline bool has_space_or_control(std::string_view s) noexcept {
   });
 }
 
-/// Renders bytes for a message: printable ASCII as is, anything else as \xNN.
-inline std::string printable(std::string_view s) {
-  constexpr std::string_view hex = "0123456789abcdef";
-  std::string out;
-  out.reserve(s.size());
-  for (const char ch : s) {
-    const auto c = static_cast<unsigned char>(ch);
-    if (c >= 0x20 && c < 0x7f) {
-      out.push_back(ch);
-    } else {
-      out += "\\x";
-      out.push_back(hex[c >> 4]);
-      out.push_back(hex[c & 0xf]);
-    }
-  }
-  return out;
-}
+/// Renders bytes for a message (errors.hpp).
+using fairsem::printable;
 
 /// Decodes %XX escapes. Returns nullopt when a '%' is not followed by two hex digits.
 inline std::optional<std::string> percent_decode(std::string_view s) {

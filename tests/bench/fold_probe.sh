@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# Redis time of an uncontended acquire+release pair, three ways, alternated on one private
+# redis-server: the library's scripts (as the build composes them), the folded prototype in
+# fold_probe/ (what the uncontended path would cost over a folded data model, with inline
+# code), and a plain lease semaphore (fold_probe/plain.lua + ZREM, the peer's algorithm).
+# Each pair is sent with `redis-cli --pipe`, so only Redis's own time counts: INFO
+# commandstats' usec for EVALSHA (and ZREM) divided by the pairs.
+#
+#   bash tests/bench/fold_probe.sh                 # builds build/bench's library first
+#   FOLD_PROBE_LUA_DIR=<build>/generated/lua FOLD_PROBE_PAIRS=50000 FOLD_PROBE_ROUNDS=3 \
+#     bash tests/bench/fold_probe.sh
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
+cd "$FAIRSEM_ROOT"
+pairs=${FOLD_PROBE_PAIRS:-50000}
+rounds=${FOLD_PROBE_ROUNDS:-3}
+lua=${FOLD_PROBE_LUA_DIR:-}
+if [ -z "$lua" ]; then
+  fairsem_log "building the library's scripts (build/bench)"
+  cmake --preset bench >/dev/null
+  cmake --build build/bench -j "$(fairsem_jobs)" --target fairsem >/dev/null
+  lua=build/bench/generated/lua
+fi
+probe=tests/bench/fold_probe
+
+work=$(mktemp -d /tmp/fairsem-fold-probe.XXXXXX)
+FAIRSEM_REDIS_PID=
+trap '[ -n "$FAIRSEM_REDIS_PID" ] && kill "$FAIRSEM_REDIS_PID"; rm -rf "$work"' EXIT
+fairsem_start_redis "$work"
+rcli() { redis-cli -p "$FAIRSEM_REDIS_PORT" "$@"; }
+load() { rcli SCRIPT LOAD "$(cat "$1")"; }
+
+# The commands of every pair, as RESP, one file per way.
+python3 - "$work" "$pairs" "$(load "$lua/semaphore_acquire.lua")" \
+  "$(load "$lua/semaphore_release.lua")" "$(load $probe/acquire.lua)" \
+  "$(load $probe/release.lua)" "$(load $probe/plain.lua)" <<'PY'
+import sys, time
+work, pairs, acquire, release, folded_acquire, folded_release, plain = sys.argv[1:]
+def resp(*args):
+    out = [f"*{len(args)}\r\n"]
+    for a in map(str, args):
+        out.append(f"${len(a.encode())}\r\n{a}\r\n")
+    return "".join(out)
+keys = [f"P:{{probe}}:{k}" for k in
+        ("owner", "time", "counter", "meta", "info", "wake:", "released:", "slots", "free")]
+now = int(time.time() * 1000)
+with open(f"{work}/library.resp", "w") as lib, open(f"{work}/folded.resp", "w") as fold, \
+     open(f"{work}/plain.resp", "w") as peer:
+    for i in range(int(pairs)):
+        pid = f"id{i:08d}"
+        lib.write(resp("EVALSHA", acquire, 9, *keys, "acquire", 2, 10000, pid, "try", "host 1"))
+        lib.write(resp("EVALSHA", release, 9, *keys, "release", 2, 10000, pid, 0, 10000))
+        fold.write(resp("EVALSHA", folded_acquire, 9, *keys, "acquire", 2, 10000, pid, "try",
+                        "host 1", 1))
+        fold.write(resp("EVALSHA", folded_release, 9, *keys, "release", 2, 10000, pid, 0, 10000))
+        peer.write(resp("EVALSHA", plain, 1, "P:{probe}:plain", 2, pid, 10000, now + i))
+        peer.write(resp("ZREM", "P:{probe}:plain", pid))
+PY
+
+usec_per_pair() {
+  rcli INFO commandstats | tr -d '\r' |
+    awk -F'[:=,]' -v n="$pairs" '/^cmdstat_(evalsha|zrem):/ { u += $5 } END { printf "%.2f", u / n }'
+}
+fairsem_log "$pairs pairs each way, $rounds rounds, redis-server $(redis-server --version | awk '{print $3}')"
+printf '%-6s %10s %10s %10s %16s %16s\n' round library folded plain library/plain folded/plain
+for round in $(seq "$rounds"); do
+  declare -A us=()
+  for way in library folded plain; do
+    rcli FLUSHALL >/dev/null
+    rcli CONFIG RESETSTAT >/dev/null
+    rcli --pipe <"$work/$way.resp" >/dev/null
+    us[$way]=$(usec_per_pair)
+    # Every pair was a grant and a release: the tickets handed out, and nobody left holding.
+    case $way in
+      library) granted=$(rcli GET 'P:{probe}:counter') ;;
+      folded) granted=$(rcli HGET 'P:{probe}:meta' counter) ;;
+      plain) granted=$pairs ;;
+    esac
+    left=$(rcli EXISTS 'P:{probe}:owner' 'P:{probe}:plain')
+    if [ "$granted" != "$pairs" ] || [ "$left" != 0 ]; then
+      echo "$way: $granted of $pairs pairs granted, $left holder sets left" >&2
+      exit 1
+    fi
+  done
+  awk -v r="$round" -v l="${us[library]}" -v f="${us[folded]}" -v p="${us[plain]}" \
+    'BEGIN { printf "%-6s %10.2f %10.2f %10.2f %15.2fx %15.2fx\n", r, l, f, p, l / p, f / p }'
+done
+echo "(Redis µs per acquire+release pair: INFO commandstats, EVALSHA and ZREM)"
