@@ -12,9 +12,6 @@
 
 namespace fairsem {
 
-using detail::has_space_or_control;
-using detail::printable;
-
 FAIRSEM_INLINE std::string NodeAddress::endpoint() const {
   if (host.find(':') != std::string::npos) return fmt::format("[{}]:{}", host, port);
   return fmt::format("{}:{}", host, port);
@@ -28,7 +25,7 @@ namespace connection_options_helpers {
 
 FAIRSEM_INLINE void check_node(const NodeAddress& node, std::string_view what) {
   if (node.host.empty()) fail_options(fmt::format("{} has an empty host", what));
-  if (has_space_or_control(node.host)) {
+  if (detail::has_space_or_control(node.host)) {
     fail_options(fmt::format("{} host contains whitespace or control characters", what));
   }
   if (node.port < 1 || node.port > 65535) {
@@ -43,7 +40,7 @@ FAIRSEM_INLINE void check_sentinel(const ConnectionOptions& o) {
   if (!o.unix_path.empty())
     fail_options("Sentinel mode reaches the master over TCP; unix_path is set");
   if (o.sentinels.empty()) fail_options("sentinel_master is set but no sentinels are given");
-  if (has_space_or_control(o.sentinel_master)) {
+  if (detail::has_space_or_control(o.sentinel_master)) {
     fail_options("sentinel_master contains whitespace or control characters");
   }
   for (const NodeAddress& s : o.sentinels) check_node(s, "a sentinel");
@@ -63,7 +60,7 @@ FAIRSEM_INLINE void check_server(const ConnectionOptions& o) {
   }
   if (o.unix_path.empty()) {
     if (o.host.empty()) fail_options("host is empty (set host or unix_path)");
-    if (has_space_or_control(o.host)) {
+    if (detail::has_space_or_control(o.host)) {
       fail_options("host contains whitespace or control characters");
     }
     if (o.port < 1 || o.port > 65535) {
@@ -97,7 +94,7 @@ FAIRSEM_INLINE void check_tls(const ConnectionOptions& o) {
   for (const std::string* path : {&t.cacert, &t.cacertdir, &t.cert, &t.key}) {
     if (path->find('\0') != std::string::npos) fail_options("a TLS file path contains a NUL byte");
   }
-  if (has_space_or_control(t.sni))
+  if (detail::has_space_or_control(t.sni))
     fail_options("tls.sni contains whitespace or control characters");
 }
 

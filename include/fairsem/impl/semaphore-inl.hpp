@@ -1,0 +1,374 @@
+#pragma once
+
+// The public face of the semaphore: option and name checks, random ids and the default owner
+// info, Permit, FairSemaphore and
+// SemaphoreAdmin, each a handle on a SemaphoreCore (semaphore_core.hpp).
+
+#include "fairsem/impl/config.hpp"
+#include "fairsem/semaphore.hpp"
+
+#include <fmt/format.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include <array>
+#include <cerrno>
+#include <cstdint>
+#include <system_error>
+#include <utility>
+
+#include "fairsem/impl/async_acquire.hpp"
+#include "fairsem/impl/semaphore_core.hpp"
+#include "fairsem/impl/text.hpp"
+
+namespace fairsem {
+
+namespace semaphore_helpers {
+
+constexpr std::size_t kMaxNameBytes = 200;
+constexpr std::size_t kMaxOwnerInfoBytes = 1024;
+
+}  // namespace semaphore_helpers
+
+FAIRSEM_INLINE void validate_name(std::string_view value, std::string_view what) {
+  if (value.empty()) throw InvalidArgument(fmt::format("fairsem: {} must not be empty", what));
+  if (value.size() > semaphore_helpers::kMaxNameBytes) {
+    throw InvalidArgument(fmt::format("fairsem: {} is {} bytes long; at most {} are allowed", what,
+                                      value.size(), semaphore_helpers::kMaxNameBytes));
+  }
+  for (std::size_t i = 0; i < value.size(); ++i) {
+    const auto c = static_cast<unsigned char>(value[i]);
+    const bool brace = c == '{' || c == '}';
+    if (brace || detail::has_space_or_control(value.substr(i, 1))) {
+      throw InvalidArgument(fmt::format(
+          "fairsem: {} \"{}\" contains {} at byte {}; names may not contain '{{', '}}', "
+          "whitespace or control bytes",
+          what, printable(value),
+          brace ? fmt::format("'{}'", value[i]) : printable(value.substr(i, 1)), i));
+    }
+  }
+}
+
+FAIRSEM_INLINE std::string default_owner_info() {
+  std::array<char, 256> host{};
+  if (gethostname(host.data(), host.size() - 1) != 0) host[0] = '\0';
+  std::string name = host[0] != '\0' ? std::string(host.data()) : std::string("unknown-host");
+  return fmt::format("{}:{}", name, static_cast<long>(getpid()));
+}
+
+// From the kernel, not a seeded generator: a forked child never repeats its parent's ids (a
+// generator copied by fork() would).
+FAIRSEM_INLINE std::string random_id() {
+  std::array<std::uint64_t, 2> bits{};
+  std::size_t got = 0;
+  auto* bytes = reinterpret_cast<unsigned char*>(bits.data());
+  while (got < sizeof(bits)) {
+    const ssize_t n = getrandom(bytes + got, sizeof(bits) - got, 0);
+    if (n > 0) {
+      got += static_cast<std::size_t>(n);
+    } else if (errno != EINTR) {
+      throw std::system_error(errno, std::generic_category(), "fairsem: getrandom");
+    }
+  }
+  return fmt::format("{:016x}{:016x}", bits[0], bits[1]);
+}
+
+FAIRSEM_INLINE void SemaphoreOptions::validate() const {
+  if (limit < 1 || limit > kMaxLimit) {
+    throw InvalidArgument(
+        fmt::format("fairsem: limit must be at least 1 and at most {}, got {}", kMaxLimit, limit));
+  }
+  if (lease.count() <= 0) {
+    throw InvalidArgument(fmt::format("fairsem: lease must be positive, got {} ms", lease.count()));
+  }
+  if (lease > detail::kMaxLease) {
+    throw InvalidArgument(fmt::format("fairsem: lease must be at most {} ms (30 days), got {} ms",
+                                      std::chrono::milliseconds(detail::kMaxLease).count(),
+                                      lease.count()));
+  }
+  if (renew_interval.count() < 0) {
+    throw InvalidArgument(fmt::format("fairsem: renew_interval must not be negative, got {} ms",
+                                      renew_interval.count()));
+  }
+  const std::chrono::milliseconds renew = effective_renew_interval();
+  if (renew.count() == 0) {
+    throw InvalidArgument(fmt::format(
+        "fairsem: a lease of {} ms is too short to renew (the renew interval, lease / 3, "
+        "would be 0 ms)",
+        lease.count()));
+  }
+  if (renew >= lease) {
+    throw InvalidArgument(
+        fmt::format("fairsem: renew_interval ({} ms) must be shorter than the lease ({} ms)",
+                    renew.count(), lease.count()));
+  }
+  if (min_replicas < 0) {
+    throw InvalidArgument(
+        fmt::format("fairsem: min_replicas must not be negative, got {}", min_replicas));
+  }
+  if (min_replicas > 0 && replica_timeout.count() <= 0) {
+    throw InvalidArgument(fmt::format("fairsem: replica_timeout must be positive, got {} ms",
+                                      replica_timeout.count()));
+  }
+  // A granted permit is not renewed while its WAIT runs, and waits up to one renew interval
+  // for the watchdog's first round after it: both must fit in the lease with room to spare.
+  if (min_replicas > 0 && replica_timeout > (lease - renew) / 2) {
+    throw InvalidArgument(fmt::format(
+        "fairsem: replica_timeout ({} ms) must be at most half of lease - renew_interval ({} ms "
+        "here), so that a permit outlives the WAIT that confirms it",
+        replica_timeout.count(), ((lease - renew) / 2).count()));
+  }
+  validate_name(key_prefix, "key_prefix");
+  if (!permit_id.empty()) validate_name(permit_id, "permit_id");
+  if (owner_info.size() > semaphore_helpers::kMaxOwnerInfoBytes) {
+    throw InvalidArgument(
+        fmt::format("fairsem: owner_info is {} bytes long; at most {} are allowed",
+                    owner_info.size(), semaphore_helpers::kMaxOwnerInfoBytes));
+  }
+}
+
+// --- Permit ---------------------------------------------------------------------------------
+
+FAIRSEM_INLINE Permit::Permit() noexcept = default;
+
+FAIRSEM_INLINE Permit::Permit(std::shared_ptr<detail::SemaphoreCore> core,
+                              std::shared_ptr<detail::PermitState> state) noexcept
+    : core_(std::move(core)), state_(std::move(state)) {}
+
+FAIRSEM_INLINE Permit::Permit(Permit&& other) noexcept
+    : core_(std::move(other.core_)), state_(std::move(other.state_)) {}
+
+FAIRSEM_INLINE Permit& Permit::operator=(Permit&& other) noexcept {
+  if (this != &other) {
+    release_quietly();
+    core_ = std::move(other.core_);
+    state_ = std::move(other.state_);
+  }
+  return *this;
+}
+
+FAIRSEM_INLINE Permit::~Permit() { release_quietly(); }
+
+FAIRSEM_INLINE void Permit::release_quietly() noexcept {
+  if (!state_ || state_->done.load()) return;
+  try {
+    release();
+  } catch (const std::exception& e) {
+    core_->log(LogLevel::warning,
+               fmt::format("fairsem: semaphore '{}': releasing permit {} failed ({}); it expires "
+                           "with its lease",
+                           core_->name(), state_->id, e.what()));
+  }
+}
+
+FAIRSEM_INLINE bool Permit::held() const noexcept { return state_ && !state_->done.load(); }
+
+FAIRSEM_INLINE const std::string& Permit::id() const {
+  static const std::string empty;
+  return state_ ? state_->id : empty;
+}
+
+FAIRSEM_INLINE long long Permit::fencing_token() const { return state_ ? state_->ticket : 0; }
+
+FAIRSEM_INLINE long long Permit::count() const { return held() ? state_->count() : 0; }
+
+FAIRSEM_INLINE std::vector<long long> Permit::slots() const {
+  return held() ? state_->slots() : std::vector<long long>();
+}
+
+FAIRSEM_INLINE long long Permit::slot() const { return held() ? state_->first_slot() : -1; }
+
+FAIRSEM_INLINE std::chrono::steady_clock::time_point Permit::deadline() const {
+  return state_ ? state_->get_deadline() : std::chrono::steady_clock::time_point();
+}
+
+FAIRSEM_INLINE bool Permit::lost() const noexcept {
+  if (!state_) return false;
+  if (state_->lost.load()) return true;
+  // A lease that ran out without a renewal is as good as lost, even before anyone checked.
+  return !state_->done.load() && std::chrono::steady_clock::now() >= state_->get_deadline();
+}
+
+FAIRSEM_INLINE bool Permit::renew() {
+  if (!state_) return false;
+  // Local copies: on_lost may destroy this Permit (and with it the last FairSemaphore core).
+  auto core = core_;
+  auto state = state_;
+  return core->renew(*state);
+}
+
+FAIRSEM_INLINE ReleaseResult Permit::release() {
+  if (!state_) return ReleaseResult::already_released;
+  auto core = core_;
+  auto state = state_;
+  return core->release(*state);
+}
+
+FAIRSEM_INLINE ReleaseResult Permit::release(long long units) {
+  if (!state_) return ReleaseResult::already_released;
+  auto core = core_;
+  auto state = state_;
+  return core->release_units(*state, units);
+}
+
+// --- FairSemaphore --------------------------------------------------------------------------
+
+FAIRSEM_INLINE FairSemaphore::FairSemaphore(const Client& client, std::string name,
+                                            SemaphoreOptions options)
+    : core_(std::make_shared<detail::SemaphoreCore>(client.runtime_, std::move(name),
+                                                    std::move(options))) {
+  core_->open();
+}
+
+FAIRSEM_INLINE FairSemaphore::FairSemaphore(ConnectionOptions connection, std::string name,
+                                            SemaphoreOptions options)
+    : FairSemaphore(Client(std::move(connection)), std::move(name), std::move(options)) {}
+
+namespace semaphore_helpers {
+
+/// What the asynchronous requests of a FairSemaphore handle that goes away end with.
+FAIRSEM_INLINE void cancel_pending(const std::shared_ptr<detail::SemaphoreCore>& core) noexcept {
+  if (!core) return;  // moved from
+  try {
+    core->cancel_requests(std::make_exception_ptr(
+        CancelledError(fmt::format("fairsem: semaphore '{}': the FairSemaphore was destroyed "
+                                   "while the acquire waited",
+                                   core->name()))));
+  } catch (...) {
+    // No memory for the error: the requests complete on their own (deadline or grant).
+  }
+}
+
+}  // namespace semaphore_helpers
+
+FAIRSEM_INLINE FairSemaphore::FairSemaphore(FairSemaphore&&) noexcept = default;
+
+FAIRSEM_INLINE FairSemaphore& FairSemaphore::operator=(FairSemaphore&& other) noexcept {
+  if (this != &other) {
+    semaphore_helpers::cancel_pending(core_);
+    core_ = std::move(other.core_);
+  }
+  return *this;
+}
+
+FAIRSEM_INLINE FairSemaphore::~FairSemaphore() { semaphore_helpers::cancel_pending(core_); }
+
+FAIRSEM_INLINE std::future<Permit> FairSemaphore::acquire_async(long long units) {
+  auto promise = std::make_shared<std::promise<Permit>>();
+  std::future<Permit> future = promise->get_future();
+  core_->acquire_async(units, std::nullopt,
+                       [promise](const std::exception_ptr& error, std::optional<Permit> permit) {
+                         if (error) {
+                           promise->set_exception(error);
+                         } else {
+                           promise->set_value(std::move(*permit));
+                         }
+                       });
+  return future;
+}
+
+FAIRSEM_INLINE std::future<std::optional<Permit>> FairSemaphore::acquire_future_until(
+    long long units, std::chrono::steady_clock::time_point deadline) {
+  auto promise = std::make_shared<std::promise<std::optional<Permit>>>();
+  std::future<std::optional<Permit>> future = promise->get_future();
+  core_->acquire_async(units, deadline,
+                       [promise](const std::exception_ptr& error, std::optional<Permit> permit) {
+                         if (error) {
+                           promise->set_exception(error);
+                         } else {
+                           promise->set_value(std::move(permit));
+                         }
+                       });
+  return future;
+}
+
+FAIRSEM_INLINE AcquireRequest FairSemaphore::acquire_async(long long units, AcquireCallback done) {
+  return AcquireRequest(core_->acquire_async(units, std::nullopt, std::move(done)));
+}
+
+FAIRSEM_INLINE AcquireRequest FairSemaphore::acquire_async_until(
+    long long units, std::chrono::steady_clock::time_point deadline, AcquireCallback done) {
+  return AcquireRequest(core_->acquire_async(units, deadline, std::move(done)));
+}
+
+FAIRSEM_INLINE bool AcquireRequest::cancel() {
+  if (!request_) return false;
+  return request_->cancel(
+      std::make_exception_ptr(CancelledError("fairsem: the asynchronous acquire was cancelled")));
+}
+
+FAIRSEM_INLINE std::optional<Permit> FairSemaphore::try_acquire(long long units) {
+  return core_->measured_acquire(units, false, std::nullopt);
+}
+
+FAIRSEM_INLINE Permit FairSemaphore::acquire(long long units) {
+  return std::move(*core_->measured_acquire(units, true, std::nullopt));
+}
+
+FAIRSEM_INLINE std::optional<Permit> FairSemaphore::acquire_until_steady(
+    long long units, std::chrono::steady_clock::time_point deadline) {
+  return core_->measured_acquire(units, true, deadline);
+}
+
+FAIRSEM_INLINE std::size_t FairSemaphore::renew_all() { return core_->renew_all(); }
+
+FAIRSEM_INLINE Status FairSemaphore::status() { return core_->status(); }
+
+FAIRSEM_INLINE EvictResult FairSemaphore::evict(const std::string& permit_id) {
+  return core_->evict(permit_id);
+}
+
+FAIRSEM_INLINE ResizeResult FairSemaphore::resize(long long new_limit) {
+  return core_->resize(new_limit);
+}
+
+FAIRSEM_INLINE const std::string& FairSemaphore::name() const noexcept { return core_->name(); }
+
+FAIRSEM_INLINE const SemaphoreOptions& FairSemaphore::options() const noexcept {
+  return core_->options();
+}
+
+FAIRSEM_INLINE Metrics FairSemaphore::metrics() const { return core_->metrics(); }
+
+// --- SemaphoreAdmin -------------------------------------------------------------------------
+
+namespace semaphore_helpers {
+
+FAIRSEM_INLINE SemaphoreOptions admin_options(std::string key_prefix) {
+  SemaphoreOptions o;
+  o.key_prefix = std::move(key_prefix);
+  o.auto_renew = false;
+  return o;
+}
+
+}  // namespace semaphore_helpers
+
+FAIRSEM_INLINE SemaphoreAdmin::SemaphoreAdmin(const Client& client, std::string name,
+                                              std::string key_prefix)
+    : core_(std::make_shared<detail::SemaphoreCore>(
+          client.runtime_, std::move(name), semaphore_helpers::admin_options(std::move(key_prefix)),
+          /*admin=*/true)) {
+  core_->connect();
+}
+
+FAIRSEM_INLINE SemaphoreAdmin::SemaphoreAdmin(ConnectionOptions connection, std::string name,
+                                              std::string key_prefix)
+    : SemaphoreAdmin(Client(std::move(connection)), std::move(name), std::move(key_prefix)) {}
+
+FAIRSEM_INLINE SemaphoreAdmin::SemaphoreAdmin(SemaphoreAdmin&&) noexcept = default;
+FAIRSEM_INLINE SemaphoreAdmin& SemaphoreAdmin::operator=(SemaphoreAdmin&&) noexcept = default;
+FAIRSEM_INLINE SemaphoreAdmin::~SemaphoreAdmin() = default;
+
+FAIRSEM_INLINE Status SemaphoreAdmin::status() { return core_->status(); }
+
+FAIRSEM_INLINE EvictResult SemaphoreAdmin::evict(const std::string& permit_id) {
+  return core_->evict(permit_id);
+}
+
+FAIRSEM_INLINE ResizeResult SemaphoreAdmin::resize(long long new_limit) {
+  return core_->resize(new_limit);
+}
+
+FAIRSEM_INLINE const std::string& SemaphoreAdmin::name() const noexcept { return core_->name(); }
+
+}  // namespace fairsem

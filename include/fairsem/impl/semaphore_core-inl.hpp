@@ -1,0 +1,263 @@
+#pragma once
+
+#include "fairsem/impl/config.hpp"
+#include "fairsem/impl/semaphore_core.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "fairsem/impl/scripts.hpp"
+#include "fairsem/impl/server_support.hpp"
+#include "fairsem/impl/text.hpp"
+
+namespace fairsem::detail {
+
+namespace semaphore_core_helpers {
+
+// A script whose reply was lost is run again (it is idempotent per permit id).
+constexpr int kScriptAttempts = 3;
+// Transient refusals (is_transient) are retried with backoff this often.
+constexpr int kTransientAttempts = 12;
+constexpr auto kTransientBackoffMax = std::chrono::milliseconds(500);
+
+/// Long enough for every retry of a release to find the receipt of a run whose reply was lost:
+/// each attempt may wait for a reply and then reconnect with backoff.
+FAIRSEM_INLINE milliseconds receipt_lifetime(const ConnectionOptions& c, milliseconds lease) {
+  const auto reconnect = c.reconnect_attempts * (c.connect_timeout + c.reconnect_backoff_max);
+  return std::max(lease, kScriptAttempts * (c.command_timeout + reconnect));
+}
+
+}  // namespace semaphore_core_helpers
+
+FAIRSEM_INLINE bool is_transient(const std::string& server_message) {
+  return detail::starts_with(server_message, "LOADING") ||
+         detail::starts_with(server_message, "BUSY ") ||
+         detail::starts_with(server_message, "MASTERDOWN") ||
+         // Redis Cluster: a slot being migrated, or a cluster that lost a shard for a moment.
+         detail::starts_with(server_message, "TRYAGAIN") ||
+         detail::starts_with(server_message, "CLUSTERDOWN");
+}
+
+FAIRSEM_INLINE SemaphoreCore::SemaphoreCore(std::shared_ptr<Runtime> runtime, std::string name,
+                                            SemaphoreOptions options, bool admin)
+    : runtime_(std::move(runtime)),
+      connection_(runtime_->options()),
+      name_((validate_name(name, "semaphore name"), std::move(name))),
+      options_((options.validate(), std::move(options))),
+      endpoint_(connection_.endpoint()),
+      where_(fmt::format("semaphore '{}' on {}", name_, endpoint_)),
+      owner_info_(options_.owner_info.empty() ? default_owner_info() : options_.owner_info),
+      limit_arg_(admin ? std::string("0") : std::to_string(options_.limit)),
+      lease_arg_(std::to_string(options_.lease.count())),
+      receipt_arg_(std::to_string(
+          semaphore_core_helpers::receipt_lifetime(connection_, options_.lease).count())),
+      min_replicas_arg_(std::to_string(options_.min_replicas)),
+      replica_timeout_arg_(std::to_string(options_.replica_timeout.count())),
+      renew_interval_(options_.effective_renew_interval()),
+      poll_interval_(std::max(milliseconds(1), std::min(options_.lease / 3, renew_interval_))),
+      direct_grant_margin_(renew_interval_ + (options_.lease - renew_interval_) / 2),
+      wait_allowance_(options_.min_replicas > 0 ? options_.replica_timeout : milliseconds(0)) {
+  keys_ = detail::semaphore_keys(options_.key_prefix, name_);
+  for (const std::string& k : keys_) key_args_.push_back(k);
+  if (connection_.routed()) slot_ = detail::key_slot(keys_[0]);
+}
+
+FAIRSEM_INLINE void SemaphoreCore::log(LogLevel level, const std::string& message) const noexcept {
+  // Off unless the application asked: a library does not write to its host's stderr.
+  if (!options_.logger) return;
+  try {
+    options_.logger(level, message);
+  } catch (...) {
+    // A logger that throws must not turn a destructor into std::terminate.
+  }
+}
+
+FAIRSEM_INLINE std::unique_ptr<Connection> SemaphoreCore::take_connection() {
+  auto conn = runtime_->take(slot_);
+  conn->count_reconnects(metrics_.reconnects);
+  return conn;
+}
+
+FAIRSEM_INLINE Reply SemaphoreCore::run(Connection& conn, std::string_view op, const Args& extra,
+                                        long long units) {
+  Args args;
+  args.reserve(3 + extra.size());
+  args.push_back(op);
+  args.push_back(limit_arg_);
+  args.push_back(lease_arg_);
+  args.insert(args.end(), extra.begin(), extra.end());
+  Reply reply;
+  auto backoff = std::chrono::milliseconds(20);
+  for (int attempt = 1, transient = 1;; ++attempt) {
+    try {
+      reply = conn.eval(detail::scripts::semaphore_script(op), key_args_, args);
+      break;
+    } catch (const AuthError&) {
+      throw;
+    } catch (const ConnectionError& e) {
+      // The script may have run and only its reply been lost; every operation is idempotent
+      // per permit id, so running it again cannot grant or free a second permit.
+      if (attempt >= semaphore_core_helpers::kScriptAttempts) throw;
+      log(LogLevel::warning,
+          fmt::format("fairsem: {}: {} interrupted ({}); running it again", where(), op, e.what()));
+    } catch (const ReplyError& e) {
+      if (is_transient(e.server_message()) &&
+          transient < semaphore_core_helpers::kTransientAttempts) {
+        // The script did not run; waiting does not use up the lost-reply attempts.
+        ++transient;
+        --attempt;
+        std::this_thread::sleep_for(backoff);
+        backoff = std::min(backoff * 2,
+                           std::chrono::milliseconds(semaphore_core_helpers::kTransientBackoffMax));
+        continue;
+      }
+      if (const auto feature = detail::missing_server_feature(e.server_message())) {
+        throw ReplyError(detail::unsupported_server_message(
+                             fmt::format("fairsem: {}: {} failed", where(), op), *feature,
+                             detail::describe_server(conn), e.server_message()),
+                         e.server_message());
+      }
+      throw ReplyError(fmt::format("fairsem: {}: {} failed: {}", where(), op, e.server_message()),
+                       e.server_message());
+    }
+  }
+  detail::check_script_reply(reply, {where_, keys_[3], options_.limit, units});
+  return reply;
+}
+
+FAIRSEM_INLINE void SemaphoreCore::connect() {
+  Borrowed conn(*this);  // connects now, so a bad address or password is reported here
+}
+
+FAIRSEM_INLINE void SemaphoreCore::open() {
+  if (connection_.tls.enabled && connection_.tls.insecure) {
+    log(LogLevel::warning,
+        fmt::format("fairsem: {}: TLS certificate verification is off (insecure): any server "
+                    "can pose as this one",
+                    where()));
+  }
+  Borrowed conn(*this);
+  detail::decode_open(run(*conn, "open", {}));
+  // The open script is in the server's cache now; the others go there in one round trip, so
+  // that no acquire or release pays for a NOSCRIPT first. A refusal (an ACL without SCRIPT
+  // LOAD, a flushed cache later) costs only that: each script is loaded again on NOSCRIPT.
+  std::vector<Args> loads;
+  for (const Script* script :
+       {&scripts::semaphore_acquire, &scripts::semaphore_release, &scripts::semaphore_renew,
+        &scripts::semaphore_status, &scripts::semaphore_evict, &scripts::semaphore_resize}) {
+    loads.push_back({"SCRIPT", "LOAD", script->body});
+  }
+  try {
+    (void)conn->pipeline(loads);
+  } catch (const Error&) {
+    // The semaphore is open: a connection lost now is found (and replaced) by the next call.
+  }
+}
+
+FAIRSEM_INLINE void SemaphoreCore::forget(PermitState& state) {
+  std::lock_guard<std::mutex> lock(mu_);
+  live_.erase(&state);
+}
+
+FAIRSEM_INLINE ReleaseResult SemaphoreCore::release(PermitState& state) {
+  if (state.done.exchange(true)) return ReleaseResult::already_released;
+  forget(state);
+  Reply reply = [&] {
+    Borrowed conn(*this);
+    const std::string ticket = std::to_string(state.ticket);
+    return run(*conn, "release", {state.id, ticket, receipt_arg_});
+  }();
+  // released_before: an earlier run whose reply was lost released it (it left a receipt).
+  if (detail::decode_release(reply) != detail::ReleaseState::not_present) {
+    MetricCounters::add(metrics_.releases);
+    MetricCounters::add(metrics_.units_released, static_cast<std::uint64_t>(state.count()));
+    return ReleaseResult::released;
+  }
+  // Gone before anyone noticed (e.g. an expired lease without auto_renew): lost all the same.
+  if (!state.lost.exchange(true)) MetricCounters::add(metrics_.permits_lost);
+  return ReleaseResult::expired;
+}
+
+FAIRSEM_INLINE ReleaseResult SemaphoreCore::release_units(PermitState& state, long long units) {
+  if (state.done.load()) return ReleaseResult::already_released;
+  const long long count = state.count();
+  if (units < 1 || units > count) {
+    throw InvalidArgument(
+        fmt::format("fairsem: {}: permit {} holds {} units; release gives back "
+                    "1 to {} of them, got {}",
+                    where(), state.id, count, count, units));
+  }
+  if (units == count) return release(state);
+  const long long keep = count - units;
+  Reply reply = [&] {
+    Borrowed conn(*this);
+    return run(
+        *conn, "release",
+        {state.id, std::to_string(state.ticket), receipt_arg_, "keep", std::to_string(keep)});
+  }();
+  if (detail::decode_release(reply) == detail::ReleaseState::holder_released) {
+    state.keep_slots(static_cast<std::size_t>(keep));
+    MetricCounters::add(metrics_.releases);
+    MetricCounters::add(metrics_.units_released, static_cast<std::uint64_t>(units));
+    return ReleaseResult::released;
+  }
+  // Gone before anyone noticed: the whole permit is lost, and dropped as release() drops it.
+  if (state.done.exchange(true)) return ReleaseResult::already_released;
+  forget(state);
+  if (!state.lost.exchange(true)) MetricCounters::add(metrics_.permits_lost);
+  return ReleaseResult::expired;
+}
+
+FAIRSEM_INLINE Status SemaphoreCore::status() {
+  Reply reply = [&] {
+    Borrowed conn(*this);
+    return run(*conn, "status", {});
+  }();
+  return detail::decode_status(reply);
+}
+
+FAIRSEM_INLINE EvictResult SemaphoreCore::evict(const std::string& permit_id) {
+  validate_name(permit_id, "permit id");
+  Reply reply = [&] {
+    Borrowed conn(*this);
+    return run(*conn, "evict", {permit_id});
+  }();
+  return detail::decode_evict(reply);
+}
+
+FAIRSEM_INLINE ResizeResult SemaphoreCore::resize(long long new_limit) {
+  if (new_limit < 1 || new_limit > kMaxLimit) {
+    throw InvalidArgument(
+        fmt::format("fairsem: {}: a new limit must be at least 1 and at most {}, "
+                    "got {}",
+                    where(), kMaxLimit, new_limit));
+  }
+  const std::string limit = std::to_string(new_limit);
+  Reply reply = [&] {
+    Borrowed conn(*this);
+    return run(*conn, "resize", {limit});
+  }();
+  const detail::ResizeReply r = detail::decode_resize(reply);
+  return {r.old_limit, r.new_limit, r.promoted};
+}
+
+FAIRSEM_INLINE const Script& scripts::semaphore_script(std::string_view op) {
+  for (const Script* script :
+       {&scripts::semaphore_acquire, &scripts::semaphore_release, &scripts::semaphore_renew,
+        &scripts::semaphore_open, &scripts::semaphore_status, &scripts::semaphore_evict,
+        &scripts::semaphore_resize}) {
+    if (script->name.substr(std::string_view("semaphore_").size()) == op) return *script;
+  }
+  throw std::logic_error(fmt::format("fairsem: no semaphore script for operation '{}'", op));
+}
+
+FAIRSEM_INLINE std::vector<std::string> semaphore_keys(std::string_view key_prefix,
+                                                       std::string_view name) {
+  const std::string base = fmt::format("{}:{{{}}}:", key_prefix, name);
+  return {base + "owner", base + "time",      base + "counter", base + "meta", base + "info",
+          base + "wake:", base + "released:", base + "slots",   base + "free"};
+}
+
+}  // namespace fairsem::detail
