@@ -57,8 +57,9 @@ fi
 # FAIRSEM_TIDY_BUILD_DIR: another build directory (default build/ci-tidy).
 status=0
 tidy_pass "${FAIRSEM_TIDY_BUILD_DIR:-build/ci-tidy}" "Debian's hiredis" || status=1
-# src/tls.cpp's TLS code is compiled only against hiredis 1.x with hiredis_ssl: when the compat
-# stage has built one, check that file again with TLS on.
+# The TLS code (include/fairsem/impl/tls-inl.hpp, compiled by src/tls.cpp) is compiled only
+# against hiredis 1.x with hiredis_ssl: when the compat stage has built one, check it again with
+# TLS on.
 hiredis="build/compat/hiredis-${FAIRSEM_COMPAT_HIREDIS:-1.2.0}/prefix"
 if [ -d "$hiredis/lib/cmake/hiredis" ] && [[ " ${files[*]} " == *" src/tls.cpp "* ]]; then
   files=(src/tls.cpp)
