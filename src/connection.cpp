@@ -11,6 +11,7 @@
 #include <thread>
 #include <utility>
 
+#include "fairsem/detail/discovery.hpp"
 #include "fairsem/detail/replies.hpp"
 #include "fairsem/detail/router.hpp"
 #include "fairsem/detail/text.hpp"
@@ -156,14 +157,14 @@ std::chrono::milliseconds jittered(std::chrono::milliseconds delay) {
 
 Connection::Connection(ConnectionOptions options) : Connection(std::move(options), nullptr, -1) {}
 
-Connection::Connection(ConnectionOptions options, std::shared_ptr<Router> router, int slot)
-    : options_(std::move(options)), router_(std::move(router)), slot_(slot) {
+Connection::Connection(ConnectionOptions options, std::shared_ptr<Discovery> discovery, int slot)
+    : options_(std::move(options)), discovery_(std::move(discovery)), slot_(slot) {
   options_.validate();
   if (options_.tls.enabled) tls_ = tls_config(options_.tls);
-  if (options_.routed() && !router_) router_ = std::make_shared<Router>(options_);
-  if (!options_.routed()) router_.reset();
+  if (options_.routed() && !discovery_) discovery_ = std::make_shared<Discovery>(options_);
+  if (!options_.routed()) discovery_.reset();
   endpoint_ = options_.endpoint();
-  if (router_) {
+  if (discovery_) {
     // A deployment's master can be missing for a moment (a failover): retry as a reconnect
     // does, instead of failing the first operation that needed a new connection.
     reconnect();
@@ -181,15 +182,15 @@ void Connection::connect_once() {
   // Stays broken until AUTH and SELECT have succeeded: whatever interrupts the handshake, the
   // next command starts it again instead of running unauthenticated or on db 0.
   broken_ = true;
-  if (router_) {
-    node_ = router_->target(slot_);
+  if (discovery_) {
+    node_ = discovery_->target(slot_);
     endpoint_ = node_.endpoint();
     try {
       connect_node(node_.host, node_.port);
     } catch (const AuthError&) {
       throw;
     } catch (const ConnectionError&) {
-      router_->forget();  // a dead node, or no master: ask the deployment again next time
+      discovery_->forget();  // a dead node, or no master: ask the deployment again next time
       throw;
     }
     return;
@@ -257,7 +258,7 @@ void Connection::handshake() {
           fmt::format("fairsem: SELECT {} on {} failed: {}", options_.db, endpoint_, reply.str));
     }
   }
-  if (router_ && router_->sentinel()) {
+  if (discovery_ && discovery_->sentinel()) {
     check_master_role();
   } else if (tls_ && !auth && options_.db == 0) {
     probe_tls();
@@ -438,19 +439,19 @@ Reply Connection::exchange(const Args& argv, std::chrono::milliseconds timeout,
       --hop;
       continue;
     }
-    if (!router_ || hop >= kMaxRedirects) return reply;
+    if (!discovery_ || hop >= kMaxRedirects) return reply;
     if (auto redirect = parse_redirect(reply.str, node_)) {
       if (redirect->kind == Redirect::Kind::ask) {
         last_reply_elsewhere_ = true;
         return ask(redirect->node, argv, timeout, script);
       }
-      router_->moved(redirect->slot, redirect->node);
+      discovery_->moved(redirect->slot, redirect->node);
       if (slot_ < 0) slot_ = redirect->slot;
       broken_ = true;  // the next roundtrip connects to the slot's master
       continue;
     }
     if (is_demoted(reply.str)) {
-      router_->forget();
+      discovery_->forget();
       broken_ = true;
       continue;
     }
@@ -461,7 +462,7 @@ Reply Connection::exchange(const Args& argv, std::chrono::milliseconds timeout,
 Reply Connection::ask(const NodeAddress& node, const Args& argv, std::chrono::milliseconds timeout,
                       const Script* script) {
   // ASKING admits only the next command, so it precedes the command each time it is sent.
-  Connection asked(router_->node_options(node));
+  Connection asked(discovery_->node_options(node));
   auto once = [&] {
     const Reply asking = asked.roundtrip({"ASKING"}, options_.command_timeout);
     if (asking.is_error()) {
