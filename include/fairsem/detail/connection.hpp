@@ -44,6 +44,10 @@ using Args = std::vector<std::string_view>;
 /// MOVED (the slot's new master: remembered, reconnected to, sent again), ASK (sent once to the
 /// importing node after ASKING), and, from a master turned replica, READONLY or UNBLOCKED (the
 /// master is asked for again). pipeline() follows none of them.
+///
+/// Implemented in src/connect.cpp (connecting, TLS, the handshake, reconnect()),
+/// src/connection.cpp (the socket: send, receive, pipeline()) and src/redirection.cpp
+/// (command() and eval(): redirections followed, scripts reloaded after NOSCRIPT).
 class Connection {
  public:
   /// Validates the options and connects once; throws InvalidArgument, ConnectionError,
