@@ -41,6 +41,17 @@ std::optional<NodeAddress> parse_host_port(std::string_view text, const NodeAddr
   return NodeAddress{std::string(host), static_cast<int>(*port)};
 }
 
+/// `nodes` in their order, each once.
+std::vector<NodeAddress> without_duplicates(const std::vector<NodeAddress>& nodes) {
+  std::vector<NodeAddress> distinct;
+  for (const NodeAddress& node : nodes) {
+    if (std::find(distinct.begin(), distinct.end(), node) == distinct.end()) {
+      distinct.push_back(node);
+    }
+  }
+  return distinct;
+}
+
 }  // namespace
 
 int key_slot(std::string_view key) noexcept {
@@ -79,10 +90,8 @@ std::optional<Redirect> parse_redirect(std::string_view error, const NodeAddress
   return r;
 }
 
-Router::Router(const std::vector<NodeAddress>& seeds) : owner_(kClusterSlots, -1) {
-  for (const NodeAddress& seed : seeds) node_index(nodes_, seed);
-  seed_count_ = nodes_.size();
-}
+Router::Router(const std::vector<NodeAddress>& seeds)
+    : nodes_(without_duplicates(seeds)), seed_count_(nodes_.size()), owner_(kClusterSlots, -1) {}
 
 std::int32_t Router::node_index(std::vector<NodeAddress>& nodes, const NodeAddress& node) {
   const auto it = std::find(nodes.begin(), nodes.end(), node);
