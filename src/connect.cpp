@@ -2,6 +2,7 @@
 // Sentinel master's ROLE), and reconnect() with its backoff. The node of a routed connection
 // comes from its Discovery.
 
+#include <fmt/format.h>
 #include <hiredis/hiredis.h>
 
 #include <cerrno>

@@ -5,6 +5,7 @@
 
 #include "fairsem/detail/connection.hpp"
 
+#include <fmt/format.h>
 #include <hiredis/hiredis.h>
 
 #include <cerrno>

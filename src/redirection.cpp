@@ -2,6 +2,8 @@
 // master's READONLY/UNBLOCKED are followed (up to kMaxRedirects hops) with the Discovery's help,
 // and a script the server lost (NOSCRIPT) is loaded again with SCRIPT LOAD and run once more.
 
+#include <fmt/format.h>
+
 #include <string>
 
 #include "fairsem/detail/connection.hpp"
