@@ -55,10 +55,10 @@ void WakeSubscription::rearm(Connection& conn) {
 
 // --- Waker ----------------------------------------------------------------------------------
 
-Waker::Waker(ConnectionOptions options, std::shared_ptr<Router> router, int slot,
+Waker::Waker(ConnectionOptions options, std::shared_ptr<Discovery> discovery, int slot,
              std::string kick_key)
     : options_(std::move(options)),
-      router_(std::move(router)),
+      discovery_(std::move(discovery)),
       slot_(slot),
       kick_key_(std::move(kick_key)) {}
 
@@ -161,7 +161,7 @@ void Waker::run() {
       listening_ = true;  // from here on, a new subscription kicks
     }
     try {
-      if (!conn) conn = std::make_unique<Connection>(options_, router_, slot_);
+      if (!conn) conn = std::make_unique<Connection>(options_, discovery_, slot_);
       listen(*conn, keys);
     } catch (const std::exception&) {
       // Unreachable or broken (or out of memory): made again (or reconnected) for the next
