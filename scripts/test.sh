@@ -12,8 +12,9 @@
 #          tests among them) on each of Valkey 8.0.1, Redis 6.2.16 and Redis 7.2.6, built with TLS
 #   tidy   clang-tidy 14 over src/ and include/ (scripts/tidy.sh), every finding an error
 #   fuzz   each libFuzzer target for FAIRSEM_FUZZ_SECONDS (30) seconds (scripts/fuzz.sh)
-# plus a clang-format check. Installs missing Debian packages itself; the tests start their
-# own redis-server processes on free loopback ports.
+# plus a clang-format check and a check of the Markdown files' relative links. Installs missing
+# Debian packages itself; the tests start their own redis-server processes on free loopback
+# ports.
 #
 #   bash scripts/test.sh              # everything (what CI runs)
 #   bash scripts/test.sh cxx17 asan   # only these configurations
@@ -30,6 +31,8 @@ fairsem_ensure_packages
 fairsem_log "checking clang-format"
 mapfile -t sources < <(git ls-files '*.hpp' '*.cpp' 2>/dev/null || find include src tests examples -name '*.[ch]pp')
 clang-format --dry-run -Werror "${sources[@]}"
+fairsem_log "checking the links of the Markdown files"
+python3 scripts/check_links.py
 
 total_pass=0
 total_fail=0

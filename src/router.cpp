@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <utility>
 
-#include "fairsem/impl/connection.hpp"
+#include "fairsem/errors.hpp"
 #include "fairsem/impl/text.hpp"
 
 namespace fairsem::detail {
@@ -41,11 +41,15 @@ std::optional<NodeAddress> parse_host_port(std::string_view text, const NodeAddr
   return NodeAddress{std::string(host), static_cast<int>(*port)};
 }
 
-/// Opens a short-lived connection for a question to a seed node or a sentinel: one attempt,
-/// so that a dead node costs one connect timeout before the next is tried.
-Connection question_connection(ConnectionOptions options) {
-  options.reconnect_attempts = 1;
-  return Connection(std::move(options));
+/// `nodes` in their order, each once.
+std::vector<NodeAddress> without_duplicates(const std::vector<NodeAddress>& nodes) {
+  std::vector<NodeAddress> distinct;
+  for (const NodeAddress& node : nodes) {
+    if (std::find(distinct.begin(), distinct.end(), node) == distinct.end()) {
+      distinct.push_back(node);
+    }
+  }
+  return distinct;
 }
 
 }  // namespace
@@ -86,29 +90,8 @@ std::optional<Redirect> parse_redirect(std::string_view error, const NodeAddress
   return r;
 }
 
-Router::Router(ConnectionOptions options) : options_(std::move(options)) {
-  if (options_.cluster) {
-    nodes_.push_back(NodeAddress{options_.host, options_.port});
-    for (const NodeAddress& seed : options_.seeds) node_index(nodes_, seed);
-    seed_count_ = nodes_.size();
-    owner_.assign(kClusterSlots, -1);
-  }
-  sentinels_ = options_.sentinels;
-}
-
-ConnectionOptions Router::node_options(const NodeAddress& node) const {
-  ConnectionOptions o = options_;
-  o.cluster = false;
-  o.seeds.clear();
-  o.sentinel_master.clear();
-  o.sentinels.clear();
-  o.sentinel_user.clear();
-  o.sentinel_password.clear();
-  o.unix_path.clear();
-  o.host = node.host;
-  o.port = node.port;
-  return o;
-}
+Router::Router(const std::vector<NodeAddress>& seeds)
+    : nodes_(without_duplicates(seeds)), seed_count_(nodes_.size()), owner_(kClusterSlots, -1) {}
 
 std::int32_t Router::node_index(std::vector<NodeAddress>& nodes, const NodeAddress& node) {
   const auto it = std::find(nodes.begin(), nodes.end(), node);
@@ -117,120 +100,43 @@ std::int32_t Router::node_index(std::vector<NodeAddress>& nodes, const NodeAddre
   return static_cast<std::int32_t>(nodes.size() - 1);
 }
 
-NodeAddress Router::target(int slot) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (sentinel()) {
-    if (!master_) master_ = ask_sentinels();
-    return *master_;
-  }
+std::optional<NodeAddress> Router::lookup(int slot) const {
   if (slot < 0) {
-    // No slot yet: any node answers (and redirects a keyed command to the right one).
+    // No slot: any node answers (and redirects a keyed command to the right one).
     for (const std::int32_t owner : owner_) {
       if (owner >= 0) return nodes_[static_cast<std::size_t>(owner)];
     }
-    return nodes_.front();
+    if (seed_count_ > 0) return nodes_.front();
+    return std::nullopt;
   }
-  if (owner_[static_cast<std::size_t>(slot)] < 0) refresh_slots();
+  if (slot >= kClusterSlots) return std::nullopt;
   const std::int32_t owner = owner_[static_cast<std::size_t>(slot)];
-  if (owner < 0) {
-    throw ConnectionError(fmt::format(
-        "fairsem: no master serves hash slot {} in the cluster of {} (the cluster is not fully "
-        "set up, or lost that shard)",
-        slot, options_.endpoint()));
-  }
+  if (owner < 0) return std::nullopt;
   return nodes_[static_cast<std::size_t>(owner)];
 }
 
 void Router::moved(int slot, const NodeAddress& node) {
   if (slot < 0 || slot >= kClusterSlots) return;
-  std::lock_guard<std::mutex> lock(mu_);
-  if (owner_.empty()) return;
   owner_[static_cast<std::size_t>(slot)] = node_index(nodes_, node);
 }
 
-void Router::forget() {
-  std::lock_guard<std::mutex> lock(mu_);
-  master_.reset();
-  std::fill(owner_.begin(), owner_.end(), -1);
+void Router::replace(const std::vector<SlotRange>& ranges) {
+  // Built aside and swapped in, so that a bad range leaves the map as it was.
+  std::vector<NodeAddress> nodes(nodes_.begin(),
+                                 nodes_.begin() + static_cast<std::ptrdiff_t>(seed_count_));
+  std::vector<std::int32_t> owner(kClusterSlots, -1);
+  for (const SlotRange& range : ranges) {
+    if (range.first < 0 || range.last >= kClusterSlots || range.first > range.last) {
+      throw InvalidArgument(fmt::format("fairsem: no hash slots {}-{} (a slot is 0 to {})",
+                                        range.first, range.last, kClusterSlots - 1));
+    }
+    const std::int32_t index = node_index(nodes, range.node);
+    std::fill(owner.begin() + range.first, owner.begin() + range.last + 1, index);
+  }
+  nodes_ = std::move(nodes);
+  owner_ = std::move(owner);
 }
 
-void Router::refresh_slots() {
-  std::string errors;
-  // Every node heard of may answer: the seeds first, then those the last map named.
-  const std::vector<NodeAddress> candidates = nodes_;
-  for (const NodeAddress& node : candidates) {
-    try {
-      Connection conn = question_connection(node_options(node));
-      const Reply reply = conn.command({"CLUSTER", "SLOTS"});
-      // The new map's nodes: the seeds, then the masters it names (nodes heard of before and
-      // gone from the map are dropped, so dead ones are not asked again and again).
-      std::vector<NodeAddress> nodes(nodes_.begin(),
-                                     nodes_.begin() + static_cast<std::ptrdiff_t>(seed_count_));
-      std::vector<std::int32_t> owner(kClusterSlots, -1);
-      for (const Reply& range : expect_array(reply, "the CLUSTER SLOTS reply")) {
-        const auto& fields = expect_array(range, "a CLUSTER SLOTS range", 3);
-        const long long first = expect_integer(fields[0], "a CLUSTER SLOTS range start");
-        const long long last = expect_integer(fields[1], "a CLUSTER SLOTS range end");
-        const auto& master = expect_array(fields[2], "a CLUSTER SLOTS master", 2);
-        const std::string& host = expect_string(master[0], "a CLUSTER SLOTS master host");
-        const long long port = expect_integer(master[1], "a CLUSTER SLOTS master port");
-        if (first < 0 || last >= kClusterSlots || first > last || port < 1 || port > 65535) {
-          throw ProtocolError(
-              fmt::format("fairsem: CLUSTER SLOTS from {} names slots {}-{} at port {}",
-                          node.endpoint(), first, last, port));
-        }
-        const NodeAddress where{host.empty() || host == "?" ? node.host : host,
-                                static_cast<int>(port)};
-        const std::int32_t index = node_index(nodes, where);
-        std::fill(owner.begin() + first, owner.begin() + last + 1, index);
-      }
-      nodes_ = std::move(nodes);
-      owner_ = std::move(owner);
-      return;
-    } catch (const Error& e) {
-      errors += fmt::format("{}{}", errors.empty() ? "" : "; ", e.what());
-    }
-  }
-  throw ConnectionError(fmt::format("fairsem: no node of the cluster of {} told its slot map: {}",
-                                    options_.endpoint(), errors));
-}
-
-NodeAddress Router::ask_sentinels() {
-  std::string errors;
-  for (std::size_t i = 0; i < sentinels_.size(); ++i) {
-    const NodeAddress sentinel = sentinels_[i];
-    try {
-      ConnectionOptions o = node_options(sentinel);
-      o.user = options_.sentinel_user;
-      o.password = options_.sentinel_password;
-      o.db = 0;
-      Connection conn = question_connection(std::move(o));
-      const Reply reply =
-          conn.command({"SENTINEL", "GET-MASTER-ADDR-BY-NAME", options_.sentinel_master});
-      if (reply.is_nil()) {
-        errors += fmt::format("{}sentinel {} does not know a master named '{}'",
-                              errors.empty() ? "" : "; ", sentinel.endpoint(),
-                              printable(options_.sentinel_master));
-        continue;
-      }
-      const auto& fields = expect_array(reply, "the SENTINEL GET-MASTER-ADDR-BY-NAME reply", 2);
-      const std::string& host = expect_string(fields[0], "the master's host");
-      const std::string& port_text = expect_string(fields[1], "the master's port");
-      const auto port = parse_decimal(port_text, 65535);
-      if (host.empty() || !port || *port == 0 || !all_digits(port_text)) {
-        throw ProtocolError(fmt::format("fairsem: sentinel {} named the master {}:{}",
-                                        sentinel.endpoint(), printable(host),
-                                        printable(port_text)));
-      }
-      // The sentinel that answered is asked first next time.
-      std::rotate(sentinels_.begin(), sentinels_.begin() + static_cast<std::ptrdiff_t>(i),
-                  sentinels_.begin() + static_cast<std::ptrdiff_t>(i) + 1);
-      return NodeAddress{host, static_cast<int>(*port)};
-    } catch (const Error& e) {
-      errors += fmt::format("{}{}", errors.empty() ? "" : "; ", e.what());
-    }
-  }
-  throw ConnectionError(fmt::format("fairsem: no sentinel named the master: {}", errors));
-}
+void Router::forget() { std::fill(owner_.begin(), owner_.end(), -1); }
 
 }  // namespace fairsem::detail

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # The comparison harness: fairsem beside the raw Redis floor and the most-used peer (npm
 # redis-semaphore on ioredis), measured in one run against one private Redis, then written up
-# as docs/benchmarks.md with two plots (docs/img/wait_cdf.png, docs/img/queue_cost.png) by
-# compare_report.sh, which this script sources once the runs are done.
+# as docs/benchmark-run.md with two plots (docs/img/wait_cdf.png, docs/img/queue_cost.png) by
+# compare_report.sh, which this script sources once the runs are done. docs/benchmarks.md, the
+# reading of those figures, is kept by hand.
 #
 #   bash tests/bench/compare.sh              # about 3 minutes
 #   SECONDS_PER_RUN=20 bash tests/bench/compare.sh
-#   COMPARE_OUT=/tmp/b/benchmarks.md bash tests/bench/compare.sh   # write-up (and img/) elsewhere
+#   COMPARE_OUT=/tmp/b/benchmark-run.md bash tests/bench/compare.sh   # write-up (and img/) elsewhere
 #   COMPARE_KEEP_WORK=1 bash tests/bench/compare.sh  # keep the JSON figures and grant records
 #
 # It builds the benchmarks (cmake preset "bench"), starts redis-server on a free loopback port,
@@ -27,7 +28,7 @@ CLIENTS=8
 WEIGHTS=1,4
 WEIGHTED_LIMIT=8
 GRANT_TOLERANCE_US=1000
-OUT=${COMPARE_OUT:-docs/benchmarks.md}
+OUT=${COMPARE_OUT:-docs/benchmark-run.md}
 IMG=$(dirname "$OUT")/img
 BIN=build/bench/tests/bench
 

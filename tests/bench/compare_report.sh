@@ -1,7 +1,7 @@
 # shellcheck shell=bash
 # The write-up of tests/bench/compare.sh: the figures read from the JSON and records in $work,
 # the plots ($IMG/wait_cdf.png, $IMG/queue_cost.png) and the markdown ($OUT); docs/img/ and
-# docs/benchmarks.md by default. Sourced by compare.sh once every program has run, not run on
+# docs/benchmark-run.md by default. Sourced by compare.sh once every program has run, not run on
 # its own: it reads compare.sh's settings (CLIENTS, RUN_SECONDS, WEIGHTS, WEIGHTED_LIMIT,
 # GRANT_TOLERANCE_US, OUT, IMG) and what its runs found (work, floor_us, ping_us, peer,
 # peer_version).
@@ -142,7 +142,7 @@ vs_peer() { awk -v r="$1" -v b="$2" 'BEGIN { if (r == "n/a") print "n/a (no peer
 lt() { awk -v a="$1" -v b="$2" 'BEGIN { if (b == "n/a") print "n/a (no peer)"; else print (a < b) ? "met" : "**missed**" }'; }
 
 cat >"$OUT" <<EOF
-# fairsem benchmarks
+# fairsem benchmarks: the run compare.sh wrote
 
 Written by \`bash tests/bench/compare.sh\` (SECONDS_PER_RUN=$RUN_SECONDS) on $(date -u +%Y-%m-%d).
 Everything below was measured in that one run, against one private redis-server on loopback;
@@ -281,42 +281,6 @@ before every one of its slots was given back by the release() call of its previo
 higher ticket that started before then proves a grant out of ticket order, and a holder that
 started before its slot's previous holder called release() proves a slot held twice. The peer
 has neither tickets nor slots (n/a).
-
-## Where the time goes (measured separately, 2026-11-24)
-
-Issue 16's ratios to the peer (rows 7) are missed: an uncontended pair costs Redis about 27 µs
-of script time against the peer's 4.6 µs. What the pair runs, and what each part costs, on
-the same machine and Redis 7.0.15:
-
-- **The calls.** \`INFO commandstats\` counts 27 Redis commands per pair: the two \`EVALSHA\`s and
-  25 calls from Lua (seen with \`MONITOR\` during the benchmark). The acquire makes 13: read meta,
-  count the holders, count the free slots, \`TIME\`, look up its own id (a retry after a lost
-  reply), count the queue, the deadline, the owner info, the counter, the ticket, clear a stale
-  wake list, hand out a slot, record it. The release makes 12: read meta, count the holders
-  and the free slots, check its ticket, three removals (info, deadline, queue), read and remove
-  its slots, the receipt (a \`SET\` with \`PX\`, so that a retry after a lost reply reports
-  \`released\`), look for waiters to promote, and reset the slot bookkeeping of the semaphore
-  going idle. Thirteen of the 25 are writes.
-- **What a call costs**, from \`redis-benchmark -n 50000 EVALSHA <sha> 2 k1 k2\` on scripts that
-  make ten calls of one kind, minus an empty script (\`INFO commandstats\` usec_per_call): a read
-  such as \`HLEN\` 0.2 µs, \`INCR\` 0.3, \`TIME\` 0.5, \`HMGET\` or \`ZRANGE\` 0.6, \`HINCRBY\` 0.7, a
-  \`ZADD\` and \`ZREM\` of one member 1.1 together, an \`HSET\` and \`HDEL\` 0.8 together, \`DEL\` of a
-  missing key 0.4, \`SET ... PX\` 1.2. An empty script with the semaphore's 9 keys and 7
-  arguments costs 1.15 µs; building 20 Lua closures 1.7 µs, and every run builds the 19
-  functions of the shared parts (\`common.lua\`, \`slots.lua\`, \`queue.lua\`) again.
-- **So** the pair is about 2 × 1.2 µs of script entry, 2 × 1.6 µs of closures and some 20 µs
-  in the 25 calls. One script per operation (this version) took the pair from 28.1 to 26.5 µs
-  in one quiet run of \`fairsem_bench_uncontended\`, by building fewer closures. The peer's
-  acquire script makes four calls and its release is one \`ZREM\`: what it does not have (tickets
-  and a queue, slots, owner info, receipts, a wake-up) is where fairsem's calls go.
-- **What would fold** (not done): the holder count, the units held and the ticket counter as
-  fields of \`meta\`, read by the one \`HMGET\` the scripts start with (three reads less per pair,
-  and the counter's \`INCR\` into the \`HSET\` that hands out the slot); a holder's owner info
-  inside its \`slots\` value (one write less each way); no wake list to clear for an id that
-  never queued. A data model change with a version bump, and about 5 µs of the 27.
-- **Contended**, Redis spends 1.4 × the peer's CPU per grant (33 commands per grant against
-  its 8.6, but the peer polls every 10 ms); a hand-off is one release script and one \`BRPOP\`
-  reply, which is why its p50 stays within 1.5 round trips.
 
 ## Commands
 

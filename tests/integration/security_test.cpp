@@ -201,8 +201,9 @@ class SecurityAclTest : public ::testing::Test {
 };
 
 TEST_F(SecurityAclTest, RuleAllowsExactlyTheCommandsFairsemSends) {
-  // Client-side commands (src/connection.cpp, src/semaphore.cpp): EVALSHA, SCRIPT LOAD after
-  // NOSCRIPT, BRPOP for a waiter, SELECT for a /db URL. AUTH needs no permission.
+  // Client-side commands (src/redirection.cpp, src/connect.cpp, src/semaphore.cpp): EVALSHA,
+  // SCRIPT LOAD after NOSCRIPT, BRPOP for a waiter, SELECT for a /db URL. AUTH needs no
+  // permission.
   std::set<std::string> needed = {"evalsha", "script|load", "brpop", "select"};
   // Everything the scripts call, as Redis 7 checks it against the same user.
   for (const detail::Script* script :

@@ -21,7 +21,7 @@ struct redisContext;
 
 namespace fairsem::detail {
 
-class Router;
+class Discovery;
 class TlsConfig;
 
 struct ContextDeleter {
@@ -39,20 +39,24 @@ using Args = std::vector<std::string_view>;
 /// connection reconnects (bounded exponential backoff, AUTH and SELECT re-applied) at the start
 /// of the next command; the failed command itself is never re-sent, since it may have run.
 ///
-/// Routed options (Cluster, Sentinel): the connection talks to the node its Router names for
+/// Routed options (Cluster, Sentinel): the connection talks to the node its Discovery names for
 /// its slot. Replies that say a command did not run there are followed, up to a few hops:
 /// MOVED (the slot's new master: remembered, reconnected to, sent again), ASK (sent once to the
 /// importing node after ASKING), and, from a master turned replica, READONLY or UNBLOCKED (the
 /// master is asked for again). pipeline() follows none of them.
+///
+/// Implemented in src/connect.cpp (connecting, TLS, the handshake, reconnect()),
+/// src/connection.cpp (the socket: send, receive, pipeline()) and src/redirection.cpp
+/// (command() and eval(): redirections followed, scripts reloaded after NOSCRIPT).
 class Connection {
  public:
   /// Validates the options and connects once; throws InvalidArgument, ConnectionError,
-  /// TimeoutError or AuthError. Routed options get a Router of their own.
+  /// TimeoutError or AuthError. Routed options get a Discovery of their own.
   explicit Connection(ConnectionOptions options);
   /// A connection for commands on cluster hash slot `slot` (-1: keyless commands), routed by
-  /// `router` (shared with other connections; null for standalone options). Routed, the first
+  /// `discovery` (shared with other connections; null for standalone options). Routed, the first
   /// connect is retried like a reconnect (reconnect_attempts, with backoff).
-  Connection(ConnectionOptions options, std::shared_ptr<Router> router, int slot);
+  Connection(ConnectionOptions options, std::shared_ptr<Discovery> discovery, int slot);
   Connection(Connection&&) noexcept;
   Connection& operator=(Connection&&) noexcept;
   Connection(const Connection&) = delete;
@@ -136,7 +140,7 @@ class Connection {
   [[noreturn]] void fail_io(std::string_view action, int saved_errno);
 
   ConnectionOptions options_;
-  std::shared_ptr<Router> router_;  // null: standalone
+  std::shared_ptr<Discovery> discovery_;  // null: standalone
   int slot_ = -1;
   NodeAddress node_;  // routed: the node connected to (or last tried)
   std::string endpoint_;

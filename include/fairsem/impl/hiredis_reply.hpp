@@ -1,7 +1,8 @@
 #pragma once
 
 // hiredis replies into fairsem's own Reply, the same with every hiredis fairsem supports (0.14
-// and 1.x). Private to src/: it includes hiredis.h, which no installed header does.
+// and 1.x). Internal: it includes hiredis.h, which no public header does (only the
+// implementation, and so header-only mode, includes it).
 //
 // The reply nesting limit lives here. hiredis 0.14 refuses replies nested more than 8 arrays
 // deep; hiredis 1.x accepts any depth, and both its reply destructor and fairsem's conversion

@@ -1,12 +1,11 @@
 #pragma once
 
-// Routing for Redis Cluster and Sentinel: which node a connection talks to. Internal.
+// The slot map of a Redis Cluster or Sentinel deployment: which node serves each hash slot, as
+// last learned. Pure bookkeeping: it never talks to a server (discovery.hpp does, and fills it
+// in). Internal.
 
-#include <chrono>
 #include <cstdint>
-#include <mutex>
 #include <optional>
-#include <string>
 #include <string_view>
 #include <vector>
 
@@ -32,45 +31,47 @@ struct Redirect {
 /// `from`: the node that sent it, whose host stands in for an empty one (":6381").
 std::optional<Redirect> parse_redirect(std::string_view error, const NodeAddress& from);
 
-/// Where the commands of a Cluster or Sentinel deployment go: the master serving a slot, or
-/// the master the sentinels name. The connections of one semaphore share one Router.
-/// Thread-safe.
+/// Slots `first` to `last` (both included) are served by `node`.
+struct SlotRange {
+  int first = 0;
+  int last = kClusterSlots - 1;
+  NodeAddress node;
+};
+
+/// Which node serves each hash slot: learned from a whole map (replace(): a CLUSTER SLOTS
+/// reply, or the one master a sentinel names) and from MOVED replies (moved()). It also keeps
+/// the nodes worth asking for a new map (nodes()). Not thread-safe: Discovery guards it.
 class Router {
  public:
-  /// `options` must be routed() and valid.
-  explicit Router(ConnectionOptions options);
+  /// `seeds`: the nodes known before any map (a cluster's seed nodes; none for Sentinel).
+  /// Duplicates count once.
+  explicit Router(const std::vector<NodeAddress>& seeds = {});
 
-  /// The node for commands on `slot` (-1: any master; a cluster's first reachable seed). Asks
-  /// the seed nodes (CLUSTER SLOTS) or the sentinels when nothing is known. Throws
-  /// ConnectionError when none of them answers or none knows the answer.
-  NodeAddress target(int slot);
-  /// A MOVED reply: `slot` is served by `node` from now on.
+  /// The node serving `slot`, or, for slot -1 (a keyless command: any node), the first node of
+  /// the map in slot order, else the first seed. nullopt when not known (and for a slot outside
+  /// 0 to 16383).
+  std::optional<NodeAddress> lookup(int slot) const;
+  /// A MOVED reply: `slot` is served by `node` from now on. A slot outside 0 to 16383 is
+  /// ignored.
   void moved(int slot, const NodeAddress& node);
-  /// The last answer proved wrong (its node is unreachable, not a master, read-only): ask the
-  /// seeds or the sentinels again next time.
+  /// A whole new map: the slots of `ranges` go to their nodes, every other slot is unknown,
+  /// and the nodes named only by earlier maps or MOVEDs are no longer in nodes(). Throws
+  /// InvalidArgument, leaving the map as it was, for a range outside 0 to 16383 or backwards.
+  void replace(const std::vector<SlotRange>& ranges);
+  /// The map proved wrong (a node unreachable, not a master): every slot unknown. nodes() keeps
+  /// every node heard of, so all of them can be asked for the next map.
   void forget();
 
-  /// Options for a plain connection to `node` of this deployment: the data nodes' credentials
-  /// and database, the timeouts; no routing.
-  ConnectionOptions node_options(const NodeAddress& node) const;
-  const ConnectionOptions& options() const noexcept { return options_; }
-  bool sentinel() const noexcept { return !options_.sentinel_master.empty(); }
+  /// The nodes to ask for a map: the seeds first, then those the last map and MOVEDs named.
+  const std::vector<NodeAddress>& nodes() const noexcept { return nodes_; }
 
  private:
-  // The refresh and the sentinel question run under mu_: connections that need the map wait
-  // for the one refresh under way instead of starting their own.
-  void refresh_slots();         // caller holds mu_
-  NodeAddress ask_sentinels();  // caller holds mu_
   /// Index of `node` in `nodes`, added at the end when new.
   static std::int32_t node_index(std::vector<NodeAddress>& nodes, const NodeAddress& node);
 
-  const ConnectionOptions options_;
-  std::mutex mu_;
-  std::vector<NodeAddress> nodes_;      // the seeds, then the last map's masters and MOVEDs
-  std::size_t seed_count_ = 0;          // how many of nodes_ are seeds
-  std::vector<std::int32_t> owner_;     // slot -> index in nodes_, -1 unknown (cluster)
-  std::optional<NodeAddress> master_;   // sentinel: the master last named
-  std::vector<NodeAddress> sentinels_;  // the one that answered last comes first
+  std::vector<NodeAddress> nodes_;   // the seeds, then the last map's nodes and MOVEDs
+  std::size_t seed_count_ = 0;       // how many of nodes_ are seeds
+  std::vector<std::int32_t> owner_;  // slot -> index in nodes_, -1 unknown
 };
 
 }  // namespace fairsem::detail

@@ -28,7 +28,7 @@ FAIRSEM_INLINE thread_local std::size_t held_by_this_thread = 0;
 FAIRSEM_INLINE Runtime::Runtime(ConnectionOptions options, ClientOptions client_options)
     : options_((options.validate(), std::move(options))),
       max_connections_((client_options.validate(), client_options.max_connections)),
-      router_(options_.routed() ? std::make_shared<Router>(options_) : nullptr),
+      discovery_(options_.routed() ? std::make_shared<Discovery>(options_) : nullptr),
       executor_(client_options.worker_threads) {}
 
 FAIRSEM_INLINE Runtime::~Runtime() {
@@ -67,7 +67,7 @@ FAIRSEM_INLINE std::unique_ptr<Connection> Runtime::take(int slot) {
   ++open_;
   lock.unlock();
   try {
-    auto conn = std::make_unique<Connection>(options_, router_, slot);
+    auto conn = std::make_unique<Connection>(options_, discovery_, slot);
     ++runtime_helpers::held_by_this_thread;
     return conn;
   } catch (...) {
@@ -114,7 +114,8 @@ FAIRSEM_INLINE std::shared_ptr<Waker> Runtime::waker(int slot, const std::string
   std::lock_guard<std::mutex> lock(wakers_mu_);
   std::shared_ptr<Waker>& waker = wakers_[slot];
   if (!waker) {
-    waker = std::make_shared<Waker>(options_, router_, slot, wake_prefix + "kick-" + random_id());
+    waker =
+        std::make_shared<Waker>(options_, discovery_, slot, wake_prefix + "kick-" + random_id());
   }
   return waker;
 }
@@ -184,7 +185,7 @@ FAIRSEM_INLINE void Runtime::renew(SemaphoreCore& core,
   WatchdogConnection& w = connections[core.slot()];
   if (!w.conn || w.conn->broken()) {
     try {
-      w.conn = std::make_unique<Connection>(options_, router_, core.slot());
+      w.conn = std::make_unique<Connection>(options_, discovery_, core.slot());
       if (std::exchange(w.connected, true)) MetricCounters::add(*core.reconnect_counter());
     } catch (const std::exception& e) {
       w.conn.reset();

@@ -1,9 +1,9 @@
 #pragma once
 
-// What a Client shares among its semaphores: the options, the router, a pool of idle
-// connections per cluster slot, the wake-up path of waiting acquires (waker.hpp, one per slot),
-// and one watchdog thread that renews every watched semaphore's permits at that semaphore's own
-// interval. Internal.
+// What a Client shares among its semaphores: the options, the Discovery of a Cluster or
+// Sentinel deployment, a pool of idle connections per cluster slot, the wake-up path of waiting
+// acquires (waker.hpp, one per slot), and one watchdog thread that renews every watched
+// semaphore's permits at that semaphore's own interval. Internal.
 
 #include <chrono>
 #include <condition_variable>
@@ -17,8 +17,8 @@
 #include "fairsem/client.hpp"
 #include "fairsem/connection_options.hpp"
 #include "fairsem/impl/connection.hpp"
+#include "fairsem/impl/discovery.hpp"
 #include "fairsem/impl/executor.hpp"
-#include "fairsem/impl/router.hpp"
 #include "fairsem/impl/waker.hpp"
 
 namespace fairsem::detail {
@@ -36,7 +36,7 @@ class Runtime : public std::enable_shared_from_this<Runtime> {
 
   const ConnectionOptions& options() const noexcept { return options_; }
   /// Cluster and Sentinel: where connections go (shared by all of them); null standalone.
-  const std::shared_ptr<Router>& router() const noexcept { return router_; }
+  const std::shared_ptr<Discovery>& discovery() const noexcept { return discovery_; }
 
   /// A connection for commands on cluster hash slot `slot` (-1 standalone): an idle one from the
   /// pool, else a new one (which may throw what connecting throws), waiting while
@@ -83,7 +83,7 @@ class Runtime : public std::enable_shared_from_this<Runtime> {
 
   const ConnectionOptions options_;
   const std::size_t max_connections_;
-  const std::shared_ptr<Router> router_;
+  const std::shared_ptr<Discovery> discovery_;
 
   std::mutex pool_mu_;  // guards idle_ and open_
   std::condition_variable pool_cv_;

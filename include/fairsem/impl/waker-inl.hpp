@@ -58,10 +58,10 @@ FAIRSEM_INLINE void WakeSubscription::rearm(Connection& conn) {
 
 // --- Waker ----------------------------------------------------------------------------------
 
-FAIRSEM_INLINE Waker::Waker(ConnectionOptions options, std::shared_ptr<Router> router, int slot,
-                            std::string kick_key)
+FAIRSEM_INLINE Waker::Waker(ConnectionOptions options, std::shared_ptr<Discovery> discovery,
+                            int slot, std::string kick_key)
     : options_(std::move(options)),
-      router_(std::move(router)),
+      discovery_(std::move(discovery)),
       slot_(slot),
       kick_key_(std::move(kick_key)) {}
 
@@ -165,7 +165,7 @@ FAIRSEM_INLINE void Waker::run() {
       listening_ = true;  // from here on, a new subscription kicks
     }
     try {
-      if (!conn) conn = std::make_unique<Connection>(options_, router_, slot_);
+      if (!conn) conn = std::make_unique<Connection>(options_, discovery_, slot_);
       listen(*conn, keys);
     } catch (const std::exception&) {
       // Unreachable or broken (or out of memory): made again (or reconnected) for the next

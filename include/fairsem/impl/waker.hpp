@@ -18,7 +18,7 @@
 
 #include "fairsem/connection_options.hpp"
 #include "fairsem/impl/connection.hpp"
-#include "fairsem/impl/router.hpp"
+#include "fairsem/impl/discovery.hpp"
 
 namespace fairsem::detail {
 
@@ -72,7 +72,8 @@ class Waker : public std::enable_shared_from_this<Waker> {
  public:
   /// For commands on cluster slot `slot` (-1 standalone); `kick_key` is a list in that slot,
   /// under a key prefix the user may write, that nobody else uses.
-  Waker(ConnectionOptions options, std::shared_ptr<Router> router, int slot, std::string kick_key);
+  Waker(ConnectionOptions options, std::shared_ptr<Discovery> discovery, int slot,
+        std::string kick_key);
   /// Stops the thread: interrupts its BRPOP and joins it.
   ~Waker();
   Waker(const Waker&) = delete;
@@ -105,7 +106,7 @@ class Waker : public std::enable_shared_from_this<Waker> {
   void pause();
 
   const ConnectionOptions options_;
-  const std::shared_ptr<Router> router_;
+  const std::shared_ptr<Discovery> discovery_;
   const int slot_;
   const std::string kick_key_;
 
