@@ -1,0 +1,239 @@
+#pragma once
+
+// Connection, connecting: the TCP or Unix socket, TLS set-up, the handshake (AUTH, SELECT, the
+// Sentinel master's ROLE), and reconnect() with its backoff. The node of a routed connection
+// comes from its Discovery.
+
+#include <fmt/format.h>
+#include <hiredis/hiredis.h>
+#include "fairsem/impl/config.hpp"
+
+#include <cerrno>
+#include <new>
+#include <random>
+#include <string>
+#include <thread>
+#include <utility>
+
+#include "fairsem/impl/connection.hpp"
+#include "fairsem/impl/discovery.hpp"
+#include "fairsem/impl/hiredis_context.hpp"
+#include "fairsem/impl/hiredis_reply.hpp"
+#include "fairsem/impl/text.hpp"
+#include "fairsem/impl/tls.hpp"
+
+namespace fairsem::detail {
+
+namespace connect_helpers {
+
+/// Error replies to AUTH that mean the credentials are wrong (retrying cannot help), as
+/// opposed to a transient refusal such as "ERR max number of clients reached".
+FAIRSEM_INLINE bool is_credentials_error(std::string_view reply) {
+  return starts_with(reply, "WRONGPASS") || starts_with(reply, "NOPERM") ||
+         starts_with(reply, "ERR invalid password") || starts_with(reply, "ERR invalid username") ||
+         starts_with(reply, "ERR AUTH") || starts_with(reply, "ERR Client sent AUTH");
+}
+
+FAIRSEM_INLINE std::string strip_prefix(const char* message) {
+  std::string_view m(message);
+  constexpr std::string_view prefix = "fairsem: ";
+  if (starts_with(m, prefix)) m.remove_prefix(prefix.size());
+  return std::string(m);
+}
+
+/// `text` with each occurrence of `secret` (if not empty) replaced by "***".
+FAIRSEM_INLINE std::string redacted(std::string text, std::string_view secret) {
+  if (secret.empty()) return text;
+  for (auto at = text.find(secret); at != std::string::npos; at = text.find(secret, at + 3)) {
+    text.replace(at, secret.size(), "***");
+  }
+  return text;
+}
+
+FAIRSEM_INLINE std::chrono::milliseconds jittered(std::chrono::milliseconds delay) {
+  // Full delay at most, half at least: reconnecting clients spread out instead of arriving
+  // at a restarted server in lock step.
+  thread_local std::minstd_rand rng{std::random_device{}()};
+  auto half = delay.count() / 2;
+  std::uniform_int_distribution<long long> pick(half, delay.count());
+  return std::chrono::milliseconds(pick(rng));
+}
+
+}  // namespace connect_helpers
+
+FAIRSEM_INLINE Connection::Connection(ConnectionOptions options)
+    : Connection(std::move(options), nullptr, -1) {}
+
+FAIRSEM_INLINE Connection::Connection(ConnectionOptions options,
+                                      std::shared_ptr<Discovery> discovery, int slot)
+    : options_(std::move(options)), discovery_(std::move(discovery)), slot_(slot) {
+  options_.validate();
+  if (options_.tls.enabled) tls_ = tls_config(options_.tls);
+  if (options_.routed() && !discovery_) discovery_ = std::make_shared<Discovery>(options_);
+  if (!options_.routed()) discovery_.reset();
+  endpoint_ = options_.endpoint();
+  if (discovery_) {
+    // A deployment's master can be missing for a moment (a failover): retry as a reconnect
+    // does, instead of failing the first operation that needed a new connection.
+    reconnect();
+  } else {
+    connect_once();
+  }
+}
+
+FAIRSEM_INLINE Connection::Connection(Connection&&) noexcept = default;
+FAIRSEM_INLINE Connection& Connection::operator=(Connection&&) noexcept = default;
+FAIRSEM_INLINE Connection::~Connection() = default;
+
+FAIRSEM_INLINE void Connection::connect_once() {
+  ctx_.reset();
+  // Stays broken until AUTH and SELECT have succeeded: whatever interrupts the handshake, the
+  // next command starts it again instead of running unauthenticated or on db 0.
+  broken_ = true;
+  if (discovery_) {
+    node_ = discovery_->target(slot_);
+    endpoint_ = node_.endpoint();
+    try {
+      connect_node(node_.host, node_.port);
+    } catch (const AuthError&) {
+      throw;
+    } catch (const ConnectionError&) {
+      discovery_->forget();  // a dead node, or no master: ask the deployment again next time
+      throw;
+    }
+    return;
+  }
+  connect_node(options_.host, options_.port);
+}
+
+FAIRSEM_INLINE void Connection::connect_node(const std::string& host, int port) {
+  const timeval connect_tv = to_timeval(options_.connect_timeout);
+  errno = 0;
+  redisContext* raw = options_.unix_path.empty()
+                          ? redisConnectWithTimeout(host.c_str(), port, connect_tv)
+                          : redisConnectUnixWithTimeout(options_.unix_path.c_str(), connect_tv);
+  const int saved_errno = errno;
+  if (raw == nullptr) throw std::bad_alloc();
+  ContextPtr ctx(raw);
+  if (raw->reader != nullptr) limit_reply_depth(*raw->reader);
+  const ErrorSite site{true, "connect", endpoint_, options_.connect_timeout};
+  if (raw->err != 0) throw_error(*raw, saved_errno, site);
+  if (tls_) {
+    // The connect timeout also bounds each step of the TLS handshake.
+    if (redisSetTimeout(raw, connect_tv) != REDIS_OK) throw_error(*raw, errno, site);
+    SigpipeGuard guard;
+    start_tls(*raw, *tls_, options_.tls, host, endpoint_, options_.connect_timeout);
+  }
+  if (redisSetTimeout(raw, to_timeval(options_.command_timeout)) != REDIS_OK) {
+    throw_error(*raw, errno, site);
+  }
+  // Keep-alive detects a peer that vanished while the connection was idle. hiredis marks the
+  // context failed when it cannot be enabled, so that is a connect failure like any other.
+  if (options_.unix_path.empty() && redisEnableKeepAlive(raw) != REDIS_OK) {
+    throw_error(*raw, errno, site);
+  }
+  ctx_ = std::move(ctx);
+  handshake();
+  broken_ = false;
+}
+
+FAIRSEM_INLINE void Connection::handshake() {
+  const bool auth = !options_.user.empty() || !options_.password.empty();
+  if (auth) {
+    send(options_.user.empty() ? Args{"AUTH", options_.password}
+                               : Args{"AUTH", options_.user, options_.password});
+    Reply reply = receive("AUTH");
+    if (reply.is_error()) {
+      ctx_.reset();
+      std::string as = options_.user.empty() ? "" : fmt::format(" as user '{}'", options_.user);
+      // A peer that is not the server it should be (another service on a reused port) may
+      // quote the command it refuses, password and all.
+      std::string message = fmt::format("fairsem: authentication to {}{} failed: {}", endpoint_, as,
+                                        connect_helpers::redacted(reply.str, options_.password));
+      if (connect_helpers::is_credentials_error(reply.str)) throw AuthError(message);
+      throw ConnectionError(message);  // e.g. max clients reached: worth another attempt
+    }
+  }
+  if (options_.db != 0) {
+    const std::string db = std::to_string(options_.db);
+    send({"SELECT", db});
+    Reply reply = receive("SELECT");
+    if (reply.is_error()) {
+      ctx_.reset();
+      throw ConnectionError(
+          fmt::format("fairsem: SELECT {} on {} failed: {}", options_.db, endpoint_, reply.str));
+    }
+  }
+  if (discovery_ && discovery_->sentinel()) {
+    check_master_role();
+  } else if (tls_ && !auth && options_.db == 0) {
+    probe_tls();
+  }
+}
+
+FAIRSEM_INLINE void Connection::probe_tls() {
+  // A server that wants a client certificate refuses its absence only after the TLS 1.3
+  // handshake, at the first read: make that read part of connecting. An error reply (NOAUTH)
+  // is the next command's business, as on a plaintext connection.
+  try {
+    send({"PING"});
+    (void)receive("PING");
+  } catch (const TimeoutError&) {
+    throw;
+  } catch (const ConnectionError& e) {
+    // The refusal races the PING: the connection can be reset before the alert is read.
+    const std::string what = e.what();
+    if (!options_.tls.cert.empty() || what.find("certificate") != std::string::npos) throw;
+    throw ConnectionError(what +
+                          " (the server closed the TLS connection after the handshake: if it "
+                          "requires a client certificate, set cert and key)");
+  }
+}
+
+FAIRSEM_INLINE void Connection::check_master_role() {
+  // A sentinel can name a master that has just been demoted, or not yet promoted.
+  send({"ROLE"});
+  const Reply role = receive("ROLE");
+  const std::string what =
+      role.type == Reply::Type::array && !role.elements.empty() ? role.elements[0].str : "";
+  if (what != "master") {
+    ctx_.reset();
+    throw ConnectionError(
+        fmt::format("fairsem: {} is {}, not the master of '{}' (a failover may be under way)",
+                    endpoint_, what.empty() ? std::string("not answering ROLE") : "a " + what,
+                    printable(options_.sentinel_master)));
+  }
+}
+
+FAIRSEM_INLINE void Connection::ensure_connected() {
+  if (broken()) reconnect();
+}
+
+FAIRSEM_INLINE void Connection::reconnect() {
+  ctx_.reset();
+  broken_ = true;
+  auto delay = options_.reconnect_backoff_min;
+  for (int attempt = 1;; ++attempt) {
+    try {
+      connect_once();
+      if (reconnects_) reconnects_->fetch_add(1, std::memory_order_relaxed);
+      return;
+    } catch (const AuthError&) {
+      throw;  // wrong credentials do not fix themselves
+    } catch (const TimeoutError& e) {
+      if (attempt >= options_.reconnect_attempts) {
+        throw TimeoutError(fmt::format("fairsem: reconnecting gave up after {} attempts: {}",
+                                       attempt, connect_helpers::strip_prefix(e.what())));
+      }
+    } catch (const ConnectionError& e) {
+      if (attempt >= options_.reconnect_attempts) {
+        throw ConnectionError(fmt::format("fairsem: reconnecting gave up after {} attempts: {}",
+                                          attempt, connect_helpers::strip_prefix(e.what())));
+      }
+    }
+    std::this_thread::sleep_for(connect_helpers::jittered(delay));
+    delay = std::min(delay * 2, options_.reconnect_backoff_max);
+  }
+}
+
+}  // namespace fairsem::detail

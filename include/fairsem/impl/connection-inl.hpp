@@ -1,0 +1,121 @@
+#pragma once
+
+// Connection, the socket in use: one command written and its reply read (with the SIGPIPE
+// guard and a longer timeout for blocking commands), command_in_place(), and pipeline().
+// Connecting is in connect.cpp; command() and eval(), which follow redirections and reload
+// scripts, are in redirection.cpp.
+
+#include "fairsem/impl/config.hpp"
+#include "fairsem/impl/connection.hpp"
+
+#include <fmt/format.h>
+#include <hiredis/hiredis.h>
+
+#include <cerrno>
+#include <vector>
+
+#include "fairsem/impl/hiredis_context.hpp"
+#include "fairsem/impl/hiredis_reply.hpp"
+
+namespace fairsem::detail {
+
+FAIRSEM_INLINE int Connection::socket_fd() const noexcept { return ctx_ ? ctx_->fd : -1; }
+
+FAIRSEM_INLINE void Connection::send(const Args& argv) {
+  std::vector<const char*> ptrs;
+  std::vector<std::size_t> lens;
+  ptrs.reserve(argv.size());
+  lens.reserve(argv.size());
+  for (std::string_view a : argv) {
+    ptrs.push_back(a.data());
+    lens.push_back(a.size());
+  }
+  if (redisAppendCommandArgv(ctx_.get(), static_cast<int>(argv.size()), ptrs.data(), lens.data()) !=
+      REDIS_OK) {
+    const int saved_errno = errno;
+    broken_ = true;
+    throw_error(*ctx_, saved_errno, {false, argv[0], endpoint_, options_.command_timeout});
+  }
+}
+
+FAIRSEM_INLINE Reply Connection::receive(std::string_view command_name) {
+  return receive(command_name, options_.command_timeout);
+}
+
+FAIRSEM_INLINE void Connection::set_socket_timeout(std::chrono::milliseconds timeout) {
+  if (redisSetTimeout(ctx_.get(), to_timeval(timeout)) != REDIS_OK) {
+    const int saved_errno = errno;
+    broken_ = true;
+    throw_error(*ctx_, saved_errno, {false, "setting the socket timeout", endpoint_, timeout});
+  }
+}
+
+FAIRSEM_INLINE Reply Connection::receive(std::string_view command_name,
+                                         std::chrono::milliseconds timeout) {
+  void* raw = nullptr;
+  int rc = REDIS_OK;
+  int saved_errno = 0;
+  {
+    SigpipeGuard guard;  // redisGetReply first flushes the pending commands
+    errno = 0;
+    rc = redisGetReply(ctx_.get(), &raw);
+    saved_errno = errno;
+  }
+  if (rc != REDIS_OK) {
+    broken_ = true;
+    throw_error(*ctx_, saved_errno, {false, command_name, endpoint_, timeout});
+  }
+  ReplyPtr reply(static_cast<redisReply*>(raw));
+  if (!reply) {
+    broken_ = true;
+    throw ProtocolError(
+        fmt::format("fairsem: no reply object for {} from {}", command_name, endpoint_));
+  }
+  return convert(*reply);
+}
+
+FAIRSEM_INLINE Reply Connection::roundtrip(const Args& argv, std::chrono::milliseconds timeout) {
+  ensure_connected();
+  const bool longer = timeout != options_.command_timeout;
+  if (longer) set_socket_timeout(timeout);
+  Reply reply;
+  try {
+    send(argv);
+    reply = receive(argv[0], timeout);
+  } catch (...) {
+    broken_ = true;  // never hand out a connection still set to the long timeout
+    throw;
+  }
+  if (longer) set_socket_timeout(options_.command_timeout);
+  return reply;
+}
+
+FAIRSEM_INLINE Reply Connection::command_in_place(const Args& argv,
+                                                  std::chrono::milliseconds reply_timeout) {
+  if (argv.empty()) throw InvalidArgument("fairsem: a command needs at least its name");
+  if (broken()) {
+    throw ConnectionError(fmt::format(
+        "fairsem: {} to {} not sent: the connection it is about was lost", argv[0], endpoint_));
+  }
+  last_reply_elsewhere_ = false;
+  return roundtrip(argv, reply_timeout);
+}
+
+FAIRSEM_INLINE std::vector<Reply> Connection::pipeline(const std::vector<Args>& commands) {
+  for (const Args& argv : commands) {
+    if (argv.empty()) throw InvalidArgument("fairsem: a command needs at least its name");
+  }
+  ensure_connected();
+  std::vector<Reply> replies;
+  replies.reserve(commands.size());
+  try {
+    for (const Args& argv : commands) send(argv);
+    for (const Args& argv : commands) replies.push_back(receive(argv[0]));
+  } catch (...) {
+    broken_ = true;  // replies may be left unread: the stream is out of step
+    throw;
+  }
+  return replies;
+}
+
+}  // namespace fairsem::detail
