@@ -6,7 +6,9 @@ set(FAIRSEM_CMAKE_DIR "${CMAKE_INSTALL_LIBDIR}/cmake/fairsem" CACHE STRING
 set(FAIRSEM_PKGCONFIG_DIR "${CMAKE_INSTALL_LIBDIR}/pkgconfig" CACHE STRING
     "Where fairsem.pc is installed, relative to the prefix")
 
-install(TARGETS fairsem
+# Both targets, in one export: fairsem::fairsem (the compiled library) and
+# fairsem::fairsem_header_only (an INTERFACE target over the same headers).
+install(TARGETS fairsem fairsem_header_only
   EXPORT fairsemTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}

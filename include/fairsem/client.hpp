@@ -3,6 +3,14 @@
 // Client: one process's way to one Redis deployment, shared by every semaphore opened through
 // it.
 
+// Header-only mode: the first fairsem header a translation unit includes brings the whole
+// implementation at its end (fairsem/impl/header_only.hpp), once the headers it includes are
+// complete. See fairsem/impl/config.hpp.
+#if defined(FAIRSEM_HEADER_ONLY) && !defined(FAIRSEM_IMPL_PENDING)
+#define FAIRSEM_IMPL_PENDING
+#define FAIRSEM_IMPL_BY_CLIENT_HPP
+#endif
+
 #include <cstddef>
 #include <memory>
 
@@ -61,3 +69,7 @@ class Client {
 };
 
 }  // namespace fairsem
+
+#if defined(FAIRSEM_HEADER_ONLY) && defined(FAIRSEM_IMPL_BY_CLIENT_HPP)
+#include "fairsem/impl/header_only.hpp"
+#endif

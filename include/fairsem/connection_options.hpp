@@ -1,5 +1,13 @@
 #pragma once
 
+// Header-only mode: the first fairsem header a translation unit includes brings the whole
+// implementation at its end (fairsem/impl/header_only.hpp), once the headers it includes are
+// complete. See fairsem/impl/config.hpp.
+#if defined(FAIRSEM_HEADER_ONLY) && !defined(FAIRSEM_IMPL_PENDING)
+#define FAIRSEM_IMPL_PENDING
+#define FAIRSEM_IMPL_BY_CONNECTION_OPTIONS_HPP
+#endif
+
 #include <chrono>
 #include <string>
 #include <string_view>
@@ -145,3 +153,7 @@ std::string redact_url(std::string_view url);
 bool tls_supported() noexcept;
 
 }  // namespace fairsem
+
+#if defined(FAIRSEM_HEADER_ONLY) && defined(FAIRSEM_IMPL_BY_CONNECTION_OPTIONS_HPP)
+#include "fairsem/impl/header_only.hpp"
+#endif

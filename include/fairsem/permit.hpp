@@ -3,6 +3,14 @@
 // Permit: a granted permit of a FairSemaphore, of one or more units, released by its
 // destructor.
 
+// Header-only mode: the first fairsem header a translation unit includes brings the whole
+// implementation at its end (fairsem/impl/header_only.hpp), once the headers it includes are
+// complete. See fairsem/impl/config.hpp.
+#if defined(FAIRSEM_HEADER_ONLY) && !defined(FAIRSEM_IMPL_PENDING)
+#define FAIRSEM_IMPL_PENDING
+#define FAIRSEM_IMPL_BY_PERMIT_HPP
+#endif
+
 #include <chrono>
 #include <memory>
 #include <string>
@@ -89,3 +97,7 @@ class Permit {
 };
 
 }  // namespace fairsem
+
+#if defined(FAIRSEM_HEADER_ONLY) && defined(FAIRSEM_IMPL_BY_PERMIT_HPP)
+#include "fairsem/impl/header_only.hpp"
+#endif

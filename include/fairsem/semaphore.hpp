@@ -3,6 +3,14 @@
 // FairSemaphore: a fair (strict FIFO), lease-based counting semaphore shared through Redis by
 // every process that opens the same name, and SemaphoreAdmin, its operator's view.
 
+// Header-only mode: the first fairsem header a translation unit includes brings the whole
+// implementation at its end (fairsem/impl/header_only.hpp), once the headers it includes are
+// complete. See fairsem/impl/config.hpp.
+#if defined(FAIRSEM_HEADER_ONLY) && !defined(FAIRSEM_IMPL_PENDING)
+#define FAIRSEM_IMPL_PENDING
+#define FAIRSEM_IMPL_BY_SEMAPHORE_HPP
+#endif
+
 #include <chrono>
 #include <exception>
 #include <functional>
@@ -242,3 +250,7 @@ class SemaphoreAdmin {
 };
 
 }  // namespace fairsem
+
+#if defined(FAIRSEM_HEADER_ONLY) && defined(FAIRSEM_IMPL_BY_SEMAPHORE_HPP)
+#include "fairsem/impl/header_only.hpp"
+#endif

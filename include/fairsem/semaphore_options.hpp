@@ -3,6 +3,14 @@
 // The options of a FairSemaphore (SemaphoreOptions), the callbacks they carry, and what those
 // callbacks are told about a permit (PermitInfo).
 
+// Header-only mode: the first fairsem header a translation unit includes brings the whole
+// implementation at its end (fairsem/impl/header_only.hpp), once the headers it includes are
+// complete. See fairsem/impl/config.hpp.
+#if defined(FAIRSEM_HEADER_ONLY) && !defined(FAIRSEM_IMPL_PENDING)
+#define FAIRSEM_IMPL_PENDING
+#define FAIRSEM_IMPL_BY_SEMAPHORE_OPTIONS_HPP
+#endif
+
 #include <chrono>
 #include <functional>
 #include <string>
@@ -112,3 +120,7 @@ std::string random_id();
 std::string default_owner_info();
 
 }  // namespace fairsem
+
+#if defined(FAIRSEM_HEADER_ONLY) && defined(FAIRSEM_IMPL_BY_SEMAPHORE_OPTIONS_HPP)
+#include "fairsem/impl/header_only.hpp"
+#endif

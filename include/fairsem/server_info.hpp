@@ -1,5 +1,13 @@
 #pragma once
 
+// Header-only mode: the first fairsem header a translation unit includes brings the whole
+// implementation at its end (fairsem/impl/header_only.hpp), once the headers it includes are
+// complete. See fairsem/impl/config.hpp.
+#if defined(FAIRSEM_HEADER_ONLY) && !defined(FAIRSEM_IMPL_PENDING)
+#define FAIRSEM_IMPL_PENDING
+#define FAIRSEM_IMPL_BY_SERVER_INFO_HPP
+#endif
+
 #include <chrono>
 #include <string>
 #include <string_view>
@@ -53,3 +61,7 @@ struct ServerInfo {
 ServerInfo probe_server(const ConnectionOptions& options, int samples = 200);
 
 }  // namespace fairsem
+
+#if defined(FAIRSEM_HEADER_ONLY) && defined(FAIRSEM_IMPL_BY_SERVER_INFO_HPP)
+#include "fairsem/impl/header_only.hpp"
+#endif
