@@ -11,6 +11,8 @@
 #          (FAIRSEM_TEST_TLS=1); then the integration, deployment and stress tests (the TLS
 #          tests among them) on each of Valkey 8.0.1, Redis 6.2.16 and Redis 7.2.6, built with TLS
 #   tidy   clang-tidy 14 over src/ and include/ (scripts/tidy.sh), every finding an error
+# Every configuration that builds the tests builds header-only mode too (header_only.consumer and
+# the package tests' header-only consumers), with its own standard and flags.
 #   fuzz   each libFuzzer target for FAIRSEM_FUZZ_SECONDS (30) seconds (scripts/fuzz.sh)
 # plus a clang-format check and a check of the Markdown files' relative links. Installs missing
 # Debian packages itself; the tests start their own redis-server processes on free loopback

@@ -2,8 +2,8 @@
 
 // Connection, the socket in use: one command written and its reply read (with the SIGPIPE
 // guard and a longer timeout for blocking commands), command_in_place(), and pipeline().
-// Connecting is in connect.cpp; command() and eval(), which follow redirections and reload
-// scripts, are in redirection.cpp.
+// Connecting is in connect-inl.hpp; command() and eval(), which follow redirections and reload
+// scripts, are in redirection-inl.hpp.
 
 #include "fairsem/impl/config.hpp"
 #include "fairsem/impl/connection.hpp"

@@ -45,8 +45,8 @@ using Args = std::vector<std::string_view>;
 /// importing node after ASKING), and, from a master turned replica, READONLY or UNBLOCKED (the
 /// master is asked for again). pipeline() follows none of them.
 ///
-/// Implemented in src/connect.cpp (connecting, TLS, the handshake, reconnect()),
-/// src/connection.cpp (the socket: send, receive, pipeline()) and src/redirection.cpp
+/// Implemented in connect-inl.hpp (connecting, TLS, the handshake, reconnect()),
+/// connection-inl.hpp (the socket: send, receive, pipeline()) and redirection-inl.hpp
 /// (command() and eval(): redirections followed, scripts reloaded after NOSCRIPT).
 class Connection {
  public:

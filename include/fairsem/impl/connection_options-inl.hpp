@@ -1,7 +1,7 @@
 #pragma once
 
 // ConnectionOptions: validation, and how the options are shown (endpoint, redacted URL).
-// The URL parser is in url_parser.cpp.
+// The URL parser is in url_parser-inl.hpp.
 
 #include <fmt/format.h>
 #include "fairsem/impl/config.hpp"

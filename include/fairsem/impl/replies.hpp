@@ -24,7 +24,7 @@ using fairsem::kMaxLimit;
 
 /// Parses RESP2 bytes (any number of complete replies) with hiredis's reader and converts each
 /// reply as Connection does. Throws ProtocolError for bytes hiredis rejects and for a trailing
-/// incomplete reply. Defined in hiredis_reply.cpp, next to that conversion.
+/// incomplete reply. Defined in hiredis_reply-inl.hpp, next to that conversion.
 std::vector<Reply> parse_resp(std::string_view bytes);
 
 /// What the messages of a refusal name.

@@ -34,12 +34,12 @@ namespace fairsem::detail {
 namespace scripts {
 
 /// The script of semaphore operation `op` ("open", "acquire", ...). Throws std::logic_error for
-/// an unknown operation (defined in semaphore_core.cpp).
+/// an unknown operation (defined in semaphore_core-inl.hpp).
 const Script& semaphore_script(std::string_view op);
 
 }  // namespace scripts
 
 /// The KEYS of the semaphore script for semaphore `name` under `key_prefix`, in its order
-/// (defined in semaphore.cpp).
+/// (defined in semaphore-inl.hpp).
 std::vector<std::string> semaphore_keys(std::string_view key_prefix, std::string_view name);
 }  // namespace fairsem::detail

@@ -3,8 +3,8 @@
 // The engine behind FairSemaphore and SemaphoreAdmin, one per handle: the script calls of one
 // semaphore (open, acquire, release, renew, status, evict, resize), its held permits and their
 // renewal, and its counters. Internal: nothing public includes this header. Defined in
-// semaphore_core.cpp (set-up, script calls, release and the admin calls), acquire.cpp (the
-// queue and its wake-ups) and renewal.cpp (renewing held permits). Its connections and the
+// semaphore_core-inl.hpp (set-up, script calls, release and the admin calls), acquire-inl.hpp (the
+// queue and its wake-ups) and renewal-inl.hpp (renewing held permits). Its connections and the
 // watchdog thread that renews its permits are its Client's (runtime.hpp).
 
 #include <array>
@@ -164,7 +164,7 @@ struct MetricCounters {
 
 class SemaphoreCore : public std::enable_shared_from_this<SemaphoreCore> {
  public:
-  friend class AsyncAcquire;  // the asynchronous acquire, step by step (async_acquire.cpp)
+  friend class AsyncAcquire;  // the asynchronous acquire, step by step (async_acquire-inl.hpp)
 
   /// `admin`: for SemaphoreAdmin, whose calls pass limit 0 ("whatever Redis stores"); the
   /// script then accepts only status and evict.

@@ -47,7 +47,7 @@ inline std::optional<std::string_view> missing_server_feature(std::string_view s
 }
 
 /// "Redis 5.0.14", "Valkey 8.0.1", or why that could not be read, from INFO server on `conn`.
-/// Never throws (a failed INFO is described instead). Defined in server_info.cpp.
+/// Never throws (a failed INFO is described instead). Defined in server_info-inl.hpp.
 std::string describe_server(Connection& conn) noexcept;
 
 /// The message for a server that refused `feature` (see missing_server_feature).
