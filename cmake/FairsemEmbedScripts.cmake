@@ -1,11 +1,14 @@
 # fairsem_embed_scripts(OUTPUT <file.hpp> SCRIPTS <a.lua> ...
-#                       [COMPOSE <name>=<part.lua>+<part.lua>... ...] [LUA_DIR <dir>])
+#                       [COMPOSE <name>=<part.lua>+<part.lua>... ...] [LUA_DIR <dir>]
+#                       [COMPOSED_LIST <name>])
 #
 # Generates a C++ header that defines one inline constexpr fairsem::detail::Script per script:
 # its name, its body and the SHA1 that Redis will give it. A SCRIPTS entry is one .lua file,
 # named after the file (without extension); a COMPOSE entry is the concatenation of its parts in
 # order (shared helpers first, the operation last), named <name> and also written to
-# <LUA_DIR>/<name>.lua so that it can be run with `redis-cli --eval`.
+# <LUA_DIR>/<name>.lua so that it can be run with `redis-cli --eval`. COMPOSED_LIST <name> also
+# defines `inline constexpr std::array<const Script*, N> <name>`: the COMPOSE entries in order,
+# so that code walking every composed script names none of them.
 #
 # The header is written at configure time, not by a build step: in header-only mode
 # (fairsem::fairsem_header_only, an INTERFACE target) a consumer's sources include it, and no
@@ -15,8 +18,9 @@
 set(_FAIRSEM_EMBED_SCRIPT "${CMAKE_CURRENT_LIST_DIR}/FairsemEmbedScriptsRun.cmake")
 
 function(fairsem_embed_scripts)
-  cmake_parse_arguments(ARG "" "OUTPUT;LUA_DIR" "SCRIPTS;COMPOSE" ${ARGN})
+  cmake_parse_arguments(ARG "" "OUTPUT;LUA_DIR;COMPOSED_LIST" "SCRIPTS;COMPOSE" ${ARGN})
   set(_entries)
+  set(_composed)
   set(_depends)
   foreach(_s IN LISTS ARG_SCRIPTS)
     get_filename_component(_p "${_s}" ABSOLUTE)
@@ -39,12 +43,15 @@ function(fairsem_embed_scripts)
     endforeach()
     string(REPLACE ";" "+" _abs "${_abs}")
     list(APPEND _entries "${_name}=${_abs}")
+    list(APPEND _composed "${_name}")
   endforeach()
   list(REMOVE_DUPLICATES _depends)
   set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${_depends}
                                                                  "${_FAIRSEM_EMBED_SCRIPT}")
-  # The worker reads OUTPUT, SCRIPTS and LUA_DIR.
+  # The worker reads OUTPUT, SCRIPTS, LUA_DIR, COMPOSED_LIST and COMPOSED.
   set(OUTPUT "${ARG_OUTPUT}")
+  set(COMPOSED_LIST "${ARG_COMPOSED_LIST}")
+  string(REPLACE ";" "|" COMPOSED "${_composed}")
   string(REPLACE ";" "|" SCRIPTS "${_entries}")
   set(LUA_DIR "${ARG_LUA_DIR}")
   include("${_FAIRSEM_EMBED_SCRIPT}")

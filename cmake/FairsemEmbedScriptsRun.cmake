@@ -1,11 +1,12 @@
 # Included by fairsem_embed_scripts() (cmake/FairsemEmbedScripts.cmake); writes the header OUTPUT
 # from the '|'-separated SCRIPTS, each NAME=PART[+PART...], and each composed script (more than
-# one part) to LUA_DIR/NAME.lua.
+# one part) to LUA_DIR/NAME.lua; with COMPOSED_LIST, an array of the '|'-separated COMPOSED
+# scripts by that name.
 string(REPLACE "|" ";" _scripts "${SCRIPTS}")
 set(_delim "fairsem_lua")
 set(_out "// Generated from src/lua by cmake/FairsemEmbedScriptsRun.cmake. Do not edit.\n")
 string(APPEND _out "// Included by fairsem/impl/scripts.hpp (after struct Script), never on its own.\n")
-string(APPEND _out "#pragma once\n\nnamespace fairsem::detail::scripts {\n")
+string(APPEND _out "#pragma once\n\n#include <array>\n\nnamespace fairsem::detail::scripts {\n")
 foreach(_entry IN LISTS _scripts)
   string(REGEX MATCH "^([^=]+)=(.+)$" _ok "${_entry}")
   set(_name "${CMAKE_MATCH_1}")
@@ -36,6 +37,13 @@ foreach(_entry IN LISTS _scripts)
   string(SHA1 _sha "${_body}")
   string(APPEND _out "\ninline constexpr Script ${_name}{\"${_name}\", R\"${_delim}(${_body})${_delim}\", \"${_sha}\"};\n")
 endforeach()
+if(COMPOSED_LIST)
+  string(REPLACE "|" ";" _composed "${COMPOSED}")
+  list(LENGTH _composed _n)
+  list(TRANSFORM _composed PREPEND "&")
+  string(REPLACE ";" ", " _members "${_composed}")
+  string(APPEND _out "\ninline constexpr std::array<const Script*, ${_n}> ${COMPOSED_LIST}{${_members}};\n")
+endif()
 string(APPEND _out "\n}  // namespace fairsem::detail::scripts\n")
 # Only touch the file when its content changes, so unrelated rebuilds stay incremental.
 if(EXISTS "${OUTPUT}")

@@ -206,11 +206,10 @@ TEST_F(SecurityAclTest, RuleAllowsExactlyTheCommandsFairsemSends) {
   // permission.
   std::set<std::string> needed = {"evalsha", "script|load", "brpop", "select"};
   // Everything the scripts call, as Redis 7 checks it against the same user.
-  for (const detail::Script* script :
-       {&detail::scripts::semaphore_open, &detail::scripts::semaphore_acquire,
-        &detail::scripts::semaphore_release, &detail::scripts::semaphore_renew,
-        &detail::scripts::semaphore_status, &detail::scripts::semaphore_evict,
-        &detail::scripts::semaphore_resize, &detail::scripts::server_clock}) {
+  std::vector<const detail::Script*> scripts(detail::scripts::semaphore_scripts.begin(),
+                                             detail::scripts::semaphore_scripts.end());
+  scripts.push_back(&detail::scripts::server_clock);
+  for (const detail::Script* script : scripts) {
     const std::string body(script->body);
     // redis.call('X', redis.pcall, call and pcall_redis (their local aliases), guarded(N, 'X'.
     static const std::regex kCall(

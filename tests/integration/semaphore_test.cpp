@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <functional>
@@ -42,11 +43,9 @@ using test::wait_until;
 
 /// True for the SHA1 of one of the semaphore's scripts (one per operation).
 bool is_semaphore_script(const std::string& sha) {
-  for (const std::string_view op :
-       {"open", "acquire", "release", "renew", "status", "evict", "resize"}) {
-    if (detail::scripts::semaphore_script(op).sha1 == sha) return true;
-  }
-  return false;
+  return std::any_of(detail::scripts::semaphore_scripts.begin(),
+                     detail::scripts::semaphore_scripts.end(),
+                     [&](const detail::Script* script) { return script->sha1 == sha; });
 }
 
 class SemaphoreTest : public test::SemaphoreFixture {};

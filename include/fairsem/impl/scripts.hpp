@@ -27,6 +27,7 @@ struct Script {
 //                      status, evict, resize), each src/lua/semaphore/common.lua, slots.lua and
 //                      queue.lua followed by the operation's own file (src/lua/semaphore/<op>.lua):
 //                      see those for the keys, the arguments and the replies
+//   semaphore_scripts  the seven semaphore_<op> scripts, in that order (std::array of pointers)
 #include "fairsem/impl/scripts_data.hpp"
 
 namespace fairsem::detail {

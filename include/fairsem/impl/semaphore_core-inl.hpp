@@ -144,10 +144,8 @@ FAIRSEM_INLINE void SemaphoreCore::open() {
   // that no acquire or release pays for a NOSCRIPT first. A refusal (an ACL without SCRIPT
   // LOAD, a flushed cache later) costs only that: each script is loaded again on NOSCRIPT.
   std::vector<Args> loads;
-  for (const Script* script :
-       {&scripts::semaphore_acquire, &scripts::semaphore_release, &scripts::semaphore_renew,
-        &scripts::semaphore_status, &scripts::semaphore_evict, &scripts::semaphore_resize}) {
-    loads.push_back({"SCRIPT", "LOAD", script->body});
+  for (const Script* script : scripts::semaphore_scripts) {
+    if (script != &scripts::semaphore_open) loads.push_back({"SCRIPT", "LOAD", script->body});
   }
   try {
     (void)conn->pipeline(loads);
@@ -244,10 +242,7 @@ FAIRSEM_INLINE ResizeResult SemaphoreCore::resize(long long new_limit) {
 }
 
 FAIRSEM_INLINE const Script& scripts::semaphore_script(std::string_view op) {
-  for (const Script* script :
-       {&scripts::semaphore_acquire, &scripts::semaphore_release, &scripts::semaphore_renew,
-        &scripts::semaphore_open, &scripts::semaphore_status, &scripts::semaphore_evict,
-        &scripts::semaphore_resize}) {
+  for (const Script* script : scripts::semaphore_scripts) {
     if (script->name.substr(std::string_view("semaphore_").size()) == op) return *script;
   }
   throw std::logic_error(fmt::format("fairsem: no semaphore script for operation '{}'", op));
