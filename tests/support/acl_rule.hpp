@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "fairsem/impl/connection.hpp"
+#include "words.hpp"
 
 namespace fairsem::test {
 
@@ -26,18 +27,6 @@ inline constexpr std::string_view kFairsemAclRule =
     "+lpush +lindex "
     "+zadd +zrem +zrank +zscore +zcard +zrange +zrangebyscore +zremrangebyscore +zpopmin "
     "+zinterstore";
-
-inline std::vector<std::string> split_words(std::string_view text) {
-  std::vector<std::string> words;
-  std::size_t i = 0;
-  while (i < text.size()) {
-    const std::size_t end = text.find(' ', i);
-    const std::size_t stop = end == std::string_view::npos ? text.size() : end;
-    if (stop > i) words.emplace_back(text.substr(i, stop - i));
-    i = stop + 1;
-  }
-  return words;
-}
 
 /// Creates (or replaces) `user` with `password` and `rule` through an admin connection.
 inline void set_acl_user(detail::Connection& admin, const std::string& user,

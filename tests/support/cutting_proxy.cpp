@@ -1,6 +1,7 @@
 #include "cutting_proxy.hpp"
 
 #include "loopback.hpp"
+#include "words.hpp"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -74,13 +75,7 @@ std::size_t request_end(std::string_view buf, std::vector<std::string>& args) {
     if (nl == std::string_view::npos) return 0;
     std::string_view line = buf.substr(0, nl);
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    std::size_t i = 0;
-    while (i < line.size()) {
-      const std::size_t space = line.find(' ', i);
-      const std::size_t stop = space == std::string_view::npos ? line.size() : space;
-      if (stop > i) args.emplace_back(line.substr(i, stop - i));
-      i = stop + 1;
-    }
+    args = split_words(line);
     return nl + 1;
   }
   if (eol == std::string_view::npos) return 0;
