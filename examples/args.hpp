@@ -12,7 +12,7 @@
 
 namespace fairsem::examples {
 
-// sysexits(3) codes, as the programs' comments, `fairsem --help` and the README document them.
+// sysexits(3) codes, as the programs' comments, `fairsem --help` and docs/cli.md document them.
 inline constexpr int kExitUsage = 64;        // bad arguments (nothing was sent to Redis)
 inline constexpr int kExitUnavailable = 69;  // Redis unreachable, or authentication refused
 inline constexpr int kExitInternal = 70;     // anything unexpected

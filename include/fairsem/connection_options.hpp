@@ -64,7 +64,7 @@ struct TlsOptions {
 /// Where and how to reach Redis. An aggregate: set fields directly, or parse a URL with
 /// `from_url`. Every connection fairsem opens checks these with `validate()` first.
 ///
-/// Three deployments (README "Deployments"):
+/// Three deployments (docs/deployments.md):
 /// - standalone (the default): one server at host:port or unix_path;
 /// - Redis Cluster (`cluster = true`): host:port and `seeds` are seed nodes; the client learns
 ///   the slot map from them and talks to the master of each semaphore's slot;

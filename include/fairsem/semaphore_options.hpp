@@ -91,7 +91,7 @@ struct SemaphoreOptions {
   /// within replica_timeout, the permit is released and the acquire throws ReplicationError.
   /// Renewals WAIT too, and a renewal not acknowledged in time does not extend deadline().
   /// So an acknowledged permit, and its lease, survive a failover to an acknowledging replica
-  /// (README "Deployments"). 0 (the default): no WAIT.
+  /// (docs/deployments.md). 0 (the default): no WAIT.
   int min_replicas = 0;
   /// How long one WAIT may take, > 0 when min_replicas > 0.
   std::chrono::milliseconds replica_timeout = std::chrono::seconds(1);
