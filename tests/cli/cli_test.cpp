@@ -733,11 +733,11 @@ TEST_F(CliTest, RefusedLoginExits69WithoutShowingThePassword) {
   EXPECT_EQ(std::string::npos, o.err.find("wrong-password")) << o;
 }
 
-constexpr const char* kAclPassword = "s3cr3t-pw-9d1f";
+constexpr const char* kAclPassword = "s3cr3t-pw-9q1z";
 
 /// True if the output holds a piece of kAclPassword (or of its percent-encoded form).
 bool shows_password(const Outcome& o) {
-  for (const char* piece : {"s3cr3t", "9d1f"}) {
+  for (const char* piece : {"s3cr3t", "9q1z"}) {
     if (o.out.find(piece) != std::string::npos || o.err.find(piece) != std::string::npos) {
       return true;
     }
@@ -817,7 +817,7 @@ TEST_F(CliTest, RestrictedAclUserCanRunShowAndEvict) {
 // quoted without its password (plain or percent-encoded), and so is an unreachable one.
 TEST_F(CliTest, UsageErrorsAndFailuresNeverEchoThePassword) {
   const std::string url = std::string("redis://u:") + kAclPassword + "@127.0.0.1:1";
-  const std::string encoded = "redis://u:s3cr3t%2Dpw%2D9d1f@127.0.0.1:1";
+  const std::string encoded = "redis://u:s3cr3t%2Dpw%2D9q1z@127.0.0.1:1";
   const std::vector<std::vector<std::string>> usage_errors = {
       {"status", "--url", url, "--bogus"},
       {"status", "--name", "x", "--url", url, "--bogus"},
@@ -830,10 +830,10 @@ TEST_F(CliTest, UsageErrorsAndFailuresNeverEchoThePassword) {
       {"run", "--name", "x", "--limit", "1", "--url", url, "true"},
       {"run", "--name", "x", "--limit", url, "--", "true"},
       {"run", "--name", "x", "--limit", "1", "--lease", "soon", "--url", url, "--", "true"},
-      {"run", "--name", "x", "--limit", "1", "--url", "redis://u:s3cr3t/pw-9d1f", "--", "true"},
-      {"run", "--name", "x", "--limit", "1", "--url", "redis://u:s3cr3t-pw-9d1f@", "--", "true"},
-      {"run", "--name", "x", "--limit", "1", "--url", "redis://u:s3cr3t%zz9d1f@h", "--", "true"},
-      {"demo", "--url", "redis://u:s3cr3t:pw-9d1f"},
+      {"run", "--name", "x", "--limit", "1", "--url", "redis://u:s3cr3t/pw-9q1z", "--", "true"},
+      {"run", "--name", "x", "--limit", "1", "--url", "redis://u:s3cr3t-pw-9q1z@", "--", "true"},
+      {"run", "--name", "x", "--limit", "1", "--url", "redis://u:s3cr3t%zz9q1z@h", "--", "true"},
+      {"demo", "--url", "redis://u:s3cr3t:pw-9q1z"},
       {"resize", url, "5"},  // the URL where NAME goes
       {"resize", "x", url},
       {"run", "--name", "x", "--limit", "1", "--lease", url, "--", "true"},  // or a duration
