@@ -4,7 +4,10 @@
 # fold_probe/ (what the uncontended path would cost over a folded data model, with inline
 # code), and a plain lease semaphore (fold_probe/plain.lua + ZREM, the peer's algorithm).
 # Each pair is sent with `redis-cli --pipe`, so only Redis's own time counts: INFO
-# commandstats' usec for EVALSHA (and ZREM) divided by the pairs.
+# commandstats' usec for EVALSHA (and ZREM) divided by the pairs. Then what a script pays before
+# its first call: an empty script against the shared parts (src/lua/semaphore/common.lua,
+# slots.lua, queue.lua) with nothing after their definitions, each run by redis-benchmark with the
+# semaphore's 9 keys and an acquire's arguments.
 #
 #   bash tests/bench/fold_probe.sh                 # builds build/bench's library first
 #   FOLD_PROBE_LUA_DIR=<build>/generated/lua FOLD_PROBE_PAIRS=50000 FOLD_PROBE_ROUNDS=3 \
@@ -86,3 +89,21 @@ for round in $(seq "$rounds"); do
     'BEGIN { printf "%-6s %10.2f %10.2f %10.2f %15.2fx %15.2fx\n", r, l, f, p, l / p, f / p }'
 done
 echo "(Redis µs per acquire+release pair: INFO commandstats, EVALSHA and ZREM)"
+
+# The shared parts' definitions alone: every run of every script builds their functions again.
+parts=src/lua/semaphore
+cat $parts/common.lua $parts/slots.lua $parts/queue.lua >"$work/shared_only.lua"
+echo "return 0" >>"$work/shared_only.lua"
+usec_per_call() {
+  rcli CONFIG RESETSTAT >/dev/null
+  redis-benchmark -p "$FAIRSEM_REDIS_PORT" -c 1 -n 100000 -q EVALSHA "$1" 9 o t c m i w r s f \
+    acquire 2 10000 id try info >/dev/null
+  rcli INFO commandstats | tr -d '\r' | awk -F'[:=,]' '/^cmdstat_evalsha:/ { print $7 }'
+}
+empty=$(rcli SCRIPT LOAD "return 0")
+shared=$(load "$work/shared_only.lua")
+printf '%-6s %12s %20s\n' round empty shared-parts-only
+for round in $(seq "$rounds"); do
+  printf '%-6s %12s %20s\n' "$round" "$(usec_per_call "$empty")" "$(usec_per_call "$shared")"
+done
+echo "(Redis µs per EVALSHA: INFO commandstats usec_per_call)"
