@@ -84,13 +84,13 @@ int main(int argc, char** argv) {
       ->add_option("--limit", run.limit,
                    fmt::format("Permits across every client (1..{})", fairsem::kMaxLimit))
       ->required()
-      ->check(CLI::Range(1LL, fairsem::kMaxLimit));
+      ->transform(fairsem::examples::whole_number(1, fairsem::kMaxLimit));
   run_cmd
       ->add_option("--permits", run.permits,
                    "Units of the limit to hold at once (1..limit), granted together in FIFO "
                    "order")
       ->capture_default_str()
-      ->check(CLI::Range(1LL, fairsem::kMaxLimit));
+      ->transform(fairsem::examples::whole_number(1, fairsem::kMaxLimit));
   run_cmd->add_option("--lease", lease_text, "Lease, renewed while CMD runs")
       ->capture_default_str();
   run_cmd->add_option("--wait", wait_text,
@@ -153,13 +153,13 @@ int main(int argc, char** argv) {
       "guarantees");
   demo_cmd->add_option("--url", demo.url, "Use this Redis instead of a private one");
   demo_cmd->add_option("--workers", demo.workers, "Worker processes")
-      ->check(CLI::Range(2, 64))
+      ->transform(fairsem::examples::whole_number(2, 64))
       ->capture_default_str();
   demo_cmd->add_option("--limit", demo.limit, "Permits")
-      ->check(CLI::Range(1LL, 16LL))
+      ->transform(fairsem::examples::whole_number(1, 16))
       ->capture_default_str();
   demo_cmd->add_option("--seconds", demo.seconds, "How long the workers contend")
-      ->check(CLI::Range(4, 3600))
+      ->transform(fairsem::examples::whole_number(4, 3600))
       ->capture_default_str();
   demo_cmd->add_option("--lease", demo_lease, "Lease (the killed holder's permit returns after it)")
       ->capture_default_str();

@@ -194,6 +194,14 @@ TEST_F(CliTest, RunReplacesInheritedPermitVariables) {
   EXPECT_EQ("1", vars.find("FAIRSEM_PERMITS")->second) << o;
 }
 
+// Numbers are decimal and digits only: CLI11 on its own reads "010" as octal (8) and "true" as 1.
+TEST_F(CliTest, RunReadsItsNumbersAsDecimal) {
+  const Outcome o = run(cmd(
+      {"run"}, {"--limit", "010", "--permits", "010", "--", "sh", "-c", "echo $FAIRSEM_PERMITS"}));
+  EXPECT_EQ(0, o.code) << o;
+  EXPECT_EQ("10\n", o.out) << o;
+}
+
 // --permits N holds N units at once: the command gets every slot, and status shows the units.
 TEST_F(CliTest, RunWithPermitsHoldsThatManyUnitsAndExportsEverySlot) {
   auto p = start(cmd({"run"}, {"--limit", "5", "--permits", "3", "--", "sh", "-c",
@@ -642,7 +650,10 @@ TEST_F(CliTest, BadArgumentsExit64WithAClearMessageAndChangeNothing) {
     return v;
   };
   const std::vector<BadArguments> cases = {
-      {with({"run"}, {"--limit", "0", "--", "true"}), "--limit: Value 0 not in range"},
+      {with({"run"}, {"--limit", "0", "--", "true"}),
+       "--limit: \"0\" is not a whole number from 1 to 1000000000"},
+      {with({"run"}, {"--limit", "true", "--", "true"}), "--limit: \"true\" is not a whole number"},
+      {with({"run"}, {"--limit", "2", "--permits", "0x2", "--", "true"}), "--permits: \"0x2\""},
       {with({"run"}, {"--limit", "x", "--", "true"}), "--limit"},
       {with({"run"}, {"--limit", "-3", "--", "true"}), "--limit"},
       {with({"run"}, {"--limit", "1", "--lease", "-1", "--", "true"}),
