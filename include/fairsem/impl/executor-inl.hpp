@@ -2,10 +2,15 @@
 
 #include "fairsem/impl/config.hpp"
 #include "fairsem/impl/executor.hpp"
+#include "fairsem/impl/thread_reaper.hpp"
 
 #include <utility>
 
 namespace fairsem::detail {
+
+namespace executor_helpers {
+FAIRSEM_INLINE thread_local bool on_worker_thread = false;
+}  // namespace executor_helpers
 
 FAIRSEM_INLINE Executor::Executor(std::size_t threads) : thread_count_(threads) {}
 
@@ -17,13 +22,8 @@ FAIRSEM_INLINE Executor::~Executor() {
     threads = std::move(threads_);
   }
   queue_->cv.notify_all();
-  for (std::thread& t : threads) {
-    if (t.get_id() == std::this_thread::get_id()) {
-      t.detach();  // destroyed from one of its own tasks
-    } else {
-      t.join();
-    }
-  }
+  // Destroyed from one of its own tasks, that thread is parked (thread_reaper.hpp).
+  for (std::thread& t : threads) join_or_park(t);
 }
 
 FAIRSEM_INLINE void Executor::start_threads() {
@@ -51,7 +51,12 @@ FAIRSEM_INLINE void Executor::post_at(Clock::time_point when, Task task) {
   queue_->cv.notify_all();
 }
 
+FAIRSEM_INLINE bool Executor::on_worker_thread() noexcept {
+  return executor_helpers::on_worker_thread;
+}
+
 FAIRSEM_INLINE void Executor::run(const std::shared_ptr<Queue>& queue) {
+  executor_helpers::on_worker_thread = true;
   std::unique_lock<std::mutex> lock(queue->mu);
   for (;;) {
     if (queue->stop) return;

@@ -25,8 +25,8 @@ class Executor {
   /// Starts nothing yet: the threads start with the first task.
   explicit Executor(std::size_t threads);
   /// Runs no further task (those still queued are dropped) and joins the threads; a thread
-  /// that destroys its Executor (the last reference dropped by one of its tasks) is detached,
-  /// and leaves touching nothing of the Executor's.
+  /// that destroys its Executor (the last reference dropped by one of its tasks) is parked
+  /// (thread_reaper.hpp), and leaves touching nothing of the Executor's.
   ~Executor();
   Executor(const Executor&) = delete;
   Executor& operator=(const Executor&) = delete;
@@ -35,6 +35,9 @@ class Executor {
   void post(Task task);
   /// Runs `task` on a worker thread at `when` (or soon after).
   void post_at(Clock::time_point when, Task task);
+  /// True on a worker thread of any Executor (where waiting for a task to end could be waiting
+  /// for oneself).
+  static bool on_worker_thread() noexcept;
 
  private:
   /// What the threads use: shared with them, so it outlives an Executor destroyed on one.

@@ -44,6 +44,7 @@
 #include "fairsem/impl/semaphore-inl.hpp"
 #include "fairsem/impl/semaphore_core-inl.hpp"
 #include "fairsem/impl/server_info-inl.hpp"
+#include "fairsem/impl/thread_reaper-inl.hpp"
 #include "fairsem/impl/tls-inl.hpp"
 #include "fairsem/impl/url_parser-inl.hpp"
 #include "fairsem/impl/waker-inl.hpp"

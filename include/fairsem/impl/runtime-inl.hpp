@@ -2,6 +2,7 @@
 
 #include "fairsem/impl/config.hpp"
 #include "fairsem/impl/runtime.hpp"
+#include "fairsem/impl/thread_reaper.hpp"
 
 #include <fmt/format.h>
 
@@ -38,15 +39,9 @@ FAIRSEM_INLINE Runtime::~Runtime() {
     stop_ = true;
   }
   cv_.notify_all();
-  if (watchdog_.joinable()) {
-    // The last reference can be dropped on the watchdog thread itself (a permit released in
-    // on_lost); it then sees the Runtime gone and leaves without touching it again.
-    if (watchdog_.get_id() == std::this_thread::get_id()) {
-      watchdog_.detach();
-    } else {
-      watchdog_.join();
-    }
-  }
+  // The last reference can be dropped on the watchdog thread itself (a permit released in
+  // on_lost): that thread is parked, sees the Runtime gone and leaves without touching it again.
+  join_or_park(watchdog_);
 }
 
 FAIRSEM_INLINE std::unique_ptr<Connection> Runtime::take(int slot) {
@@ -172,7 +167,7 @@ FAIRSEM_INLINE void Runtime::watchdog_main(const std::weak_ptr<Runtime>& weak, R
     for (const auto& core : due) runtime->renew(*core, connections);
     due.clear();
     self.reset();
-    // If that was the last reference, the destructor ran on this thread and detached it.
+    // If that was the last reference, the destructor ran on this thread and parked it.
     if (weak.expired()) return;
     lock.lock();
   }

@@ -29,7 +29,7 @@ class Runtime : public std::enable_shared_from_this<Runtime> {
  public:
   /// Validates the options (InvalidArgument); connects nothing.
   Runtime(ConnectionOptions options, ClientOptions client_options);
-  /// Stops the watchdog (joined, or detached when the last reference is dropped on it).
+  /// Stops the watchdog (joined, or parked when the last reference is dropped on it).
   ~Runtime();
   Runtime(const Runtime&) = delete;
   Runtime& operator=(const Runtime&) = delete;

@@ -1,6 +1,7 @@
 #pragma once
 
 #include "fairsem/impl/config.hpp"
+#include "fairsem/impl/thread_reaper.hpp"
 #include "fairsem/impl/waker.hpp"
 
 #include <sys/socket.h>
@@ -78,7 +79,9 @@ FAIRSEM_INLINE void Waker::stop() noexcept {
     if (fd_ >= 0) ::shutdown(fd_, SHUT_RDWR);
   }
   cv_.notify_all();
-  if (thread.joinable()) thread.join();
+  // Stopped from its own thread (a wake-up's hook dropped the last reference to the runtime):
+  // that thread is parked rather than joining itself.
+  join_or_park(thread);
 }
 
 FAIRSEM_INLINE std::unique_ptr<WakeSubscription> Waker::subscribe(const std::string& key,
@@ -131,16 +134,14 @@ FAIRSEM_INLINE void Waker::interrupted() {
 }
 
 FAIRSEM_INLINE void Waker::notify_every(const std::function<void(WakeSubscription&)>& mark) {
-  std::vector<std::function<void()>> hooks;
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (auto& entry : subs_) {
       mark(*entry.second);
       entry.second->cv_.notify_all();
-      if (entry.second->hook_) hooks.push_back(entry.second->hook_);
+      if (entry.second->hook_) due_hooks_.push_back(entry.second->hook_);
     }
   }
-  for (const auto& hook : hooks) hook();
 }
 
 FAIRSEM_INLINE void Waker::pause() {
@@ -148,7 +149,22 @@ FAIRSEM_INLINE void Waker::pause() {
   cv_.wait_for(lock, waker_helpers::kRetryPause, [&] { return stop_; });
 }
 
+FAIRSEM_INLINE bool Waker::call_due_hooks(const std::weak_ptr<Waker>& weak) {
+  if (due_hooks_.empty()) return true;
+  std::vector<std::function<void()>> hooks = std::move(due_hooks_);
+  due_hooks_.clear();
+  // A hook may drop the last reference to the runtime, and so to this Waker: kept alive until
+  // the hooks are done, and then, if that was the last reference, left alone.
+  std::shared_ptr<Waker> self = weak.lock();
+  if (!self) return false;  // being destroyed on another thread, which joins this one
+  for (const auto& hook : hooks) hook();
+  hooks.clear();
+  self.reset();
+  return !weak.expired();
+}
+
 FAIRSEM_INLINE void Waker::run() {
+  const std::weak_ptr<Waker> weak = weak_from_this();
   std::unique_ptr<Connection> conn;
   std::vector<std::string> keys;
   for (;;) {
@@ -164,9 +180,10 @@ FAIRSEM_INLINE void Waker::run() {
       }
       listening_ = true;  // from here on, a new subscription kicks
     }
+    bool pause_after = false;
     try {
       if (!conn) conn = std::make_unique<Connection>(options_, discovery_, slot_);
-      listen(*conn, keys);
+      pause_after = listen(*conn, keys);
     } catch (const std::exception&) {
       // Unreachable or broken (or out of memory): made again (or reconnected) for the next
       // BRPOP; the waiters poll meanwhile. A BRPOP cut off may have popped a wake-up whose
@@ -180,12 +197,16 @@ FAIRSEM_INLINE void Waker::run() {
         }
         if (!stopping) interrupted();
       }
-      pause();
+      pause_after = true;
     }
+    // The waiters hear of what came before the pause; a hook that destroyed this Waker (its
+    // runtime's last reference dropped on this thread) ends the thread here.
+    if (!call_due_hooks(weak)) return;
+    if (pause_after) pause();
   }
 }
 
-FAIRSEM_INLINE void Waker::listen(Connection& conn, const std::vector<std::string>& keys) {
+FAIRSEM_INLINE bool Waker::listen(Connection& conn, const std::vector<std::string>& keys) {
   Args argv;
   argv.reserve(keys.size() + 2);
   argv.emplace_back("BRPOP");
@@ -195,7 +216,7 @@ FAIRSEM_INLINE void Waker::listen(Connection& conn, const std::vector<std::strin
   if (conn.broken()) conn.reconnect();
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (stop_) return;  // stop() came before the socket was published
+    if (stop_) return false;  // stop() came before the socket was published
     fd_ = conn.socket_fd();
   }
   Reply reply;
@@ -221,25 +242,23 @@ FAIRSEM_INLINE void Waker::listen(Connection& conn, const std::vector<std::strin
         conn.eval(
             scripts::kick, {kick_key_},
             {std::to_string(std::chrono::milliseconds(waker_helpers::kKickLifetime).count())});
-        return;
+        return false;
       }
     }
     // Refused (an ACL without BRPOP, a slot in migration, a renamed command): each waiter
     // hears of it and polls, as it does when no wake-up comes.
     report(message);
-    pause();
-    return;
+    return true;
   }
-  if (reply.is_nil() || reply.elements.size() != 2) return;  // timed out
+  if (reply.is_nil() || reply.elements.size() != 2) return false;  // timed out
   const std::string& key = reply.elements[0].str;
-  if (key == kick_key_) return;  // a new wake list to add: the next BRPOP has it
-  std::function<void()> hook;
+  if (key == kick_key_) return false;  // a new wake list to add: the next BRPOP has it
   {
     std::lock_guard<std::mutex> lock(mu_);
     const auto it = subs_.find(key);
     // Nobody waits for it any more: the waiter left (its release removes the entry and passes
     // a permit it was just given on) or polls and finds itself promoted.
-    if (it == subs_.end()) return;
+    if (it == subs_.end()) return false;
     // One wake-up ends the listening (a promotion or an eviction is the last word on an
     // entry), so the next BRPOP goes without this list, and needs no kick to leave it out.
     WakeSubscription& sub = *it->second;
@@ -247,9 +266,9 @@ FAIRSEM_INLINE void Waker::listen(Connection& conn, const std::vector<std::strin
     sub.listed_ = false;
     sub.woken_ = std::move(reply);
     sub.cv_.notify_all();
-    hook = sub.hook_;
+    if (sub.hook_) due_hooks_.push_back(sub.hook_);
   }
-  if (hook) hook();
+  return false;
 }
 
 }  // namespace fairsem::detail

@@ -93,15 +93,18 @@ class Waker : public std::enable_shared_from_this<Waker> {
   void list(WakeSubscription& sub, Connection& conn);
   void unsubscribe(const WakeSubscription& sub) noexcept;
   void run();
-  /// One BRPOP over `keys` (the kick list first); hands a wake-up to its subscription.
-  void listen(Connection& conn, const std::vector<std::string>& keys);
-  /// Tells every subscription that the BRPOP was refused with `error` (their hooks are called
-  /// after the lock is let go).
+  /// One BRPOP over `keys` (the kick list first); hands a wake-up to its subscription. True
+  /// when the BRPOP was refused: the thread pauses before the next.
+  bool listen(Connection& conn, const std::vector<std::string>& keys);
+  /// Tells every subscription that the BRPOP was refused with `error`.
   void report(const std::string& error);
   /// Tells every subscription that a BRPOP under way was cut off, as report() does.
   void interrupted();
-  /// Sets what `mark` sets on every subscription, wakes their waiters and calls their hooks.
+  /// Sets what `mark` sets on every subscription and wakes their waiters; their hooks are due.
   void notify_every(const std::function<void(WakeSubscription&)>& mark);
+  /// Calls the hooks due (without the lock), keeping this Waker alive meanwhile. False when this
+  /// Waker is gone: destroyed by a hook (the runtime's last reference), or being destroyed.
+  bool call_due_hooks(const std::weak_ptr<Waker>& weak);
   /// Waits a moment (or until stopped) before trying again.
   void pause();
 
@@ -117,6 +120,7 @@ class Waker : public std::enable_shared_from_this<Waker> {
   bool listening_ = false;  // a BRPOP is under way with the keys it had when it began
   int fd_ = -1;             // the socket a BRPOP waits on, for stop() to shut down
   bool cut_ = false;        // the last BRPOP was sent, and its reply never came (thread only)
+  std::vector<std::function<void()>> due_hooks_;  // to call after this round (thread only)
   std::thread thread_;
 };
 

@@ -1,0 +1,127 @@
+#pragma once
+
+#include "fairsem/impl/config.hpp"
+#include "fairsem/impl/thread_reaper.hpp"
+
+#include <atomic>
+#include <cstdlib>
+#include <memory>
+#include <mutex>
+#include <utility>
+#include <vector>
+
+namespace fairsem::detail {
+
+namespace thread_reaper_helpers {
+
+struct Parked {
+  std::thread thread;
+  std::shared_ptr<std::atomic<bool>> finished;  // set by the thread's last thread_local
+};
+
+struct Reaper {
+  std::mutex mu;
+  std::vector<Parked> parked;
+  bool exit_handler_registered = false;
+  bool exiting = false;  // the exit handler ran: a thread parked later is detached
+};
+
+// Never destroyed: a thread may be parked while the process exits.
+FAIRSEM_INLINE Reaper& reaper() {
+  static auto* const instance = new Reaper;
+  return *instance;
+}
+
+// Destroyed when its thread ends, after everything that thread ran; a join then waits only for
+// the thread's own teardown.
+struct FinishedMark {
+  std::shared_ptr<std::atomic<bool>> flag;
+  FinishedMark() = default;
+  FinishedMark(const FinishedMark&) = delete;
+  FinishedMark& operator=(const FinishedMark&) = delete;
+  ~FinishedMark() {
+    if (flag) flag->store(true, std::memory_order_release);
+  }
+};
+
+FAIRSEM_INLINE std::vector<std::thread> take_finished(Reaper& r) {
+  std::vector<std::thread> done;
+  auto& parked = r.parked;
+  for (auto it = parked.begin(); it != parked.end();) {
+    if (it->finished->load(std::memory_order_acquire)) {
+      done.push_back(std::move(it->thread));
+      it = parked.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return done;
+}
+
+// At exit every parked thread is joined (one that is the exiting thread itself is detached).
+FAIRSEM_INLINE void join_at_exit() {
+  Reaper& r = reaper();
+  std::vector<Parked> parked;
+  {
+    std::lock_guard<std::mutex> lock(r.mu);
+    r.exiting = true;
+    parked = std::move(r.parked);
+    r.parked.clear();
+  }
+  for (Parked& p : parked) {
+    if (p.thread.get_id() == std::this_thread::get_id()) {
+      p.thread.detach();
+    } else {
+      p.thread.join();
+    }
+  }
+}
+
+}  // namespace thread_reaper_helpers
+
+FAIRSEM_INLINE void join_or_park(std::thread& thread) noexcept {
+  namespace h = thread_reaper_helpers;
+  if (!thread.joinable()) return;
+  if (thread.get_id() != std::this_thread::get_id()) {
+    thread.join();
+    return;
+  }
+  h::Reaper& r = h::reaper();
+  auto flag = std::make_shared<std::atomic<bool>>(false);
+  std::vector<std::thread> finished;
+  {
+    std::lock_guard<std::mutex> lock(r.mu);
+    if (r.exiting) {
+      thread.detach();
+      return;
+    }
+    if (!r.exit_handler_registered) {
+      // Registered now, after every static object already built (such as Asio's system
+      // context), so it runs before their destructors.
+      r.exit_handler_registered = std::atexit(h::join_at_exit) == 0;
+    }
+    finished = h::take_finished(r);
+    r.parked.push_back(h::Parked{std::move(thread), flag});
+  }
+  thread_local h::FinishedMark mark;
+  mark.flag = std::move(flag);
+  for (std::thread& t : finished) t.join();
+}
+
+FAIRSEM_INLINE std::size_t parked_threads() noexcept {
+  thread_reaper_helpers::Reaper& r = thread_reaper_helpers::reaper();
+  std::lock_guard<std::mutex> lock(r.mu);
+  return r.parked.size();
+}
+
+FAIRSEM_INLINE void join_finished_parked_threads() noexcept {
+  thread_reaper_helpers::Reaper& r = thread_reaper_helpers::reaper();
+  std::vector<std::thread> finished;
+  {
+    std::lock_guard<std::mutex> lock(r.mu);
+    finished = thread_reaper_helpers::take_finished(r);
+  }
+  for (std::thread& t : finished) t.join();
+}
+
+}  // namespace fairsem::detail

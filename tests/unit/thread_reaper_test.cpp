@@ -1,0 +1,57 @@
+// join_or_park: an owner of threads lets go of one by joining it, or, when the owner is destroyed
+// on that very thread, by parking it to be joined once it has finished; never by detaching it.
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <future>
+#include <thread>
+
+#include "fairsem/impl/thread_reaper.hpp"
+#include "wait.hpp"
+
+namespace fairsem::detail {
+namespace {
+
+TEST(ThreadReaperTest, AnotherThreadIsJoined) {
+  join_finished_parked_threads();
+  const std::size_t parked = parked_threads();
+  std::atomic<bool> ran{false};
+  std::thread t([&] { ran = true; });
+  join_or_park(t);
+  EXPECT_FALSE(t.joinable());
+  EXPECT_TRUE(ran);
+  EXPECT_EQ(parked, parked_threads());
+}
+
+TEST(ThreadReaperTest, AThreadLettingGoOfItselfIsParkedAndJoinedOnceFinished) {
+  join_finished_parked_threads();
+  const std::size_t parked = parked_threads();
+  std::promise<void> handed;
+  std::promise<void> let_go;
+  std::thread owned;
+  // As an owner destroyed on its own thread does: the thread lets go of its own handle.
+  owned = std::thread([&, handed_over = handed.get_future()] {
+    handed_over.wait();
+    join_or_park(owned);
+    let_go.set_value();
+  });
+  handed.set_value();
+  let_go.get_future().wait();
+  EXPECT_FALSE(owned.joinable());
+  EXPECT_EQ(parked + 1, parked_threads()) << "parked, not detached";
+  // Joined once it has finished (here by the test; otherwise by the next park, or at exit).
+  EXPECT_TRUE(test::wait_until([&] {
+    join_finished_parked_threads();
+    return parked_threads() == parked;
+  }));
+}
+
+TEST(ThreadReaperTest, AnEmptyHandleIsLeftAlone) {
+  std::thread none;
+  join_or_park(none);
+  EXPECT_FALSE(none.joinable());
+}
+
+}  // namespace
+}  // namespace fairsem::detail
