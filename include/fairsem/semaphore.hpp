@@ -73,9 +73,9 @@ class AcquireRequest {
 
  private:
   friend class FairSemaphore;
-  explicit AcquireRequest(std::shared_ptr<detail::AsyncAcquire> request) noexcept
-      : request_(std::move(request)) {}
-  std::shared_ptr<detail::AsyncAcquire> request_;
+  explicit AcquireRequest(const std::shared_ptr<detail::AsyncAcquire>& request) noexcept
+      : request_(request) {}
+  std::weak_ptr<detail::AsyncAcquire> request_;  // the semaphore owns it until it completes
 };
 
 /// A fair, lease-based counting semaphore in Redis. Thread-safe: any number of threads may
@@ -103,13 +103,15 @@ class FairSemaphore {
   /// As above, with a Client of its own.
   FairSemaphore(ConnectionOptions connection, std::string name, SemaphoreOptions options = {});
   FairSemaphore(FairSemaphore&&) noexcept;
-  /// Cancels the asynchronous requests still pending on this handle's semaphore (as the
-  /// destructor does), then takes over `other`'s.
+  /// Cancels the asynchronous requests still pending on this handle's semaphore and waits for
+  /// their callbacks (as the destructor does), then takes over `other`'s.
   FairSemaphore& operator=(FairSemaphore&&) noexcept;
   FairSemaphore(const FairSemaphore&) = delete;
   FairSemaphore& operator=(const FairSemaphore&) = delete;
   /// Asynchronous requests still pending complete with CancelledError, their queue entries
-  /// removed (on a worker thread; the destructor does not wait for it). Permits live on.
+  /// removed (on a worker thread), and the destructor returns once their callbacks have run
+  /// (after a script call or two each), so no callback of this handle runs afterwards. On
+  /// a worker thread (in a callback) it cannot wait for itself, and does not. Permits live on.
   ~FairSemaphore();
 
   /// Takes a permit of `units` if they are free and nobody waits; never waits and never queues.

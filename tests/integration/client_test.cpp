@@ -18,6 +18,7 @@
 
 #include "fairsem/fairsem.hpp"
 #include "fairsem/impl/connection.hpp"
+#include "fairsem/impl/thread_reaper.hpp"
 #include "process_stats.hpp"
 #include "redis_server.hpp"
 #include "test_env.hpp"
@@ -217,6 +218,38 @@ TEST(ClientTest, PermitsOutliveTheirSemaphoreAndTheirClient) {
   EXPECT_EQ(admin.status().holders[0].id, permit->id());
   EXPECT_EQ(permit->release(), ReleaseResult::released);
   EXPECT_TRUE(admin.status().holders.empty());
+}
+
+// The last reference to a runtime dropped on one of its own worker threads (here a callback
+// destroying its semaphore, which had a runtime of its own): that thread cannot join itself, so
+// it is parked and joined once it has finished, never detached (a detached thread can outlive
+// the process's static objects, such as Asio's system executor a completion was posted to).
+TEST(ClientTest, TheLastReferenceDroppedOnAWorkerThreadParksThatThread) {
+  detail::join_finished_parked_threads();
+  const std::size_t parked = detail::parked_threads();
+  std::promise<void> called;
+  std::promise<void> returned;
+  auto sem = std::make_shared<std::unique_ptr<FairSemaphore>>(
+      std::make_unique<FairSemaphore>(test::redis_options(), "parked", options(10s)));
+  (*sem)->acquire_async([&called, sem, returned_first = returned.get_future().share()](
+                            const std::exception_ptr& error, std::optional<Permit> permit) {
+    EXPECT_FALSE(error);
+    EXPECT_TRUE(permit.has_value());
+    // Until acquire_async has returned: the caller's reference to the request, while it
+    // lasts, keeps the runtime too.
+    returned_first.wait();
+    permit.reset();
+    sem->reset();  // on a worker thread: the destructor does not wait for this callback
+    called.set_value();
+  });
+  returned.set_value();
+  ASSERT_EQ(called.get_future().wait_for(30s), std::future_status::ready);
+  EXPECT_TRUE(wait_until([&] { return detail::parked_threads() == parked + 1; }))
+      << "the worker thread that destroyed its runtime was not parked";
+  EXPECT_TRUE(wait_until([&] {
+    detail::join_finished_parked_threads();
+    return detail::parked_threads() == parked;
+  }));
 }
 
 TEST(ClientTest, CopiesShareOneClientAndAnAdminUsesItToo) {

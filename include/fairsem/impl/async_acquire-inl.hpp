@@ -34,9 +34,13 @@ FAIRSEM_INLINE bool AsyncAcquire::cancel(std::exception_ptr why) {
   return true;
 }
 
-FAIRSEM_INLINE void AsyncAcquire::post() {
-  auto self = shared_from_this();
-  core_->runtime_->executor().post([self] { self->step(); });
+FAIRSEM_INLINE void AsyncAcquire::post() { core_->runtime_->executor().post(task()); }
+
+FAIRSEM_INLINE std::function<void()> AsyncAcquire::task() {
+  return [weak = weak_from_this(), in_flight = core_->in_flight_] {
+    const InFlight::Step counted(*in_flight);  // until `self` is gone too
+    if (auto self = weak.lock()) self->step();
+  };
 }
 
 FAIRSEM_INLINE void AsyncAcquire::step() {
@@ -113,11 +117,12 @@ FAIRSEM_INLINE bool AsyncAcquire::queue() {
       core_->await_replicas(*conn, id_);
       granted = core_->make_permit(id_, reply_, sent_);
     } else {
-      std::weak_ptr<AsyncAcquire> weak = weak_from_this();
       wake_up_ = core_->runtime_->waker(core_->slot_, core_->keys_[5])
-                     ->subscribe(core_->keys_[5] + id_, *conn, [weak] {
-                       if (auto self = weak.lock()) self->post();
-                     });
+                     ->subscribe(core_->keys_[5] + id_, *conn,
+                                 [weak = weak_from_this(), in_flight = core_->in_flight_] {
+                                   const InFlight::Step counted(*in_flight);
+                                   if (auto self = weak.lock()) self->post();
+                                 });
     }
   }
   if (!granted) {
@@ -180,8 +185,7 @@ FAIRSEM_INLINE void AsyncAcquire::arm_timer() {
   if (deadline_) when = std::min(when, *deadline_);
   if (timer_ && *timer_ <= when) return;  // an earlier timer comes first, and arms again
   timer_ = when;
-  auto self = shared_from_this();
-  core_->runtime_->executor().post_at(when, [self] { self->step(); });
+  core_->runtime_->executor().post_at(when, task());
 }
 
 FAIRSEM_INLINE void AsyncAcquire::leave() noexcept {
@@ -261,6 +265,7 @@ FAIRSEM_INLINE std::shared_ptr<AsyncAcquire> SemaphoreCore::acquire_async(
     std::lock_guard<std::mutex> lock(mu_);
     requests_.emplace(request.get(), request);
   }
+  in_flight_->add_request();
   try {
     request->start();
   } catch (...) {
@@ -271,19 +276,63 @@ FAIRSEM_INLINE std::shared_ptr<AsyncAcquire> SemaphoreCore::acquire_async(
 }
 
 FAIRSEM_INLINE void SemaphoreCore::forget_request(AsyncAcquire* request) {
-  std::lock_guard<std::mutex> lock(mu_);
-  requests_.erase(request);
+  std::shared_ptr<AsyncAcquire> owned;  // let go of after the lock (the caller holds one too)
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const auto it = requests_.find(request);
+    if (it == requests_.end()) return;
+    owned = std::move(it->second);
+    requests_.erase(it);
+  }
+  in_flight_->remove_request();
 }
 
 FAIRSEM_INLINE void SemaphoreCore::cancel_requests(const std::exception_ptr& why) {
   std::vector<std::shared_ptr<AsyncAcquire>> pending;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    for (const auto& entry : requests_) {
-      if (auto request = entry.second.lock()) pending.push_back(std::move(request));
-    }
+    for (const auto& entry : requests_) pending.push_back(entry.second);
   }
   for (const auto& request : pending) request->cancel(why);
+}
+
+FAIRSEM_INLINE void SemaphoreCore::end_requests(const std::exception_ptr& why) {
+  cancel_requests(why);
+  if (Executor::on_worker_thread()) return;
+  in_flight_->wait_idle();
+}
+
+// --- InFlight ---------------------------------------------------------------------------------
+
+FAIRSEM_INLINE InFlight::Step::Step(InFlight& in_flight) : in_flight_(in_flight) {
+  std::lock_guard<std::mutex> lock(in_flight_.mu);
+  ++in_flight_.steps;
+}
+
+FAIRSEM_INLINE InFlight::Step::~Step() {
+  {
+    std::lock_guard<std::mutex> lock(in_flight_.mu);
+    --in_flight_.steps;
+  }
+  in_flight_.cv.notify_all();
+}
+
+FAIRSEM_INLINE void InFlight::add_request() {
+  std::lock_guard<std::mutex> lock(mu);
+  ++requests;
+}
+
+FAIRSEM_INLINE void InFlight::remove_request() {
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    --requests;
+  }
+  cv.notify_all();
+}
+
+FAIRSEM_INLINE void InFlight::wait_idle() {
+  std::unique_lock<std::mutex> lock(mu);
+  cv.wait(lock, [&] { return requests == 0 && steps == 0; });
 }
 
 }  // namespace fairsem::detail

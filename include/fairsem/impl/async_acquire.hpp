@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -37,6 +38,9 @@ class AsyncAcquire : public std::enable_shared_from_this<AsyncAcquire> {
  private:
   /// Runs step() on a worker thread.
   void post();
+  /// What a worker thread runs for a step: it holds this request weakly (a finished one is let
+  /// go of), and counts in the semaphore's InFlight until it has let go of it.
+  std::function<void()> task();
   /// One step; a step asked for while one runs is run right after it, on the same thread.
   void step();
   /// What one step does. Throws what the blocking acquire would.

@@ -226,11 +226,12 @@ FAIRSEM_INLINE FairSemaphore::FairSemaphore(ConnectionOptions connection, std::s
 
 namespace semaphore_helpers {
 
-/// What the asynchronous requests of a FairSemaphore handle that goes away end with.
+/// What the asynchronous requests of a FairSemaphore handle that goes away end with; waits for
+/// their callbacks (see SemaphoreCore::end_requests).
 FAIRSEM_INLINE void cancel_pending(const std::shared_ptr<detail::SemaphoreCore>& core) noexcept {
   if (!core) return;  // moved from
   try {
-    core->cancel_requests(std::make_exception_ptr(
+    core->end_requests(std::make_exception_ptr(
         CancelledError(fmt::format("fairsem: semaphore '{}': the FairSemaphore was destroyed "
                                    "while the acquire waited",
                                    core->name()))));
@@ -292,8 +293,9 @@ FAIRSEM_INLINE AcquireRequest FairSemaphore::acquire_async_until(
 }
 
 FAIRSEM_INLINE bool AcquireRequest::cancel() {
-  if (!request_) return false;
-  return request_->cancel(
+  const auto request = request_.lock();
+  if (!request) return false;  // completed (or never made)
+  return request->cancel(
       std::make_exception_ptr(CancelledError("fairsem: the asynchronous acquire was cancelled")));
 }
 

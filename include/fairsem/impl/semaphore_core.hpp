@@ -10,6 +10,7 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <limits>
 #include <memory>
@@ -162,6 +163,32 @@ struct MetricCounters {
   Counter wait_nanoseconds{0};
 };
 
+/// What a FairSemaphore handle that goes away waits for: its asynchronous requests still pending,
+/// and the steps of its requests under way on a worker thread (or the waker's), each counted
+/// until it has let go of every reference it held.
+struct InFlight {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::size_t requests = 0;
+  std::size_t steps = 0;
+
+  /// Counts one step for its lifetime.
+  class Step {
+   public:
+    explicit Step(InFlight& in_flight);
+    ~Step();
+    Step(const Step&) = delete;
+    Step& operator=(const Step&) = delete;
+
+   private:
+    InFlight& in_flight_;
+  };
+  void add_request();
+  void remove_request();
+  /// Until no request is pending and no step is under way.
+  void wait_idle();
+};
+
 class SemaphoreCore : public std::enable_shared_from_this<SemaphoreCore> {
  public:
   friend class AsyncAcquire;  // the asynchronous acquire, step by step (async_acquire-inl.hpp)
@@ -198,6 +225,10 @@ class SemaphoreCore : public std::enable_shared_from_this<SemaphoreCore> {
                                               AcquireCallback done);
   /// Ends every asynchronous acquire still pending with `why`.
   void cancel_requests(const std::exception_ptr& why);
+  /// Ends every asynchronous acquire still pending with `why`, and (except on a worker thread,
+  /// where a callback would wait for itself) waits until their callbacks have run and no step
+  /// of theirs holds a reference any more.
+  void end_requests(const std::exception_ptr& why);
 
   const std::string& name() const noexcept { return name_; }
   const SemaphoreOptions& options() const noexcept { return options_; }
@@ -310,7 +341,9 @@ class SemaphoreCore : public std::enable_shared_from_this<SemaphoreCore> {
   std::atomic<bool> watched_{false};              // the Client's watchdog renews its permits
   std::mutex mu_;                                 // guards live_ and requests_
   std::unordered_map<PermitState*, std::shared_ptr<PermitState>> live_;
-  std::unordered_map<AsyncAcquire*, std::weak_ptr<AsyncAcquire>> requests_;  // pending
+  // The pending requests' owner: a request's timers and wake-up hold it weakly.
+  std::unordered_map<AsyncAcquire*, std::shared_ptr<AsyncAcquire>> requests_;
+  const std::shared_ptr<InFlight> in_flight_ = std::make_shared<InFlight>();
 
   MetricCounters metrics_;
 };
