@@ -109,9 +109,11 @@ class FairSemaphore {
   FairSemaphore(const FairSemaphore&) = delete;
   FairSemaphore& operator=(const FairSemaphore&) = delete;
   /// Asynchronous requests still pending complete with CancelledError, their queue entries
-  /// removed (on a worker thread), and the destructor returns once their callbacks have run
-  /// (after a script call or two each), so no callback of this handle runs afterwards. On
-  /// a worker thread (in a callback) it cannot wait for itself, and does not. Permits live on.
+  /// removed (on a worker thread), new ones are refused, and the destructor returns once every
+  /// callback of this handle has run (the calls under way first: up to the command timeout if
+  /// Redis is unreachable), so none runs afterwards. It does not wait where the wait could be
+  /// for itself: in a callback, on fairsem's threads (on_lost), or while this thread holds a
+  /// pool connection. Permits live on.
   ~FairSemaphore();
 
   /// Takes a permit of `units` if they are free and nobody waits; never waits and never queues.

@@ -198,6 +198,69 @@ TEST(AsyncAcquireTest, DestroyingTheSemaphoreCompletesPendingRequestsAndLeavesNo
   EXPECT_TRUE(holding.status().waiters.empty());
 }
 
+// A callback that asks again while its semaphore is being destroyed is refused, so the
+// destructor's wait for every callback of the handle ends.
+TEST(AsyncAcquireTest, ACallbackAskingAgainWhileItsSemaphoreIsDestroyedIsRefused) {
+  auto sem = std::make_unique<FairSemaphore>(test::redis_options(), "again", options(1));
+  FairSemaphore* const handle = sem.get();
+  std::optional<Permit> held = sem->acquire();
+  std::promise<void> granted;
+  std::promise<void> destroying;
+  std::exception_ptr asked_again;
+  // Granted first; it asks again once the destructor has begun (the second request's
+  // cancellation shows that), on the other worker thread.
+  sem->acquire_async([&, began = destroying.get_future().share()](const std::exception_ptr&,
+                                                                  std::optional<Permit>) {
+    granted.set_value();
+    began.wait();
+    try {
+      handle->acquire_async([](const std::exception_ptr&, std::optional<Permit>) {});
+    } catch (...) {
+      asked_again = std::current_exception();
+    }
+  });
+  ASSERT_TRUE(wait_until([&] { return sem->status().waiters.size() == 1; }));
+  sem->acquire_async([&](const std::exception_ptr& error, std::optional<Permit>) {
+    EXPECT_TRUE(error);
+    destroying.set_value();
+  });
+  ASSERT_TRUE(wait_until([&] { return sem->status().waiters.size() == 2; }));
+  held.reset();
+  granted.get_future().wait();
+  auto destroyed = std::async(std::launch::async, [&] { sem.reset(); });
+  ASSERT_EQ(destroyed.wait_for(30s), std::future_status::ready)
+      << "the destructor still waits: the callback's new request was not refused";
+  ASSERT_TRUE(asked_again);
+  EXPECT_THROW(std::rethrow_exception(asked_again), CancelledError);
+}
+
+// on_lost runs during Permit::renew() holding a pool connection; a semaphore it destroys does
+// not wait there for its cancelled requests, which need a connection of that pool (here the
+// only one).
+TEST(AsyncAcquireTest, ASemaphoreDestroyedInOnLostDoesNotWaitForTheConnectionItHolds) {
+  ClientOptions co;
+  co.max_connections = 1;
+  Client client(test::redis_options(), co);
+  std::unique_ptr<FairSemaphore> other;
+  SemaphoreOptions o = options(1);
+  o.auto_renew = false;
+  o.on_lost = [&](const std::string&, const std::string&) { other.reset(); };
+  FairSemaphore sem(client, "lost", o);
+  other = std::make_unique<FairSemaphore>(client, "other", options(1));
+  Permit other_held = other->acquire();
+  Outcome out;
+  other->acquire_async(out.callback());
+  ASSERT_TRUE(wait_until([&] { return other->status().waiters.size() == 1; }));
+  Permit permit = sem.acquire();
+  ASSERT_EQ(sem.evict(permit.id()), EvictResult::holder);
+  auto renewed = std::async(std::launch::async, [&] { return permit.renew(); });
+  ASSERT_EQ(renewed.wait_for(30s), std::future_status::ready) << "deadlocked in on_lost";
+  EXPECT_FALSE(renewed.get());
+  EXPECT_FALSE(other);
+  ASSERT_EQ(out.done.get_future().wait_for(30s), std::future_status::ready);
+  EXPECT_THROW(std::rethrow_exception(out.error), CancelledError);
+}
+
 TEST(AsyncAcquireTest, BadCallsAreRefusedAndChangeNothing) {
   FairSemaphore sem(test::redis_options(), "bad", options(1));
   EXPECT_THROW(sem.acquire_async(AcquireCallback()), InvalidArgument);

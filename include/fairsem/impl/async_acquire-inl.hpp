@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "fairsem/impl/semaphore_core.hpp"
+#include "fairsem/impl/thread_reaper.hpp"
 
 namespace fairsem::detail {
 
@@ -263,9 +264,13 @@ FAIRSEM_INLINE std::shared_ptr<AsyncAcquire> SemaphoreCore::acquire_async(
       std::make_shared<AsyncAcquire>(shared_from_this(), units, deadline, std::move(done));
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (closing_) {
+      throw CancelledError(fmt::format(
+          "fairsem: {}: a new asynchronous acquire while the FairSemaphore is destroyed", where()));
+    }
     requests_.emplace(request.get(), request);
+    in_flight_->add_request();
   }
-  in_flight_->add_request();
   try {
     request->start();
   } catch (...) {
@@ -297,8 +302,15 @@ FAIRSEM_INLINE void SemaphoreCore::cancel_requests(const std::exception_ptr& why
 }
 
 FAIRSEM_INLINE void SemaphoreCore::end_requests(const std::exception_ptr& why) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    closing_ = true;  // a callback's new request is refused from now on
+  }
   cancel_requests(why);
-  if (Executor::on_worker_thread()) return;
+  // Not on fairsem's own threads (the callback's step would wait for itself; the watchdog
+  // would leave every other permit unrenewed meanwhile), nor while holding a pool connection
+  // (a cancel step may need the last one).
+  if (on_fairsems_thread() || Runtime::this_thread_holds_a_connection()) return;
   in_flight_->wait_idle();
 }
 

@@ -8,10 +8,6 @@
 
 namespace fairsem::detail {
 
-namespace executor_helpers {
-FAIRSEM_INLINE thread_local bool on_worker_thread = false;
-}  // namespace executor_helpers
-
 FAIRSEM_INLINE Executor::Executor(std::size_t threads) : thread_count_(threads) {}
 
 FAIRSEM_INLINE Executor::~Executor() {
@@ -51,12 +47,8 @@ FAIRSEM_INLINE void Executor::post_at(Clock::time_point when, Task task) {
   queue_->cv.notify_all();
 }
 
-FAIRSEM_INLINE bool Executor::on_worker_thread() noexcept {
-  return executor_helpers::on_worker_thread;
-}
-
 FAIRSEM_INLINE void Executor::run(const std::shared_ptr<Queue>& queue) {
-  executor_helpers::on_worker_thread = true;
+  mark_as_fairsems_thread();
   std::unique_lock<std::mutex> lock(queue->mu);
   for (;;) {
     if (queue->stop) return;

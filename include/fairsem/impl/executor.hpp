@@ -35,9 +35,6 @@ class Executor {
   void post(Task task);
   /// Runs `task` on a worker thread at `when` (or soon after).
   void post_at(Clock::time_point when, Task task);
-  /// True on a worker thread of any Executor (where waiting for a task to end could be waiting
-  /// for oneself).
-  static bool on_worker_thread() noexcept;
 
  private:
   /// What the threads use: shared with them, so it outlives an Executor destroyed on one.

@@ -44,6 +44,10 @@ FAIRSEM_INLINE Runtime::~Runtime() {
   join_or_park(watchdog_);
 }
 
+FAIRSEM_INLINE bool Runtime::this_thread_holds_a_connection() noexcept {
+  return runtime_helpers::held_by_this_thread > 0;
+}
+
 FAIRSEM_INLINE std::unique_ptr<Connection> Runtime::take(int slot) {
   std::unique_lock<std::mutex> lock(pool_mu_);
   for (;;) {
@@ -131,6 +135,7 @@ FAIRSEM_INLINE void Runtime::watch(const std::shared_ptr<SemaphoreCore>& core,
 }
 
 FAIRSEM_INLINE void Runtime::watchdog_main(const std::weak_ptr<Runtime>& weak, Runtime* runtime) {
+  mark_as_fairsems_thread();
   std::unordered_map<int, WatchdogConnection> connections;
   std::unique_lock<std::mutex> lock(runtime->mu_);
   for (;;) {

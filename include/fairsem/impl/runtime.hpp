@@ -45,6 +45,9 @@ class Runtime : public std::enable_shared_from_this<Runtime> {
   std::unique_ptr<Connection> take(int slot);
   /// Back to the pool (closed if the pool of its slot holds enough idle ones).
   void give_back(std::unique_ptr<Connection> conn) noexcept;
+  /// True while this thread holds a pool connection (of any Client): waiting then for work that
+  /// needs one could wait for ever at max_connections.
+  static bool this_thread_holds_a_connection() noexcept;
 
   /// The worker threads of asynchronous acquires.
   Executor& executor() noexcept { return executor_; }

@@ -225,9 +225,10 @@ class SemaphoreCore : public std::enable_shared_from_this<SemaphoreCore> {
                                               AcquireCallback done);
   /// Ends every asynchronous acquire still pending with `why`.
   void cancel_requests(const std::exception_ptr& why);
-  /// Ends every asynchronous acquire still pending with `why`, and (except on a worker thread,
-  /// where a callback would wait for itself) waits until their callbacks have run and no step
-  /// of theirs holds a reference any more.
+  /// Ends every asynchronous acquire still pending with `why` and refuses new ones (a callback
+  /// may try), then waits until their callbacks have run and no step of theirs holds a
+  /// reference any more; except on fairsem's own threads and while this thread holds a pool
+  /// connection, where the wait could be for itself.
   void end_requests(const std::exception_ptr& why);
 
   const std::string& name() const noexcept { return name_; }
@@ -339,11 +340,12 @@ class SemaphoreCore : public std::enable_shared_from_this<SemaphoreCore> {
 
   std::atomic<bool> old_server_reported_{false};  // a too old server was logged once
   std::atomic<bool> watched_{false};              // the Client's watchdog renews its permits
-  std::mutex mu_;                                 // guards live_ and requests_
+  std::mutex mu_;                                 // guards live_, requests_ and closing_
   std::unordered_map<PermitState*, std::shared_ptr<PermitState>> live_;
   // The pending requests' owner: a request's timers and wake-up hold it weakly.
   std::unordered_map<AsyncAcquire*, std::shared_ptr<AsyncAcquire>> requests_;
   const std::shared_ptr<InFlight> in_flight_ = std::make_shared<InFlight>();
+  bool closing_ = false;  // end_requests ran: new asynchronous requests are refused
 
   MetricCounters metrics_;
 };

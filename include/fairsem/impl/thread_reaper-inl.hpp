@@ -22,9 +22,10 @@ struct Parked {
 struct Reaper {
   std::mutex mu;
   std::vector<Parked> parked;
-  bool exit_handler_registered = false;
   bool exiting = false;  // the exit handler ran: a thread parked later is detached
 };
+
+FAIRSEM_INLINE thread_local bool fairsems_thread = false;
 
 // Never destroyed: a thread may be parked while the process exits.
 FAIRSEM_INLINE Reaper& reaper() {
@@ -87,26 +88,36 @@ FAIRSEM_INLINE void join_or_park(std::thread& thread) noexcept {
     return;
   }
   h::Reaper& r = h::reaper();
-  auto flag = std::make_shared<std::atomic<bool>>(false);
   std::vector<std::thread> finished;
-  {
-    std::lock_guard<std::mutex> lock(r.mu);
-    if (r.exiting) {
-      thread.detach();
-      return;
+  try {
+    auto flag = std::make_shared<std::atomic<bool>>(false);
+    {
+      std::lock_guard<std::mutex> lock(r.mu);
+      if (r.exiting) {
+        thread.detach();
+        return;
+      }
+      r.parked.push_back(h::Parked{std::thread(), flag});
+      r.parked.back().thread = std::move(thread);
+      finished = h::take_finished(r);
+      // Registered at every park, after every static object built so far (such as Asio's
+      // system context, which may have been built after an earlier park), so that it runs
+      // before their destructors. Running it more than once joins nothing more.
+      (void)std::atexit(h::join_at_exit);
     }
-    if (!r.exit_handler_registered) {
-      // Registered now, after every static object already built (such as Asio's system
-      // context), so it runs before their destructors.
-      r.exit_handler_registered = std::atexit(h::join_at_exit) == 0;
-    }
-    finished = h::take_finished(r);
-    r.parked.push_back(h::Parked{std::move(thread), flag});
+    thread_local h::FinishedMark mark;
+    mark.flag = std::move(flag);
+  } catch (...) {
+    if (thread.joinable()) thread.detach();  // no memory to park it
   }
-  thread_local h::FinishedMark mark;
-  mark.flag = std::move(flag);
   for (std::thread& t : finished) t.join();
 }
+
+FAIRSEM_INLINE void mark_as_fairsems_thread() noexcept {
+  thread_reaper_helpers::fairsems_thread = true;
+}
+
+FAIRSEM_INLINE bool on_fairsems_thread() noexcept { return thread_reaper_helpers::fairsems_thread; }
 
 FAIRSEM_INLINE std::size_t parked_threads() noexcept {
   thread_reaper_helpers::Reaper& r = thread_reaper_helpers::reaper();

@@ -3,17 +3,24 @@
 // How an owner of threads (the Client's worker threads, its watchdog, a waker) lets go of one
 // when it is destroyed: by joining it, or, when the owner is destroyed on that very thread (the
 // last reference to a Client's runtime dropped in a callback, a renewal or a wake-up), by
-// parking it here. A parked thread is joined by the next thread parked after it has finished, or
-// at exit, before the static objects it may still be using (Asio's system executor, for one)
-// are destroyed. Internal.
+// parking it here. A parked thread is joined once it has finished, by the next thread parked
+// after that, or at exit: before the static objects that existed when it was parked (Asio's
+// system executor, for one, which it may still be using) are destroyed. Internal.
 
 #include <cstddef>
 #include <thread>
 
 namespace fairsem::detail {
 
-/// Joins `thread`, or parks it when this is that thread. Afterwards `thread` is empty.
+/// Joins `thread`, or parks it when this is that thread. Afterwards `thread` is empty. (Out of
+/// memory to park it, or once the process is exiting, the thread is detached instead.)
 void join_or_park(std::thread& thread) noexcept;
+
+/// fairsem's own threads (a Client's workers, watchdog and waker) say so when they start: code
+/// that would wait for work those threads do (a FairSemaphore's destructor) must not wait on
+/// one of them.
+void mark_as_fairsems_thread() noexcept;
+bool on_fairsems_thread() noexcept;
 
 /// Parked threads not joined yet (for tests).
 std::size_t parked_threads() noexcept;

@@ -180,7 +180,8 @@ class TlsConfig {
 
 FAIRSEM_INLINE std::shared_ptr<const TlsConfig> tls_config(const TlsOptions& tls) {
   // A semaphore's watchdog thread can outlive main() for a moment (it may hold the last
-  // reference, and detaches itself). OpenSSL's own exit handler would free its state under a
+  // reference, and is then parked: see thread_reaper.hpp; it is detached if the process is
+  // exiting already). OpenSSL's own exit handler would free its state under a
   // handshake still running there and crash the exiting process: fairsem asks OpenSSL for no
   // exit handler (which works when fairsem is the first to initialise OpenSSL), and keeps its
   // own cache alive to the end.

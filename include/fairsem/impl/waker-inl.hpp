@@ -157,13 +157,20 @@ FAIRSEM_INLINE bool Waker::call_due_hooks(const std::weak_ptr<Waker>& weak) {
   // the hooks are done, and then, if that was the last reference, left alone.
   std::shared_ptr<Waker> self = weak.lock();
   if (!self) return false;  // being destroyed on another thread, which joins this one
-  for (const auto& hook : hooks) hook();
+  for (const auto& hook : hooks) {
+    try {
+      hook();
+    } catch (...) {
+      // Out of memory or threads to post the step: that waiter learns of it at its next poll.
+    }
+  }
   hooks.clear();
   self.reset();
   return !weak.expired();
 }
 
 FAIRSEM_INLINE void Waker::run() {
+  mark_as_fairsems_thread();
   const std::weak_ptr<Waker> weak = weak_from_this();
   std::unique_ptr<Connection> conn;
   std::vector<std::string> keys;
