@@ -7,6 +7,7 @@
 # and on a file that is not in the compile database (clang-tidy would skip it silently).
 #
 #   bash scripts/tidy.sh                       # every file in src/, examples/, examples/cli/
+#                                              # but examples/asio_requests.cpp (see below)
 #   bash scripts/tidy.sh src/semaphore.cpp     # only these
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -58,7 +59,9 @@ tidy_pass() {
 
 files=("$@")
 if [ "${#files[@]}" -eq 0 ]; then
-  mapfile -t files < <(find src examples examples/cli -maxdepth 1 -name '*.cpp' | sort)
+  # Not asio_requests.cpp: clang-tidy 14 cannot parse Asio's coroutines; g++ builds it in every CI job.
+  mapfile -t files < <(find src examples examples/cli -maxdepth 1 -name '*.cpp' \
+    ! -path examples/asio_requests.cpp | sort)
 fi
 # A header given on its own is in no compile command: clang-tidy would check it without the
 # build's flags and find nothing. Name the src/<unit>.cpp that includes it instead.
