@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 #include <netinet/in.h>
-#include <signal.h>
+#include <signal.h>  // NOLINT(modernize-deprecated-headers): POSIX sigset_t, sigaction
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -16,17 +16,20 @@
 #include <fairsem/fairsem.hpp>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <climits>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <optional>
 #include <random>
 #include <string>
+#include <string_view>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -73,7 +76,7 @@ struct WorkerSlot {
   std::atomic<long long> token;
   std::atomic<long long> grants;
   std::atomic<int> in_section;  // 1 while inside; whoever resets it decrements Shared::inside
-  char permit_id[kIdBytes];     // written before state becomes holding
+  std::array<char, kIdBytes> permit_id;  // written before state becomes holding; '\0'-ended
 };
 
 struct Shared {
@@ -81,8 +84,8 @@ struct Shared {
   std::atomic<int> inside;  // workers inside the critical section right now
   std::atomic<int> max_inside;
   std::atomic<int> grant_count;
-  WorkerSlot workers[kMaxWorkers];
-  Grant grants[kMaxGrants];
+  std::array<WorkerSlot, kMaxWorkers> workers;
+  std::array<Grant, kMaxGrants> grants;
 };
 
 static_assert(std::atomic<long long>::is_always_lock_free, "shared-memory atomics");
@@ -116,8 +119,8 @@ int free_loopback_port() {
 class PrivateRedis {
  public:
   PrivateRedis() {
-    char dir_template[] = "/tmp/fairsem-demo-XXXXXX";
-    if (mkdtemp(dir_template) == nullptr) {
+    std::string dir_template = "/tmp/fairsem-demo-XXXXXX";
+    if (mkdtemp(dir_template.data()) == nullptr) {
       throw std::system_error(errno, std::generic_category(), "mkdtemp");
     }
     dir_ = dir_template;
@@ -137,6 +140,7 @@ class PrivateRedis {
         "--save",       "",          "--appendonly",        "no",     "--dir",
         dir_,           "--logfile", dir_ + "/redis.log"};
     std::vector<char*> argv;
+    argv.reserve(args.size() + 1);
     for (std::string& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
     const pid_t parent = getpid();
@@ -148,7 +152,7 @@ class PrivateRedis {
       setpgid(0, 0);  // a Ctrl-C on the terminal is the demo's to handle, not the server's
       sigset_t none;
       sigemptyset(&none);
-      sigprocmask(SIG_SETMASK, &none, nullptr);
+      pthread_sigmask(SIG_SETMASK, &none, nullptr);
       execvp(argv[0], argv.data());
       _exit(errno == ENOENT ? 127 : 126);
     }
@@ -201,12 +205,10 @@ class PrivateRedis {
 
  private:
   std::string log_tail() const {
-    std::FILE* f = std::fopen((dir_ + "/redis.log").c_str(), "r");
-    if (f == nullptr) return "no log";
+    std::ifstream log(dir_ + "/redis.log");
+    if (!log) return "no log";
     std::string text;
-    char buf[512];
-    while (std::fgets(buf, sizeof buf, f) != nullptr) text = buf;  // the last line
-    std::fclose(f);
+    for (std::string line; std::getline(log, line);) text = line;  // the last line
     while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
     return text.empty() ? "empty log" : text;
   }
@@ -223,9 +225,23 @@ struct Setup {
   std::string url;
   std::string name;
   std::string prefix;
-  long long limit;
-  milliseconds lease;
+  long long limit = 0;
+  milliseconds lease{0};
 };
+
+/// Writes all of stdout's buffer now; throws std::system_error when stdout is gone.
+void flush_stdout() {
+  if (std::fflush(stdout) != 0) {
+    throw std::system_error(errno, std::generic_category(), "writing to stdout");
+  }
+}
+
+/// `id` into `slot`, cut to fit, '\0'-ended.
+void store_id(std::array<char, kIdBytes>& slot, std::string_view id) {
+  const std::size_t n = std::min(id.size(), slot.size() - 1);
+  std::copy_n(id.begin(), n, slot.begin());
+  slot[n] = '\0';
+}
 
 std::string worker_label(int index) { return fmt::format("worker-{}", index + 1); }
 
@@ -249,7 +265,7 @@ std::string worker_label(int index) { return fmt::format("worker-{}", index + 1)
       slot.state.store(waiting);
       Permit p = sem.acquire();
       if (shared.stop.load()) break;  // granted after the end: pass it straight on
-      std::snprintf(slot.permit_id, sizeof slot.permit_id, "%s", p.id().c_str());
+      store_id(slot.permit_id, p.id());
       slot.token.store(p.fencing_token());
       const int inside = shared.inside.fetch_add(1) + 1;
       slot.in_section.store(1);
@@ -270,7 +286,7 @@ std::string worker_label(int index) { return fmt::format("worker-{}", index + 1)
     code = 1;
   }
   shared.workers[index].state.store(idle);
-  std::fflush(nullptr);
+  if (std::fflush(nullptr) != 0) code = 1;  // its output is lost: a failure too
   _exit(code);
 }
 
@@ -295,7 +311,7 @@ class View {
   void event(double t, const std::string& text) {
     clear();
     fmt::print("[{:5.1f}s] {}\n", t, text);
-    std::fflush(stdout);
+    flush_stdout();
   }
 
   void frame(double t, const Status& s, const Shared& shared) {
@@ -307,7 +323,7 @@ class View {
       next_plain_ = t + 1.0;
       fmt::print("[{:5.1f}s] holding: {} | waiting: {} | grants {}\n", t, holders, waiters,
                  shared.grant_count.load());
-      std::fflush(stdout);
+      flush_stdout();
       return;
     }
     clear();
@@ -319,7 +335,7 @@ class View {
                     shared.max_inside.load(), setup_.limit)};
     for (const std::string& line : lines) fmt::print("\033[2K{}\n", line);
     drawn_ = static_cast<int>(lines.size());
-    std::fflush(stdout);
+    flush_stdout();
   }
 
   void clear() {
@@ -355,19 +371,21 @@ int count_order_violations(std::vector<Grant> grants, milliseconds lease) {
 
 std::string mark(bool ok) { return ok ? "ok" : "FAILED"; }
 
-}  // namespace
-
-int demo_main(const DemoArgs& args) {
-  // Ctrl-C ends the demo early but cleanly (workers stopped, the private server removed).
+/// INT and TERM blocked, to be taken with sigtimedwait: a Ctrl-C ends the demo early but
+/// cleanly (workers stopped, the private server removed).
+sigset_t block_interrupts() {
   sigset_t interrupts;
   sigemptyset(&interrupts);
   sigaddset(&interrupts, SIGINT);
   sigaddset(&interrupts, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &interrupts, nullptr);
+  return interrupts;
+}
 
-  std::optional<PrivateRedis> redis;
-  Setup setup;
-  Shared* shared = nullptr;
+/// The semaphore (on a private redis-server without --url) and the shared memory. Returns
+/// nullopt to go on, or the exit code after reporting what went wrong.
+std::optional<int> prepare(const DemoArgs& args, std::optional<PrivateRedis>& redis, Setup& setup,
+                           Shared*& shared) {
   try {
     SemaphoreOptions check;
     check.limit = args.limit;
@@ -387,18 +405,23 @@ int demo_main(const DemoArgs& args) {
     setup.limit = args.limit;
     setup.lease = args.lease;
     shared = map_shared();
+    flush_stdout();  // nothing buffered may be written again by the workers
   } catch (...) {
     return report_exception(kCommand);
   }
+  return std::nullopt;
+}
 
-  std::fflush(nullptr);
+/// Forks the workers (fewer if a fork fails: then `stop` is set) and returns their pids.
+std::vector<pid_t> start_workers(const DemoArgs& args, const Setup& setup, Shared& shared) {
   std::vector<pid_t> pids;
+  pids.reserve(static_cast<std::size_t>(args.workers));
   for (int i = 0; i < args.workers; ++i) {
     const pid_t parent = getpid();
     const pid_t pid = fork();
     if (pid < 0) {
-      fmt::print(stderr, "{}: fork: {}\n", kCommand, std::strerror(errno));
-      shared->stop.store(true);
+      fmt::print(stderr, "{}: fork: {}\n", kCommand, std::generic_category().message(errno));
+      shared.stop.store(true);
       break;
     }
     if (pid == 0) {
@@ -406,130 +429,135 @@ int demo_main(const DemoArgs& args) {
       if (getppid() != parent) _exit(1);
       // INT and TERM stay blocked: a Ctrl-C reaches the whole process group, and the workers
       // are stopped by the parent through `stop` instead, after their critical section.
-      worker_main(setup, *shared, i);
+      worker_main(setup, shared, i);
     }
     pids.push_back(pid);
   }
+  return pids;
+}
 
-  const bool tty = stdout_is_tty();
-  View view(tty, setup, args.workers, args.seconds);
-  const long long start = now_ns();
-  const auto elapsed = [&] { return seconds_between(start, now_ns()); };
-  fmt::print(
-      "{} workers contend for semaphore '{}' (limit {}, lease {}) for {} s; one holder "
-      "is SIGKILLed halfway\n",
-      args.workers, setup.name, args.limit, format_duration(args.lease), args.seconds);
+/// The run as the parent sees it: the clock, the workers, and what the summary reports.
+struct Run {
+  Run(const DemoArgs& a, Shared& s, std::vector<pid_t> p)
+      : args(a), shared(s), pids(std::move(p)) {}
 
-  int exit_code = 0;
-  std::optional<double> reclaim_seconds;
-  std::string victim_id;
-  std::optional<long long> killed_at;
-  std::optional<SemaphoreAdmin> admin;
+  const DemoArgs& args;
+  Shared& shared;
+  std::vector<pid_t> pids;  // -1 for the killed worker
+  long long start_ns = now_ns();
   bool interrupted = false;
-  try {
-    admin.emplace(ConnectionOptions::from_url(setup.url), setup.name, setup.prefix);
-    while (elapsed() < args.seconds) {
-      const timespec zero{0, 0};
-      if (sigtimedwait(&interrupts, nullptr, &zero) > 0) {
-        interrupted = true;
-        view.event(elapsed(), "interrupted; stopping the workers");
-        break;
-      }
-      if (!killed_at && elapsed() >= args.seconds / 2.0) {
-        for (int i = 0; i < static_cast<int>(pids.size()); ++i) {
-          WorkerSlot& slot = shared->workers[i];
-          if (slot.state.load() != holding) continue;
-          victim_id = slot.permit_id;
-          const long long token = slot.token.load();
-          kill(pids[static_cast<std::size_t>(i)], SIGKILL);
-          killed_at = now_ns();
-          int status = 0;
-          waitpid(pids[static_cast<std::size_t>(i)], &status, 0);
-          pids[static_cast<std::size_t>(i)] = -1;
-          slot.state.store(dead);
-          // It no longer runs its critical section (unless it had just left it).
-          if (slot.in_section.exchange(0) == 1) shared->inside.fetch_sub(1);
-          view.event(elapsed(), fmt::format("SIGKILL {} while it holds #{}: its permit stays "
-                                            "taken until its lease runs out",
-                                            worker_label(i), token));
-          break;
-        }
-      }
-      const Status s = admin->status();
-      if (killed_at && !reclaim_seconds) {
-        const auto held = [&](const PermitInfo& p) { return p.id == victim_id; };
-        if (std::none_of(s.holders.begin(), s.holders.end(), held)) {
-          reclaim_seconds = seconds_between(*killed_at, now_ns());
-          view.event(elapsed(), fmt::format("the killed holder's permit was reclaimed after "
-                                            "{:.2f} s and passed to the next in line",
-                                            *reclaim_seconds));
-        }
-      }
-      view.frame(elapsed(), s, *shared);
-      std::this_thread::sleep_for(milliseconds(tty ? 100 : 50));
-    }
-  } catch (...) {
-    view.clear();
-    exit_code = report_exception(kCommand);
-  }
+  std::optional<long long> killed_at;  // when the holder was SIGKILLed
+  std::string victim_id;               // its permit
+  std::optional<double> reclaim_seconds;
 
-  // The end: workers finish their critical section, waiters take their grant and pass it on.
-  shared->stop.store(true);
-  for (pid_t pid : pids) {
+  double elapsed() const { return seconds_between(start_ns, now_ns()); }
+
+  /// Whether the killed holder's permit is gone from `s` (recording when, the first time).
+  bool reclaimed_in(const Status& s) {
+    const auto held = [&](const PermitInfo& p) { return p.id == victim_id; };
+    if (!reclaim_seconds && std::none_of(s.holders.begin(), s.holders.end(), held)) {
+      reclaim_seconds = seconds_between(*killed_at, now_ns());
+    }
+    return reclaim_seconds.has_value();
+  }
+};
+
+/// SIGKILLs the first worker found holding a permit, if any.
+void kill_a_holder(Run& run, View& view) {
+  for (int i = 0; i < static_cast<int>(run.pids.size()); ++i) {
+    WorkerSlot& slot = run.shared.workers[i];
+    if (slot.state.load() != holding) continue;
+    run.victim_id = slot.permit_id.data();
+    const long long token = slot.token.load();
+    const pid_t pid = run.pids[static_cast<std::size_t>(i)];
+    kill(pid, SIGKILL);
+    run.killed_at = now_ns();
+    int status = 0;
+    waitpid(pid, &status, 0);
+    run.pids[static_cast<std::size_t>(i)] = -1;
+    slot.state.store(dead);
+    // It no longer runs its critical section (unless it had just left it).
+    if (slot.in_section.exchange(0) == 1) run.shared.inside.fetch_sub(1);
+    view.event(run.elapsed(), fmt::format("SIGKILL {} while it holds #{}: its permit stays "
+                                          "taken until its lease runs out",
+                                          worker_label(i), token));
+    return;
+  }
+}
+
+/// The workers contend for args.seconds (or until INT or TERM) while the view shows it; one
+/// holder is killed halfway.
+void contend(Run& run, View& view, SemaphoreAdmin& admin, const sigset_t& interrupts, bool tty) {
+  while (run.elapsed() < run.args.seconds) {
+    const timespec zero{0, 0};
+    if (sigtimedwait(&interrupts, nullptr, &zero) > 0) {
+      run.interrupted = true;
+      view.event(run.elapsed(), "interrupted; stopping the workers");
+      return;
+    }
+    if (!run.killed_at && run.elapsed() >= run.args.seconds / 2.0) kill_a_holder(run, view);
+    const Status s = admin.status();
+    if (run.killed_at && !run.reclaim_seconds && run.reclaimed_in(s)) {
+      view.event(run.elapsed(), fmt::format("the killed holder's permit was reclaimed after "
+                                            "{:.2f} s and passed to the next in line",
+                                            *run.reclaim_seconds));
+    }
+    view.frame(run.elapsed(), s, run.shared);
+    std::this_thread::sleep_for(milliseconds(tty ? 100 : 50));
+  }
+}
+
+/// Stops the workers (each finishes its critical section; waiters take their grant and pass it
+/// on) and waits for them. Returns `exit_code`, or 1 if it was 0 and a worker failed.
+int stop_workers(const Run& run, int exit_code) {
+  run.shared.stop.store(true);
+  for (pid_t pid : run.pids) {
     if (pid <= 0) continue;
     int status = 0;
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) exit_code = exit_code ? exit_code : 1;
+    if ((!WIFEXITED(status) || WEXITSTATUS(status) != 0) && exit_code == 0) exit_code = 1;
   }
-  view.clear();
-  if (exit_code != 0 && !admin) return exit_code;
+  return exit_code;
+}
 
-  const int grant_total = std::min(shared->grant_count.load(), kMaxGrants);
-  const std::vector<Grant> grants(shared->grants, shared->grants + grant_total);
+/// Ended before the lease ran out: waits (a while) for the reclaim, to report it.
+void wait_for_reclaim(Run& run, SemaphoreAdmin& admin) {
+  if (!run.killed_at || run.reclaim_seconds) return;
+  const auto give_up = Clock::now() + run.args.lease * 2 + std::chrono::seconds(5);
+  while (Clock::now() < give_up && !run.reclaimed_in(admin.status())) {
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+}
+
+/// Prints the summary and returns the exit code: `exit_code` if not 0, else 1 if a guarantee
+/// check failed, else 130 if interrupted.
+int summarize(const Run& run, const std::vector<Grant>& grants,
+              const std::optional<Status>& final_status, int exit_code) {
+  const DemoArgs& args = run.args;
   const int violations = count_order_violations(grants, args.lease);
-  std::optional<Status> final_status;
-  try {
-    if (killed_at && !reclaim_seconds) {
-      // Ended before the lease ran out: wait for the reclaim to report it.
-      const auto give_up = Clock::now() + args.lease * 2 + std::chrono::seconds(5);
-      while (Clock::now() < give_up) {
-        const Status s = admin->status();
-        if (std::none_of(s.holders.begin(), s.holders.end(),
-                         [&](const PermitInfo& p) { return p.id == victim_id; })) {
-          reclaim_seconds = seconds_between(*killed_at, now_ns());
-          break;
-        }
-        std::this_thread::sleep_for(milliseconds(20));
-      }
-    }
-    final_status = admin->status();
-  } catch (...) {
-    exit_code = report_exception(kCommand);
-  }
-
-  const int max_inside = shared->max_inside.load();
+  const int max_inside = run.shared.max_inside.load();
   const bool safe = max_inside <= args.limit;
   const bool fair = violations == 0;
-  const bool reclaimed = !killed_at || reclaim_seconds.has_value();
+  const bool reclaimed = !run.killed_at || run.reclaim_seconds.has_value();
   const bool clean = final_status && final_status->holders.empty() && final_status->waiters.empty();
   std::map<int, long long> per_worker;
   for (const Grant& g : grants) ++per_worker[g.worker];
   long long fewest = grants.empty() ? 0 : LLONG_MAX;
   for (int i = 0; i < args.workers; ++i) fewest = std::min(fewest, per_worker[i]);
 
-  fmt::print("\nsummary ({:.1f} s{})\n", elapsed(), interrupted ? ", interrupted" : "");
+  fmt::print("\nsummary ({:.1f} s{})\n", run.elapsed(), run.interrupted ? ", interrupted" : "");
   fmt::print("  grants                     {} (fewest for one worker: {})\n", grants.size(),
              fewest);
   fmt::print("  max simultaneous holders   {} (limit {})  {}\n", max_inside, args.limit,
              mark(safe));
   fmt::print("  FIFO order violations      {}  {}\n", violations, mark(fair));
-  if (!killed_at) {
+  if (!run.killed_at) {
     fmt::print("  killed holder              none ({})\n",
-               interrupted ? "interrupted before the halfway mark" : "no holder to kill");
-  } else if (reclaim_seconds) {
+               run.interrupted ? "interrupted before the halfway mark" : "no holder to kill");
+  } else if (run.reclaim_seconds) {
     fmt::print("  killed holder's permit     reclaimed {:.2f} s after SIGKILL (lease {})  {}\n",
-               *reclaim_seconds, format_duration(args.lease), mark(true));
+               *run.reclaim_seconds, format_duration(args.lease), mark(true));
   } else {
     fmt::print("  killed holder's permit     NOT reclaimed  {}\n", mark(false));
   }
@@ -538,10 +566,56 @@ int demo_main(const DemoArgs& args) {
                                         final_status->waiters.size())
                           : std::string("unknown"),
              mark(clean));
-  std::fflush(stdout);
+  try {
+    flush_stdout();
+  } catch (...) {
+    if (exit_code == 0) exit_code = report_exception(kCommand);
+  }
   if (exit_code == 0 && !(safe && fair && reclaimed && clean)) exit_code = 1;
-  if (interrupted && exit_code == 0) exit_code = 130;
+  if (run.interrupted && exit_code == 0) exit_code = 130;
   return exit_code;
+}
+
+}  // namespace
+
+int demo_main(const DemoArgs& args) {
+  const sigset_t interrupts = block_interrupts();
+  std::optional<PrivateRedis> redis;
+  Setup setup;
+  Shared* shared = nullptr;
+  if (const auto exit_code = prepare(args, redis, setup, shared)) return *exit_code;
+
+  Run run{args, *shared, start_workers(args, setup, *shared)};
+  const bool tty = stdout_is_tty();
+  View view(tty, setup, args.workers, args.seconds);
+  fmt::print(
+      "{} workers contend for semaphore '{}' (limit {}, lease {}) for {} s; one holder "
+      "is SIGKILLed halfway\n",
+      args.workers, setup.name, args.limit, format_duration(args.lease), args.seconds);
+
+  int exit_code = 0;
+  std::optional<SemaphoreAdmin> admin;
+  try {
+    admin.emplace(ConnectionOptions::from_url(setup.url), setup.name, setup.prefix);
+    contend(run, view, *admin, interrupts, tty);
+  } catch (...) {
+    view.clear();
+    exit_code = report_exception(kCommand);
+  }
+  exit_code = stop_workers(run, exit_code);
+  view.clear();
+  if (exit_code != 0 && !admin) return exit_code;
+
+  const int grant_total = std::min(shared->grant_count.load(), kMaxGrants);
+  const std::vector<Grant> grants(shared->grants.begin(), shared->grants.begin() + grant_total);
+  std::optional<Status> final_status;
+  try {
+    wait_for_reclaim(run, *admin);
+    final_status = admin->status();
+  } catch (...) {
+    exit_code = report_exception(kCommand);
+  }
+  return summarize(run, grants, final_status, exit_code);
 }
 
 }  // namespace fairsem::cli
