@@ -6,288 +6,47 @@
 // fork happens while this process is still single-threaded.
 
 #include <fmt/format.h>
-#include <netinet/in.h>
-#include <signal.h>  // NOLINT(modernize-deprecated-headers): POSIX sigset_t, sigaction
-#include <sys/mman.h>
+#include <signal.h>  // NOLINT(modernize-deprecated-headers): POSIX sigset_t, sigtimedwait
 #include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <fairsem/fairsem.hpp>
 
 #include <algorithm>
-#include <array>
-#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <climits>
-#include <cstdlib>
-#include <filesystem>
-#include <fstream>
+#include <cstdio>
 #include <map>
 #include <optional>
-#include <random>
 #include <string>
-#include <string_view>
 #include <system_error>
 #include <thread>
 #include <vector>
 
 #include "commands.hpp"
 #include "common.hpp"
+#include "demo_workers.hpp"
+#include "private_redis.hpp"
 
 namespace fairsem::cli {
+
+namespace demo {
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
-constexpr const char* kCommand = "fairsem demo";
-constexpr int kMaxWorkers = 64;
-constexpr int kMaxGrants = 1 << 16;
-constexpr std::size_t kIdBytes = 48;
-// Two waiters promoted by releases a moment apart may start their critical sections in either
-// order: each first wakes up and runs one script call, which on a loaded machine can take
-// tens of ms. Grants closer than a quarter of the lease (at least this) are not compared.
-constexpr auto kMinOrderSlack = milliseconds(20);
-
-long long now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
-      .count();
-}
-
 double seconds_between(long long from_ns, long long to_ns) {
   return static_cast<double>(to_ns - from_ns) / 1e9;
 }
-
-// --- the observer: shared memory written by the workers, read by the parent -----------------
-
-enum WorkerState : int { idle = 0, waiting = 1, holding = 2, dead = 3 };
-
-struct Grant {
-  long long token;
-  long long enter_ns;
-  int worker;
-};
-
-struct WorkerSlot {
-  std::atomic<int> state;
-  std::atomic<long long> token;
-  std::atomic<long long> grants;
-  std::atomic<int> in_section;  // 1 while inside; whoever resets it decrements Shared::inside
-  std::array<char, kIdBytes> permit_id;  // written before state becomes holding; '\0'-ended
-};
-
-struct Shared {
-  std::atomic<bool> stop;
-  std::atomic<int> inside;  // workers inside the critical section right now
-  std::atomic<int> max_inside;
-  std::atomic<int> grant_count;
-  std::array<WorkerSlot, kMaxWorkers> workers;
-  std::array<Grant, kMaxGrants> grants;
-};
-
-static_assert(std::atomic<long long>::is_always_lock_free, "shared-memory atomics");
-
-Shared* map_shared() {
-  void* p =
-      mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED) throw std::system_error(errno, std::generic_category(), "mmap");
-  return new (p) Shared{};  // zeroed by the kernel; placement-new gives the atomics their life
-}
-
-// --- a private redis-server ----------------------------------------------------------------
-
-int free_loopback_port() {
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) throw std::system_error(errno, std::generic_category(), "socket");
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof addr;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    const int saved = errno;
-    close(fd);
-    throw std::system_error(saved, std::generic_category(), "bind to 127.0.0.1:0");
-  }
-  close(fd);
-  return ntohs(addr.sin_port);
-}
-
-class PrivateRedis {
- public:
-  PrivateRedis() {
-    std::string dir_template = "/tmp/fairsem-demo-XXXXXX";
-    if (mkdtemp(dir_template.data()) == nullptr) {
-      throw std::system_error(errno, std::generic_category(), "mkdtemp");
-    }
-    dir_ = dir_template;
-    try {
-      start();
-    } catch (...) {
-      std::error_code ignored;
-      std::filesystem::remove_all(dir_, ignored);
-      throw;
-    }
-  }
-
-  void start() {
-    port_ = free_loopback_port();
-    std::vector<std::string> args = {
-        "redis-server", "--port",    std::to_string(port_), "--bind", "127.0.0.1",
-        "--save",       "",          "--appendonly",        "no",     "--dir",
-        dir_,           "--logfile", dir_ + "/redis.log"};
-    std::vector<char*> argv;
-    argv.reserve(args.size() + 1);
-    for (std::string& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    const pid_t parent = getpid();
-    pid_ = fork();
-    if (pid_ < 0) throw std::system_error(errno, std::generic_category(), "fork");
-    if (pid_ == 0) {
-      prctl(PR_SET_PDEATHSIG, SIGTERM);  // never outlives the demo
-      if (getppid() != parent) _exit(126);
-      setpgid(0, 0);  // a Ctrl-C on the terminal is the demo's to handle, not the server's
-      sigset_t none;
-      sigemptyset(&none);
-      pthread_sigmask(SIG_SETMASK, &none, nullptr);
-      execvp(argv[0], argv.data());
-      _exit(errno == ENOENT ? 127 : 126);
-    }
-    url_ = fmt::format("redis://127.0.0.1:{}", port_);
-  }
-  ~PrivateRedis() {
-    if (pid_ > 0) {
-      kill(pid_, SIGTERM);
-      int status = 0;
-      while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
-      }
-    }
-    std::error_code ignored;
-    std::filesystem::remove_all(dir_, ignored);
-  }
-  PrivateRedis(const PrivateRedis&) = delete;
-  PrivateRedis& operator=(const PrivateRedis&) = delete;
-
-  /// Waits until the server answers (called once constructed, so a failure still cleans up).
-  void wait_until_ready() {
-    const auto give_up = Clock::now() + std::chrono::seconds(10);
-    for (;;) {
-      int status = 0;
-      if (waitpid(pid_, &status, WNOHANG) == pid_) {
-        pid_ = -1;
-        throw ConnectionError(
-            WIFEXITED(status) && WEXITSTATUS(status) == 127
-                ? std::string("redis-server was not found in PATH; install the Debian package "
-                              "redis-server, or pass --url")
-                : fmt::format("the private redis-server exited at start ({})", log_tail()));
-      }
-      try {
-        ConnectionOptions o = ConnectionOptions::from_url(url_);
-        o.reconnect_attempts = 1;
-        (void)SemaphoreAdmin(o, "ping");  // connects: the server is up
-        return;
-      } catch (const ConnectionError&) {
-        if (Clock::now() > give_up) {
-          throw ConnectionError(
-              fmt::format("the private redis-server on {} did not answer "
-                          "within 10 s ({})",
-                          url_, log_tail()));
-        }
-        std::this_thread::sleep_for(milliseconds(20));
-      }
-    }
-  }
-
-  const std::string& url() const noexcept { return url_; }
-
- private:
-  std::string log_tail() const {
-    std::ifstream log(dir_ + "/redis.log");
-    if (!log) return "no log";
-    std::string text;
-    for (std::string line; std::getline(log, line);) text = line;  // the last line
-    while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
-    return text.empty() ? "empty log" : text;
-  }
-
-  std::string dir_;
-  std::string url_;
-  int port_ = 0;
-  pid_t pid_ = -1;
-};
-
-// --- the workers -----------------------------------------------------------------------------
-
-struct Setup {
-  std::string url;
-  std::string name;
-  std::string prefix;
-  long long limit = 0;
-  milliseconds lease{0};
-};
 
 /// Writes all of stdout's buffer now; throws std::system_error when stdout is gone.
 void flush_stdout() {
   if (std::fflush(stdout) != 0) {
     throw std::system_error(errno, std::generic_category(), "writing to stdout");
   }
-}
-
-/// `id` into `slot`, cut to fit, '\0'-ended.
-void store_id(std::array<char, kIdBytes>& slot, std::string_view id) {
-  const std::size_t n = std::min(id.size(), slot.size() - 1);
-  std::copy_n(id.begin(), n, slot.begin());
-  slot[n] = '\0';
-}
-
-std::string worker_label(int index) { return fmt::format("worker-{}", index + 1); }
-
-/// A worker process: think, wait in line, hold for a while, release; until told to stop.
-[[noreturn]] void worker_main(const Setup& setup, Shared& shared, int index) {
-  int code = 0;
-  try {
-    SemaphoreOptions o;
-    o.limit = setup.limit;
-    o.lease = setup.lease;
-    o.key_prefix = setup.prefix;
-    o.owner_info = fmt::format("{} (pid {})", worker_label(index), static_cast<long>(getpid()));
-    o.logger = [](LogLevel, std::string_view) {};  // the view shows what matters
-    FairSemaphore sem(ConnectionOptions::from_url(setup.url), setup.name, o);
-    std::mt19937 rng(static_cast<unsigned>(getpid()));
-    std::uniform_int_distribution<int> think(30, 250);
-    std::uniform_int_distribution<int> hold(150, 600);
-    WorkerSlot& slot = shared.workers[index];
-    while (!shared.stop.load()) {
-      std::this_thread::sleep_for(milliseconds(think(rng)));
-      slot.state.store(waiting);
-      Permit p = sem.acquire();
-      if (shared.stop.load()) break;  // granted after the end: pass it straight on
-      store_id(slot.permit_id, p.id());
-      slot.token.store(p.fencing_token());
-      const int inside = shared.inside.fetch_add(1) + 1;
-      slot.in_section.store(1);
-      int seen = shared.max_inside.load();
-      while (inside > seen && !shared.max_inside.compare_exchange_weak(seen, inside)) {
-      }
-      const int n = shared.grant_count.fetch_add(1);
-      if (n < kMaxGrants) shared.grants[n] = Grant{p.fencing_token(), now_ns(), index};
-      slot.grants.fetch_add(1);
-      slot.state.store(holding);
-      std::this_thread::sleep_for(milliseconds(hold(rng)));  // the critical section
-      slot.state.store(idle);
-      if (slot.in_section.exchange(0) == 1) shared.inside.fetch_sub(1);
-      (void)p.release();
-    }
-  } catch (const std::exception& e) {
-    fmt::print(stderr, "{}: {}: {}\n", kCommand, worker_label(index), e.what());
-    code = 1;
-  }
-  shared.workers[index].state.store(idle);
-  if (std::fflush(nullptr) != 0) code = 1;  // its output is lost: a failure too
-  _exit(code);
 }
 
 // --- the live view -------------------------------------------------------------------------
@@ -351,23 +110,6 @@ class View {
   int drawn_ = 0;
   double next_plain_ = 0;
 };
-
-/// Grants that entered their critical section while a lower ticket, granted later by more
-/// than the slack, was still waiting: the server promotes in ticket order, so this counts
-/// overtaking as an outside observer sees it.
-int count_order_violations(std::vector<Grant> grants, milliseconds lease) {
-  std::sort(grants.begin(), grants.end(),
-            [](const Grant& a, const Grant& b) { return a.token < b.token; });
-  const long long slack =
-      std::chrono::nanoseconds(std::max<milliseconds>(kMinOrderSlack, lease / 4)).count();
-  int violations = 0;
-  long long latest_earlier = 0;  // the latest entry among lower tickets
-  for (const Grant& g : grants) {
-    if (latest_earlier - g.enter_ns > slack) ++violations;
-    latest_earlier = std::max(latest_earlier, g.enter_ns);
-  }
-  return violations;
-}
 
 std::string mark(bool ok) { return ok ? "ok" : "FAILED"; }
 
@@ -578,7 +320,7 @@ int summarize(const Run& run, const std::vector<Grant>& grants,
 
 }  // namespace
 
-int demo_main(const DemoArgs& args) {
+int run_demo(const DemoArgs& args) {
   const sigset_t interrupts = block_interrupts();
   std::optional<PrivateRedis> redis;
   Setup setup;
@@ -617,5 +359,9 @@ int demo_main(const DemoArgs& args) {
   }
   return summarize(run, grants, final_status, exit_code);
 }
+
+}  // namespace demo
+
+int demo_main(const DemoArgs& args) { return demo::run_demo(args); }
 
 }  // namespace fairsem::cli
