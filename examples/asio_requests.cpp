@@ -13,7 +13,6 @@
 // Exit codes: 0 ok, 1 not every request was served or the limit was exceeded, 64 usage error,
 // 69 Redis unreachable, 70 other error.
 
-#include <dirent.h>
 #include <fmt/format.h>
 
 #include <asio/co_spawn.hpp>
@@ -26,8 +25,10 @@
 #include <exception>
 #include <fairsem/asio.hpp>
 #include <fairsem/fairsem.hpp>
+#include <filesystem>
 #include <string>
 #include <string_view>
+#include <system_error>
 
 #include "args.hpp"
 
@@ -54,11 +55,13 @@ int usage(const std::string& message) {
   return kExitUsage;
 }
 
+/// The threads of this process (0 where /proc cannot tell).
 std::size_t thread_count() {
   std::size_t n = 0;
-  if (DIR* dir = opendir("/proc/self/task")) {
-    while (const dirent* entry = readdir(dir)) n += entry->d_name[0] != '.' ? 1 : 0;
-    closedir(dir);
+  std::error_code ec;
+  for (std::filesystem::directory_iterator it("/proc/self/task", ec), end; !ec && it != end;
+       it.increment(ec)) {
+    ++n;
   }
   return n;
 }
@@ -66,23 +69,23 @@ std::size_t thread_count() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  Options opt;
-  CLI::App app{"One asio thread serves many requests, each holding a permit while it works.",
-               "fairsem-asio-requests"};
-  ex::add_url(app, opt.url, "URL");
-  app.add_option("--requests", opt.requests, "Requests to serve")
-      ->capture_default_str()
-      ->transform(ex::whole_number(1, 1000000));
-  app.add_option("--limit", opt.limit, "The semaphore's limit")
-      ->capture_default_str()
-      ->transform(ex::whole_number(1, 1000000));
-  app.add_option("--work-ms", opt.work_ms, "Milliseconds each request works")
-      ->capture_default_str()
-      ->transform(ex::whole_number(1, 60000));
-  app.add_option("--name", opt.name, "Semaphore name")->capture_default_str();
-  if (const auto exit_code = ex::parse(app, argc, argv, kUsage)) return *exit_code;
-  opt.url = ex::resolve_url(opt.url);
   try {
+    Options opt;
+    CLI::App app{"One asio thread serves many requests, each holding a permit while it works.",
+                 "fairsem-asio-requests"};
+    ex::add_url(app, opt.url, "URL");
+    app.add_option("--requests", opt.requests, "Requests to serve")
+        ->capture_default_str()
+        ->transform(ex::whole_number(1, 1000000));
+    app.add_option("--limit", opt.limit, "The semaphore's limit")
+        ->capture_default_str()
+        ->transform(ex::whole_number(1, 1000000));
+    app.add_option("--work-ms", opt.work_ms, "Milliseconds each request works")
+        ->capture_default_str()
+        ->transform(ex::whole_number(1, 60000));
+    app.add_option("--name", opt.name, "Semaphore name")->capture_default_str();
+    if (const auto exit_code = ex::parse(app, argc, argv, kUsage)) return *exit_code;
+    opt.url = ex::resolve_url(opt.url);
     const fairsem::Client client(fairsem::ConnectionOptions::from_url(opt.url));
     fairsem::SemaphoreOptions sem_options;
     sem_options.limit = opt.limit;

@@ -18,14 +18,14 @@
 namespace ex = fairsem::examples;
 
 int main(int argc, char** argv) {
-  CLI::App app{"The smallest critical section under a distributed semaphore.", "fairsem-guard"};
-  std::string url;
-  ex::add_url(app, url, "URL");
-  if (const auto exit_code = ex::parse(app, argc, argv, "usage: fairsem-guard [URL]\n")) {
-    return *exit_code;
-  }
-  url = ex::resolve_url(url);
   try {
+    CLI::App app{"The smallest critical section under a distributed semaphore.", "fairsem-guard"};
+    std::string url;
+    ex::add_url(app, url, "URL");
+    if (const auto exit_code = ex::parse(app, argc, argv, "usage: fairsem-guard [URL]\n")) {
+      return *exit_code;
+    }
+    url = ex::resolve_url(url);
     fairsem::SemaphoreOptions opts;
     opts.limit = 2;  // stored in Redis by the first user; every user must agree
     fairsem::FairSemaphore sem(fairsem::ConnectionOptions::from_url(url), "guard-demo", opts);

@@ -22,6 +22,7 @@
 #include <fmt/format.h>
 #include <fairsem/fairsem.hpp>
 
+#include <array>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -95,7 +96,7 @@ std::string exposition(const fairsem::Metrics& m, const std::string& semaphore) 
     const char* help;
     std::uint64_t value;
   };
-  const Counter counters[] = {
+  const std::array<Counter, 13> counters = {{
       {"acquire_attempts", "Calls of try_acquire, acquire and the timed acquires.",
        m.acquire_attempts},
       {"grants", "Acquire calls that returned a permit.", m.grants},
@@ -112,7 +113,7 @@ std::string exposition(const fairsem::Metrics& m, const std::string& semaphore) 
        m.units_granted},
       {"units_released", "Units the releases gave back.", m.units_released},
       {"reconnects", "Connections re-established after they broke.", m.reconnects},
-  };
+  }};
   const std::string label = fmt::format("semaphore=\"{}\"", label_value(semaphore));
   std::string out;
   for (const Counter& c : counters) {
@@ -165,6 +166,7 @@ int run(const Options& opt) {
                      std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                          std::chrono::duration<double>(opt.seconds));
   std::vector<std::thread> threads;
+  threads.reserve(static_cast<std::size_t>(opt.threads));
   for (int t = 0; t < opt.threads; ++t) {
     threads.emplace_back([&] {
       try {
@@ -190,23 +192,23 @@ int run(const Options& opt) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  Options opt;
-  CLI::App app{"Prints a semaphore handle's metrics in the Prometheus text format.",
-               "fairsem-metrics-exporter"};
-  ex::add_url(app, opt.url);
-  app.add_option("--name", opt.name, "Semaphore name")->capture_default_str();
-  app.add_option("--limit", opt.limit, "The semaphore's limit")
-      ->capture_default_str()
-      ->transform(ex::whole_number(1, fairsem::kMaxLimit));
-  app.add_option("--threads", opt.threads, "Threads doing the work")
-      ->capture_default_str()
-      ->transform(ex::whole_number(1, 1000));
-  app.add_option("--seconds", opt.seconds, "How long the work runs (a decimal: 0.5 is half)")
-      ->capture_default_str()
-      ->check(CLI::Validator(check_seconds, "SECONDS"));
-  if (const auto exit_code = ex::parse(app, argc, argv, kUsage)) return *exit_code;
-  opt.url = ex::resolve_url(opt.url);
   try {
+    Options opt;
+    CLI::App app{"Prints a semaphore handle's metrics in the Prometheus text format.",
+                 "fairsem-metrics-exporter"};
+    ex::add_url(app, opt.url);
+    app.add_option("--name", opt.name, "Semaphore name")->capture_default_str();
+    app.add_option("--limit", opt.limit, "The semaphore's limit")
+        ->capture_default_str()
+        ->transform(ex::whole_number(1, fairsem::kMaxLimit));
+    app.add_option("--threads", opt.threads, "Threads doing the work")
+        ->capture_default_str()
+        ->transform(ex::whole_number(1, 1000));
+    app.add_option("--seconds", opt.seconds, "How long the work runs (a decimal: 0.5 is half)")
+        ->capture_default_str()
+        ->check(CLI::Validator(check_seconds, "SECONDS"));
+    if (const auto exit_code = ex::parse(app, argc, argv, kUsage)) return *exit_code;
+    opt.url = ex::resolve_url(opt.url);
     return run(opt);
   } catch (const fairsem::InvalidArgument& e) {
     return usage(e.what());

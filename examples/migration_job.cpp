@@ -36,15 +36,15 @@
 #include <fmt/format.h>
 #include <fairsem/fairsem.hpp>
 
+#include <array>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <system_error>
 
 #include "args.hpp"
 
@@ -65,8 +65,9 @@ int usage(const std::string& problem) {
   return kExitUsage;
 }
 
+/// Throws "<what>: <errno's description>".
 [[noreturn]] void throw_errno(const std::string& what) {
-  throw std::runtime_error(what + ": " + std::strerror(errno));
+  throw std::system_error(errno, std::generic_category(), what);
 }
 
 struct WriteResult {
@@ -89,13 +90,13 @@ WriteResult fenced_write(const std::string& path, long long token, const std::st
     if (errno != EINTR) throw_errno("cannot lock state file " + path);
   }
   std::string content;
-  char chunk[256];
+  std::array<char, 256> chunk{};
   for (;;) {
-    const ssize_t n = ::pread(fd, chunk, sizeof chunk, static_cast<off_t>(content.size()));
+    const ssize_t n = ::pread(fd, chunk.data(), chunk.size(), static_cast<off_t>(content.size()));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) throw_errno("cannot read state file " + path);
     if (n == 0) break;
-    content.append(chunk, static_cast<std::size_t>(n));
+    content.append(chunk.data(), static_cast<std::size_t>(n));
   }
   WriteResult result;
   if (!content.empty()) {
@@ -119,31 +120,31 @@ WriteResult fenced_write(const std::string& path, long long token, const std::st
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"A batch job that at most N machines run at once, with a fenced write.",
-               "fairsem-migration-job"};
-  std::string url;
-  std::string machine;
-  std::string name = "migration";
-  std::string state = "migration.state";
-  long long limit = 2;
-  long long wait_seconds = 30;
-  app.add_option("--machine", machine, "This machine's name (its permit id is migration-NAME)")
-      ->required();
-  ex::add_url(app, url);
-  app.add_option("--name", name, "Semaphore name")->capture_default_str();
-  app.add_option("--limit", limit, "Machines at once")
-      ->capture_default_str()
-      ->transform(ex::whole_number(1, fairsem::kMaxLimit));
-  app.add_option("--wait", wait_seconds, "Seconds to wait for a permit")
-      ->capture_default_str()
-      ->transform(ex::whole_number(0, 86400));
-  app.add_option("--state", state, "The fenced state file")->capture_default_str();
-  if (const auto exit_code = ex::parse(app, argc, argv, kUsage)) return *exit_code;
-  url = ex::resolve_url(url);
-  if (machine.empty()) return usage("--machine is required");
-  if (state.empty()) return usage("--state needs a file name");
-
+  std::string machine;  // named by the error messages
   try {
+    CLI::App app{"A batch job that at most N machines run at once, with a fenced write.",
+                 "fairsem-migration-job"};
+    std::string url;
+    std::string name = "migration";
+    std::string state = "migration.state";
+    long long limit = 2;
+    long long wait_seconds = 30;
+    app.add_option("--machine", machine, "This machine's name (its permit id is migration-NAME)")
+        ->required();
+    ex::add_url(app, url);
+    app.add_option("--name", name, "Semaphore name")->capture_default_str();
+    app.add_option("--limit", limit, "Machines at once")
+        ->capture_default_str()
+        ->transform(ex::whole_number(1, fairsem::kMaxLimit));
+    app.add_option("--wait", wait_seconds, "Seconds to wait for a permit")
+        ->capture_default_str()
+        ->transform(ex::whole_number(0, 86400));
+    app.add_option("--state", state, "The fenced state file")->capture_default_str();
+    if (const auto exit_code = ex::parse(app, argc, argv, kUsage)) return *exit_code;
+    url = ex::resolve_url(url);
+    if (machine.empty()) return usage("--machine is required");
+    if (state.empty()) return usage("--state needs a file name");
+
     fairsem::SemaphoreOptions options;
     options.limit = limit;
     options.permit_id = "migration-" + machine;  // one permit per machine, also after a restart
@@ -161,7 +162,10 @@ int main(int argc, char** argv) {
     }
     const long long token = permit->fencing_token();
     fmt::print("machine={} token={} permit={} granted\n", machine, token, permit->id());
-    std::fflush(stdout);
+    // Seen before the write starts; a stdout that is gone ends the job before it writes.
+    if (std::fflush(stdout) != 0) {
+      throw std::system_error(errno, std::generic_category(), "writing to stdout");
+    }
 
     // The migration itself would run here: read a batch from the old database, insert it into
     // the new one (duplicates from a machine that ran the same batch are ignored), and finally

@@ -27,21 +27,21 @@ double micros(std::chrono::nanoseconds d) { return static_cast<double>(d.count()
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"Reports what a fairsem semaphore call costs on a Redis or Valkey server.",
-               "fairsem-probe"};
-  std::string url;
-  int samples = 1000;
-  ex::add_url(app, url);
-  app.add_option("--samples", samples, "PING round trips to time")
-      ->capture_default_str()
-      ->transform(ex::whole_number(1, 1000000));
-  if (const auto exit_code =
-          ex::parse(app, argc, argv, "usage: fairsem-probe [--url URL] [--samples N]\n")) {
-    return *exit_code;
-  }
-  url = ex::resolve_url(url);
-
   try {
+    CLI::App app{"Reports what a fairsem semaphore call costs on a Redis or Valkey server.",
+                 "fairsem-probe"};
+    std::string url;
+    int samples = 1000;
+    ex::add_url(app, url);
+    app.add_option("--samples", samples, "PING round trips to time")
+        ->capture_default_str()
+        ->transform(ex::whole_number(1, 1000000));
+    if (const auto exit_code =
+            ex::parse(app, argc, argv, "usage: fairsem-probe [--url URL] [--samples N]\n")) {
+      return *exit_code;
+    }
+    url = ex::resolve_url(url);
+
     auto options = fairsem::ConnectionOptions::from_url(url);
     fairsem::ServerInfo info = fairsem::probe_server(options, samples);
     // "Redis 7.0.15 (standalone)"; Valkey also names the Redis version it is compatible with.

@@ -31,11 +31,10 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <mutex>
 #include <new>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -93,6 +92,7 @@ int run_process(const Options& opt, Shared& shared) {
     std::string error;
     int error_code = 0;
     std::vector<std::thread> threads;
+    threads.reserve(static_cast<std::size_t>(opt.threads));
     for (int t = 0; t < opt.threads; ++t) {
       threads.emplace_back([&] {
         try {
@@ -131,59 +131,11 @@ int run_process(const Options& opt, Shared& shared) {
   }
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  Options opt;
-  CLI::App app{"Threads in several processes share N permits for calls to one upstream.",
-               "fairsem-worker-pool"};
-  ex::add_url(app, opt.url);
-  app.add_option("--name", opt.name, "Semaphore name")->capture_default_str();
-  app.add_option("--processes", opt.processes, "Processes to fork")
-      ->capture_default_str()
-      ->transform(ex::whole_number(1, 1000));
-  app.add_option("--threads", opt.threads, "Threads per process")
-      ->capture_default_str()
-      ->transform(ex::whole_number(1, 1000));
-  app.add_option("--permits", opt.permits, "The semaphore's limit")
-      ->capture_default_str()
-      ->transform(ex::whole_number(1, fairsem::kMaxLimit));
-  app.add_option("--calls", opt.calls, "Calls per thread")
-      ->capture_default_str()
-      ->transform(ex::whole_number(1, 1000000));
-  if (const auto exit_code = ex::parse(app, argc, argv, kUsage)) return *exit_code;
-  opt.url = ex::resolve_url(opt.url);
-  try {
-    fairsem::ConnectionOptions::from_url(opt.url);  // a bad URL is a usage error, found once
-    fairsem::validate_name(opt.name, "semaphore name");
-  } catch (const fairsem::InvalidArgument& e) {
-    fmt::print(stderr, "fairsem-worker-pool: {}\n{}", e.what(), kUsage);
-    return ex::kExitUsage;
-  }
-
-  void* memory =
-      ::mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  if (memory == MAP_FAILED) {
-    fmt::print(stderr, "fairsem-worker-pool: mmap of the shared counters: {}\n",
-               std::strerror(errno));
-    return kExitInternal;
-  }
-  Shared& shared = *new (memory) Shared;
-
-  std::fflush(stdout);  // nothing buffered may be written twice by the children
-  std::vector<pid_t> children;
-  int result = 0;
-  for (int p = 0; p < opt.processes; ++p) {
-    const pid_t pid = ::fork();
-    if (pid < 0) {
-      fmt::print(stderr, "fairsem-worker-pool: fork of process {}: {}\n", p + 1,
-                 std::strerror(errno));
-      result = kExitInternal;
-      break;
-    }
-    if (pid == 0) std::exit(run_process(opt, shared));
-    children.push_back(pid);
-  }
+/// Waits for the children, prints the line with the counts and returns the exit code: `result`
+/// (the parent's own failure) if not 0, else the first failed child's, else 1 if the count or the
+/// limit was wrong.
+int wait_and_check(const Options& opt, const Shared& shared, const std::vector<pid_t>& children,
+                   int result) {
   for (const pid_t pid : children) {
     int status = 0;
     while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
@@ -211,4 +163,69 @@ int main(int argc, char** argv) {
     return 1;
   }
   return 0;
+}
+
+/// The counters, in memory shared with the processes forked after this.
+Shared& map_shared() {
+  void* memory =
+      ::mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (memory == MAP_FAILED) {
+    throw std::system_error(errno, std::generic_category(), "mmap of the shared counters");
+  }
+  return *new (memory) Shared;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    Options opt;
+    CLI::App app{"Threads in several processes share N permits for calls to one upstream.",
+                 "fairsem-worker-pool"};
+    ex::add_url(app, opt.url);
+    app.add_option("--name", opt.name, "Semaphore name")->capture_default_str();
+    app.add_option("--processes", opt.processes, "Processes to fork")
+        ->capture_default_str()
+        ->transform(ex::whole_number(1, 1000));
+    app.add_option("--threads", opt.threads, "Threads per process")
+        ->capture_default_str()
+        ->transform(ex::whole_number(1, 1000));
+    app.add_option("--permits", opt.permits, "The semaphore's limit")
+        ->capture_default_str()
+        ->transform(ex::whole_number(1, fairsem::kMaxLimit));
+    app.add_option("--calls", opt.calls, "Calls per thread")
+        ->capture_default_str()
+        ->transform(ex::whole_number(1, 1000000));
+    if (const auto exit_code = ex::parse(app, argc, argv, kUsage)) return *exit_code;
+    opt.url = ex::resolve_url(opt.url);
+    try {
+      fairsem::ConnectionOptions::from_url(opt.url);  // a bad URL is a usage error, found once
+      fairsem::validate_name(opt.name, "semaphore name");
+    } catch (const fairsem::InvalidArgument& e) {
+      fmt::print(stderr, "fairsem-worker-pool: {}\n{}", e.what(), kUsage);
+      return ex::kExitUsage;
+    }
+    Shared& shared = map_shared();
+    // Nothing buffered may be written twice by the children.
+    if (std::fflush(stdout) != 0) {
+      throw std::system_error(errno, std::generic_category(), "writing to stdout");
+    }
+    std::vector<pid_t> children;
+    int result = 0;
+    for (int p = 0; p < opt.processes; ++p) {
+      const pid_t pid = ::fork();
+      if (pid < 0) {
+        fmt::print(stderr, "fairsem-worker-pool: fork of process {}: {}\n", p + 1,
+                   std::generic_category().message(errno));
+        result = kExitInternal;
+        break;
+      }
+      if (pid == 0) return run_process(opt, shared);  // the child ends here, through exit()
+      children.push_back(pid);
+    }
+    return wait_and_check(opt, shared, children, result);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "fairsem-worker-pool: {}\n", e.what());
+    return kExitInternal;
+  }
 }

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Runs clang-tidy 14 with the checked-in .clang-tidy over the library's sources (src/*.cpp, each
-# of which includes its include/fairsem/impl/*-inl.hpp); the headers in include/fairsem,
-# implementation included, are checked through its HeaderFilterRegex. Fails on any
-# finding (.clang-tidy makes every warning an error).
+# of which includes its include/fairsem/impl/*-inl.hpp) and the example programs and the
+# `fairsem` command (examples/, examples/cli/); the headers in include/fairsem, implementation
+# included, are checked through its HeaderFilterRegex, the examples' own headers through the
+# programs that include them. Fails on any finding (.clang-tidy makes every warning an error),
+# and on a file that is not in the compile database (clang-tidy would skip it silently).
 #
-#   bash scripts/tidy.sh                       # every file in src/
+#   bash scripts/tidy.sh                       # every file in src/, examples/, examples/cli/
+#                                              # but examples/asio_requests.cpp (see below)
 #   bash scripts/tidy.sh src/semaphore.cpp     # only these
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -24,10 +27,14 @@ tidy_pass() {
   # passes it and finds any definition there that lacks FAIRSEM_INLINE (a duplicate symbol
   # header-only). Nothing is built from this directory.
   cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_COMPILER=clang++-14 \
-    -DCMAKE_EXPORT_COMPILE_COMMANDS=ON -DFAIRSEM_BUILD_TESTS=OFF -DFAIRSEM_BUILD_EXAMPLES=OFF \
+    -DCMAKE_EXPORT_COMPILE_COMMANDS=ON -DFAIRSEM_BUILD_TESTS=OFF -DFAIRSEM_BUILD_EXAMPLES=ON \
     -DFAIRSEM_INSTALL=OFF "-DCMAKE_CXX_FLAGS=-DFAIRSEM_INLINE=inline" "$@" >/dev/null
   # run-clang-tidy takes regular expressions over the database's absolute paths.
   for f in "${files[@]}"; do
+    if ! grep -qF "\"file\": \"$(realpath "$f")\"" "$dir/compile_commands.json"; then
+      echo "tidy.sh: $f is not in $dir/compile_commands.json: nothing would check it" >&2
+      return 1
+    fi
     patterns+=("^$(realpath "$f" | sed 's/[.[\*^$]/\\&/g')\$")
   done
   fairsem_log "[tidy] clang-tidy-14 on ${#files[@]} file(s) ($label)"
@@ -52,7 +59,9 @@ tidy_pass() {
 
 files=("$@")
 if [ "${#files[@]}" -eq 0 ]; then
-  mapfile -t files < <(find src -maxdepth 1 -name '*.cpp' | sort)
+  # Not asio_requests.cpp: clang-tidy 14 cannot parse Asio's coroutines; g++ builds it in every CI job.
+  mapfile -t files < <(find src examples examples/cli -maxdepth 1 -name '*.cpp' \
+    ! -path examples/asio_requests.cpp | sort)
 fi
 # A header given on its own is in no compile command: clang-tidy would check it without the
 # build's flags and find nothing. Name the src/<unit>.cpp that includes it instead.

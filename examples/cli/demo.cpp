@@ -6,272 +6,47 @@
 // fork happens while this process is still single-threaded.
 
 #include <fmt/format.h>
-#include <netinet/in.h>
-#include <signal.h>
-#include <sys/mman.h>
+#include <signal.h>  // NOLINT(modernize-deprecated-headers): POSIX sigset_t, sigtimedwait
 #include <sys/prctl.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <fairsem/fairsem.hpp>
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <climits>
-#include <cstdlib>
-#include <cstring>
-#include <filesystem>
+#include <cstdio>
 #include <map>
 #include <optional>
-#include <random>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <vector>
 
 #include "commands.hpp"
 #include "common.hpp"
+#include "demo_workers.hpp"
+#include "private_redis.hpp"
 
 namespace fairsem::cli {
+
+namespace demo {
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
-constexpr const char* kCommand = "fairsem demo";
-constexpr int kMaxWorkers = 64;
-constexpr int kMaxGrants = 1 << 16;
-constexpr std::size_t kIdBytes = 48;
-// Two waiters promoted by releases a moment apart may start their critical sections in either
-// order: each first wakes up and runs one script call, which on a loaded machine can take
-// tens of ms. Grants closer than a quarter of the lease (at least this) are not compared.
-constexpr auto kMinOrderSlack = milliseconds(20);
-
-long long now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
-      .count();
-}
-
 double seconds_between(long long from_ns, long long to_ns) {
   return static_cast<double>(to_ns - from_ns) / 1e9;
 }
 
-// --- the observer: shared memory written by the workers, read by the parent -----------------
-
-enum WorkerState : int { idle = 0, waiting = 1, holding = 2, dead = 3 };
-
-struct Grant {
-  long long token;
-  long long enter_ns;
-  int worker;
-};
-
-struct WorkerSlot {
-  std::atomic<int> state;
-  std::atomic<long long> token;
-  std::atomic<long long> grants;
-  std::atomic<int> in_section;  // 1 while inside; whoever resets it decrements Shared::inside
-  char permit_id[kIdBytes];     // written before state becomes holding
-};
-
-struct Shared {
-  std::atomic<bool> stop;
-  std::atomic<int> inside;  // workers inside the critical section right now
-  std::atomic<int> max_inside;
-  std::atomic<int> grant_count;
-  WorkerSlot workers[kMaxWorkers];
-  Grant grants[kMaxGrants];
-};
-
-static_assert(std::atomic<long long>::is_always_lock_free, "shared-memory atomics");
-
-Shared* map_shared() {
-  void* p =
-      mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED) throw std::system_error(errno, std::generic_category(), "mmap");
-  return new (p) Shared{};  // zeroed by the kernel; placement-new gives the atomics their life
-}
-
-// --- a private redis-server ----------------------------------------------------------------
-
-int free_loopback_port() {
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) throw std::system_error(errno, std::generic_category(), "socket");
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof addr;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-    const int saved = errno;
-    close(fd);
-    throw std::system_error(saved, std::generic_category(), "bind to 127.0.0.1:0");
+/// Writes all of stdout's buffer now; throws std::system_error when stdout is gone.
+void flush_stdout() {
+  if (std::fflush(stdout) != 0) {
+    throw std::system_error(errno, std::generic_category(), "writing to stdout");
   }
-  close(fd);
-  return ntohs(addr.sin_port);
-}
-
-class PrivateRedis {
- public:
-  PrivateRedis() {
-    char dir_template[] = "/tmp/fairsem-demo-XXXXXX";
-    if (mkdtemp(dir_template) == nullptr) {
-      throw std::system_error(errno, std::generic_category(), "mkdtemp");
-    }
-    dir_ = dir_template;
-    try {
-      start();
-    } catch (...) {
-      std::error_code ignored;
-      std::filesystem::remove_all(dir_, ignored);
-      throw;
-    }
-  }
-
-  void start() {
-    port_ = free_loopback_port();
-    std::vector<std::string> args = {
-        "redis-server", "--port",    std::to_string(port_), "--bind", "127.0.0.1",
-        "--save",       "",          "--appendonly",        "no",     "--dir",
-        dir_,           "--logfile", dir_ + "/redis.log"};
-    std::vector<char*> argv;
-    for (std::string& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    const pid_t parent = getpid();
-    pid_ = fork();
-    if (pid_ < 0) throw std::system_error(errno, std::generic_category(), "fork");
-    if (pid_ == 0) {
-      prctl(PR_SET_PDEATHSIG, SIGTERM);  // never outlives the demo
-      if (getppid() != parent) _exit(126);
-      setpgid(0, 0);  // a Ctrl-C on the terminal is the demo's to handle, not the server's
-      sigset_t none;
-      sigemptyset(&none);
-      sigprocmask(SIG_SETMASK, &none, nullptr);
-      execvp(argv[0], argv.data());
-      _exit(errno == ENOENT ? 127 : 126);
-    }
-    url_ = fmt::format("redis://127.0.0.1:{}", port_);
-  }
-  ~PrivateRedis() {
-    if (pid_ > 0) {
-      kill(pid_, SIGTERM);
-      int status = 0;
-      while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
-      }
-    }
-    std::error_code ignored;
-    std::filesystem::remove_all(dir_, ignored);
-  }
-  PrivateRedis(const PrivateRedis&) = delete;
-  PrivateRedis& operator=(const PrivateRedis&) = delete;
-
-  /// Waits until the server answers (called once constructed, so a failure still cleans up).
-  void wait_until_ready() {
-    const auto give_up = Clock::now() + std::chrono::seconds(10);
-    for (;;) {
-      int status = 0;
-      if (waitpid(pid_, &status, WNOHANG) == pid_) {
-        pid_ = -1;
-        throw ConnectionError(
-            WIFEXITED(status) && WEXITSTATUS(status) == 127
-                ? std::string("redis-server was not found in PATH; install the Debian package "
-                              "redis-server, or pass --url")
-                : fmt::format("the private redis-server exited at start ({})", log_tail()));
-      }
-      try {
-        ConnectionOptions o = ConnectionOptions::from_url(url_);
-        o.reconnect_attempts = 1;
-        (void)SemaphoreAdmin(o, "ping");  // connects: the server is up
-        return;
-      } catch (const ConnectionError&) {
-        if (Clock::now() > give_up) {
-          throw ConnectionError(
-              fmt::format("the private redis-server on {} did not answer "
-                          "within 10 s ({})",
-                          url_, log_tail()));
-        }
-        std::this_thread::sleep_for(milliseconds(20));
-      }
-    }
-  }
-
-  const std::string& url() const noexcept { return url_; }
-
- private:
-  std::string log_tail() const {
-    std::FILE* f = std::fopen((dir_ + "/redis.log").c_str(), "r");
-    if (f == nullptr) return "no log";
-    std::string text;
-    char buf[512];
-    while (std::fgets(buf, sizeof buf, f) != nullptr) text = buf;  // the last line
-    std::fclose(f);
-    while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
-    return text.empty() ? "empty log" : text;
-  }
-
-  std::string dir_;
-  std::string url_;
-  int port_ = 0;
-  pid_t pid_ = -1;
-};
-
-// --- the workers -----------------------------------------------------------------------------
-
-struct Setup {
-  std::string url;
-  std::string name;
-  std::string prefix;
-  long long limit;
-  milliseconds lease;
-};
-
-std::string worker_label(int index) { return fmt::format("worker-{}", index + 1); }
-
-/// A worker process: think, wait in line, hold for a while, release; until told to stop.
-[[noreturn]] void worker_main(const Setup& setup, Shared& shared, int index) {
-  int code = 0;
-  try {
-    SemaphoreOptions o;
-    o.limit = setup.limit;
-    o.lease = setup.lease;
-    o.key_prefix = setup.prefix;
-    o.owner_info = fmt::format("{} (pid {})", worker_label(index), static_cast<long>(getpid()));
-    o.logger = [](LogLevel, std::string_view) {};  // the view shows what matters
-    FairSemaphore sem(ConnectionOptions::from_url(setup.url), setup.name, o);
-    std::mt19937 rng(static_cast<unsigned>(getpid()));
-    std::uniform_int_distribution<int> think(30, 250);
-    std::uniform_int_distribution<int> hold(150, 600);
-    WorkerSlot& slot = shared.workers[index];
-    while (!shared.stop.load()) {
-      std::this_thread::sleep_for(milliseconds(think(rng)));
-      slot.state.store(waiting);
-      Permit p = sem.acquire();
-      if (shared.stop.load()) break;  // granted after the end: pass it straight on
-      std::snprintf(slot.permit_id, sizeof slot.permit_id, "%s", p.id().c_str());
-      slot.token.store(p.fencing_token());
-      const int inside = shared.inside.fetch_add(1) + 1;
-      slot.in_section.store(1);
-      int seen = shared.max_inside.load();
-      while (inside > seen && !shared.max_inside.compare_exchange_weak(seen, inside)) {
-      }
-      const int n = shared.grant_count.fetch_add(1);
-      if (n < kMaxGrants) shared.grants[n] = Grant{p.fencing_token(), now_ns(), index};
-      slot.grants.fetch_add(1);
-      slot.state.store(holding);
-      std::this_thread::sleep_for(milliseconds(hold(rng)));  // the critical section
-      slot.state.store(idle);
-      if (slot.in_section.exchange(0) == 1) shared.inside.fetch_sub(1);
-      (void)p.release();
-    }
-  } catch (const std::exception& e) {
-    fmt::print(stderr, "{}: {}: {}\n", kCommand, worker_label(index), e.what());
-    code = 1;
-  }
-  shared.workers[index].state.store(idle);
-  std::fflush(nullptr);
-  _exit(code);
 }
 
 // --- the live view -------------------------------------------------------------------------
@@ -295,7 +70,7 @@ class View {
   void event(double t, const std::string& text) {
     clear();
     fmt::print("[{:5.1f}s] {}\n", t, text);
-    std::fflush(stdout);
+    flush_stdout();
   }
 
   void frame(double t, const Status& s, const Shared& shared) {
@@ -307,7 +82,7 @@ class View {
       next_plain_ = t + 1.0;
       fmt::print("[{:5.1f}s] holding: {} | waiting: {} | grants {}\n", t, holders, waiters,
                  shared.grant_count.load());
-      std::fflush(stdout);
+      flush_stdout();
       return;
     }
     clear();
@@ -319,7 +94,7 @@ class View {
                     shared.max_inside.load(), setup_.limit)};
     for (const std::string& line : lines) fmt::print("\033[2K{}\n", line);
     drawn_ = static_cast<int>(lines.size());
-    std::fflush(stdout);
+    flush_stdout();
   }
 
   void clear() {
@@ -336,38 +111,23 @@ class View {
   double next_plain_ = 0;
 };
 
-/// Grants that entered their critical section while a lower ticket, granted later by more
-/// than the slack, was still waiting: the server promotes in ticket order, so this counts
-/// overtaking as an outside observer sees it.
-int count_order_violations(std::vector<Grant> grants, milliseconds lease) {
-  std::sort(grants.begin(), grants.end(),
-            [](const Grant& a, const Grant& b) { return a.token < b.token; });
-  const long long slack =
-      std::chrono::nanoseconds(std::max<milliseconds>(kMinOrderSlack, lease / 4)).count();
-  int violations = 0;
-  long long latest_earlier = 0;  // the latest entry among lower tickets
-  for (const Grant& g : grants) {
-    if (latest_earlier - g.enter_ns > slack) ++violations;
-    latest_earlier = std::max(latest_earlier, g.enter_ns);
-  }
-  return violations;
-}
-
 std::string mark(bool ok) { return ok ? "ok" : "FAILED"; }
 
-}  // namespace
-
-int demo_main(const DemoArgs& args) {
-  // Ctrl-C ends the demo early but cleanly (workers stopped, the private server removed).
+/// INT and TERM blocked, to be taken with sigtimedwait: a Ctrl-C ends the demo early but
+/// cleanly (workers stopped, the private server removed).
+sigset_t block_interrupts() {
   sigset_t interrupts;
   sigemptyset(&interrupts);
   sigaddset(&interrupts, SIGINT);
   sigaddset(&interrupts, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &interrupts, nullptr);
+  return interrupts;
+}
 
-  std::optional<PrivateRedis> redis;
-  Setup setup;
-  Shared* shared = nullptr;
+/// The semaphore (on a private redis-server without --url) and the shared memory. Returns
+/// nullopt to go on, or the exit code after reporting what went wrong.
+std::optional<int> prepare(const DemoArgs& args, std::optional<PrivateRedis>& redis, Setup& setup,
+                           Shared*& shared) {
   try {
     SemaphoreOptions check;
     check.limit = args.limit;
@@ -387,18 +147,23 @@ int demo_main(const DemoArgs& args) {
     setup.limit = args.limit;
     setup.lease = args.lease;
     shared = map_shared();
+    flush_stdout();  // nothing buffered may be written again by the workers
   } catch (...) {
     return report_exception(kCommand);
   }
+  return std::nullopt;
+}
 
-  std::fflush(nullptr);
+/// Forks the workers (fewer if a fork fails: then `stop` is set) and returns their pids.
+std::vector<pid_t> start_workers(const DemoArgs& args, const Setup& setup, Shared& shared) {
   std::vector<pid_t> pids;
+  pids.reserve(static_cast<std::size_t>(args.workers));
   for (int i = 0; i < args.workers; ++i) {
     const pid_t parent = getpid();
     const pid_t pid = fork();
     if (pid < 0) {
-      fmt::print(stderr, "{}: fork: {}\n", kCommand, std::strerror(errno));
-      shared->stop.store(true);
+      fmt::print(stderr, "{}: fork: {}\n", kCommand, std::generic_category().message(errno));
+      shared.stop.store(true);
       break;
     }
     if (pid == 0) {
@@ -406,130 +171,135 @@ int demo_main(const DemoArgs& args) {
       if (getppid() != parent) _exit(1);
       // INT and TERM stay blocked: a Ctrl-C reaches the whole process group, and the workers
       // are stopped by the parent through `stop` instead, after their critical section.
-      worker_main(setup, *shared, i);
+      worker_main(setup, shared, i);
     }
     pids.push_back(pid);
   }
+  return pids;
+}
 
-  const bool tty = stdout_is_tty();
-  View view(tty, setup, args.workers, args.seconds);
-  const long long start = now_ns();
-  const auto elapsed = [&] { return seconds_between(start, now_ns()); };
-  fmt::print(
-      "{} workers contend for semaphore '{}' (limit {}, lease {}) for {} s; one holder "
-      "is SIGKILLed halfway\n",
-      args.workers, setup.name, args.limit, format_duration(args.lease), args.seconds);
+/// The run as the parent sees it: the clock, the workers, and what the summary reports.
+struct Run {
+  Run(const DemoArgs& a, Shared& s, std::vector<pid_t> p)
+      : args(a), shared(s), pids(std::move(p)) {}
 
-  int exit_code = 0;
-  std::optional<double> reclaim_seconds;
-  std::string victim_id;
-  std::optional<long long> killed_at;
-  std::optional<SemaphoreAdmin> admin;
+  const DemoArgs& args;
+  Shared& shared;
+  std::vector<pid_t> pids;  // -1 for the killed worker
+  long long start_ns = now_ns();
   bool interrupted = false;
-  try {
-    admin.emplace(ConnectionOptions::from_url(setup.url), setup.name, setup.prefix);
-    while (elapsed() < args.seconds) {
-      const timespec zero{0, 0};
-      if (sigtimedwait(&interrupts, nullptr, &zero) > 0) {
-        interrupted = true;
-        view.event(elapsed(), "interrupted; stopping the workers");
-        break;
-      }
-      if (!killed_at && elapsed() >= args.seconds / 2.0) {
-        for (int i = 0; i < static_cast<int>(pids.size()); ++i) {
-          WorkerSlot& slot = shared->workers[i];
-          if (slot.state.load() != holding) continue;
-          victim_id = slot.permit_id;
-          const long long token = slot.token.load();
-          kill(pids[static_cast<std::size_t>(i)], SIGKILL);
-          killed_at = now_ns();
-          int status = 0;
-          waitpid(pids[static_cast<std::size_t>(i)], &status, 0);
-          pids[static_cast<std::size_t>(i)] = -1;
-          slot.state.store(dead);
-          // It no longer runs its critical section (unless it had just left it).
-          if (slot.in_section.exchange(0) == 1) shared->inside.fetch_sub(1);
-          view.event(elapsed(), fmt::format("SIGKILL {} while it holds #{}: its permit stays "
-                                            "taken until its lease runs out",
-                                            worker_label(i), token));
-          break;
-        }
-      }
-      const Status s = admin->status();
-      if (killed_at && !reclaim_seconds) {
-        const auto held = [&](const PermitInfo& p) { return p.id == victim_id; };
-        if (std::none_of(s.holders.begin(), s.holders.end(), held)) {
-          reclaim_seconds = seconds_between(*killed_at, now_ns());
-          view.event(elapsed(), fmt::format("the killed holder's permit was reclaimed after "
-                                            "{:.2f} s and passed to the next in line",
-                                            *reclaim_seconds));
-        }
-      }
-      view.frame(elapsed(), s, *shared);
-      std::this_thread::sleep_for(milliseconds(tty ? 100 : 50));
-    }
-  } catch (...) {
-    view.clear();
-    exit_code = report_exception(kCommand);
-  }
+  std::optional<long long> killed_at;  // when the holder was SIGKILLed
+  std::string victim_id;               // its permit
+  std::optional<double> reclaim_seconds;
 
-  // The end: workers finish their critical section, waiters take their grant and pass it on.
-  shared->stop.store(true);
-  for (pid_t pid : pids) {
+  double elapsed() const { return seconds_between(start_ns, now_ns()); }
+
+  /// Whether the killed holder's permit is gone from `s` (recording when, the first time).
+  bool reclaimed_in(const Status& s) {
+    const auto held = [&](const PermitInfo& p) { return p.id == victim_id; };
+    if (!reclaim_seconds && std::none_of(s.holders.begin(), s.holders.end(), held)) {
+      reclaim_seconds = seconds_between(*killed_at, now_ns());
+    }
+    return reclaim_seconds.has_value();
+  }
+};
+
+/// SIGKILLs the first worker found holding a permit, if any.
+void kill_a_holder(Run& run, View& view) {
+  for (int i = 0; i < static_cast<int>(run.pids.size()); ++i) {
+    WorkerSlot& slot = run.shared.workers[i];
+    if (slot.state.load() != holding) continue;
+    run.victim_id = slot.permit_id.data();
+    const long long token = slot.token.load();
+    const pid_t pid = run.pids[static_cast<std::size_t>(i)];
+    kill(pid, SIGKILL);
+    run.killed_at = now_ns();
+    int status = 0;
+    waitpid(pid, &status, 0);
+    run.pids[static_cast<std::size_t>(i)] = -1;
+    slot.state.store(dead);
+    // It no longer runs its critical section (unless it had just left it).
+    if (slot.in_section.exchange(0) == 1) run.shared.inside.fetch_sub(1);
+    view.event(run.elapsed(), fmt::format("SIGKILL {} while it holds #{}: its permit stays "
+                                          "taken until its lease runs out",
+                                          worker_label(i), token));
+    return;
+  }
+}
+
+/// The workers contend for args.seconds (or until INT or TERM) while the view shows it; one
+/// holder is killed halfway.
+void contend(Run& run, View& view, SemaphoreAdmin& admin, const sigset_t& interrupts, bool tty) {
+  while (run.elapsed() < run.args.seconds) {
+    const timespec zero{0, 0};
+    if (sigtimedwait(&interrupts, nullptr, &zero) > 0) {
+      run.interrupted = true;
+      view.event(run.elapsed(), "interrupted; stopping the workers");
+      return;
+    }
+    if (!run.killed_at && run.elapsed() >= run.args.seconds / 2.0) kill_a_holder(run, view);
+    const Status s = admin.status();
+    if (run.killed_at && !run.reclaim_seconds && run.reclaimed_in(s)) {
+      view.event(run.elapsed(), fmt::format("the killed holder's permit was reclaimed after "
+                                            "{:.2f} s and passed to the next in line",
+                                            *run.reclaim_seconds));
+    }
+    view.frame(run.elapsed(), s, run.shared);
+    std::this_thread::sleep_for(milliseconds(tty ? 100 : 50));
+  }
+}
+
+/// Stops the workers (each finishes its critical section; waiters take their grant and pass it
+/// on) and waits for them. Returns `exit_code`, or 1 if it was 0 and a worker failed.
+int stop_workers(const Run& run, int exit_code) {
+  run.shared.stop.store(true);
+  for (pid_t pid : run.pids) {
     if (pid <= 0) continue;
     int status = 0;
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) exit_code = exit_code ? exit_code : 1;
+    if ((!WIFEXITED(status) || WEXITSTATUS(status) != 0) && exit_code == 0) exit_code = 1;
   }
-  view.clear();
-  if (exit_code != 0 && !admin) return exit_code;
+  return exit_code;
+}
 
-  const int grant_total = std::min(shared->grant_count.load(), kMaxGrants);
-  const std::vector<Grant> grants(shared->grants, shared->grants + grant_total);
+/// Ended before the lease ran out: waits (a while) for the reclaim, to report it.
+void wait_for_reclaim(Run& run, SemaphoreAdmin& admin) {
+  if (!run.killed_at || run.reclaim_seconds) return;
+  const auto give_up = Clock::now() + run.args.lease * 2 + std::chrono::seconds(5);
+  while (Clock::now() < give_up && !run.reclaimed_in(admin.status())) {
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+}
+
+/// Prints the summary and returns the exit code: `exit_code` if not 0, else 1 if a guarantee
+/// check failed, else 130 if interrupted.
+int summarize(const Run& run, const std::vector<Grant>& grants,
+              const std::optional<Status>& final_status, int exit_code) {
+  const DemoArgs& args = run.args;
   const int violations = count_order_violations(grants, args.lease);
-  std::optional<Status> final_status;
-  try {
-    if (killed_at && !reclaim_seconds) {
-      // Ended before the lease ran out: wait for the reclaim to report it.
-      const auto give_up = Clock::now() + args.lease * 2 + std::chrono::seconds(5);
-      while (Clock::now() < give_up) {
-        const Status s = admin->status();
-        if (std::none_of(s.holders.begin(), s.holders.end(),
-                         [&](const PermitInfo& p) { return p.id == victim_id; })) {
-          reclaim_seconds = seconds_between(*killed_at, now_ns());
-          break;
-        }
-        std::this_thread::sleep_for(milliseconds(20));
-      }
-    }
-    final_status = admin->status();
-  } catch (...) {
-    exit_code = report_exception(kCommand);
-  }
-
-  const int max_inside = shared->max_inside.load();
+  const int max_inside = run.shared.max_inside.load();
   const bool safe = max_inside <= args.limit;
   const bool fair = violations == 0;
-  const bool reclaimed = !killed_at || reclaim_seconds.has_value();
+  const bool reclaimed = !run.killed_at || run.reclaim_seconds.has_value();
   const bool clean = final_status && final_status->holders.empty() && final_status->waiters.empty();
   std::map<int, long long> per_worker;
   for (const Grant& g : grants) ++per_worker[g.worker];
   long long fewest = grants.empty() ? 0 : LLONG_MAX;
   for (int i = 0; i < args.workers; ++i) fewest = std::min(fewest, per_worker[i]);
 
-  fmt::print("\nsummary ({:.1f} s{})\n", elapsed(), interrupted ? ", interrupted" : "");
+  fmt::print("\nsummary ({:.1f} s{})\n", run.elapsed(), run.interrupted ? ", interrupted" : "");
   fmt::print("  grants                     {} (fewest for one worker: {})\n", grants.size(),
              fewest);
   fmt::print("  max simultaneous holders   {} (limit {})  {}\n", max_inside, args.limit,
              mark(safe));
   fmt::print("  FIFO order violations      {}  {}\n", violations, mark(fair));
-  if (!killed_at) {
+  if (!run.killed_at) {
     fmt::print("  killed holder              none ({})\n",
-               interrupted ? "interrupted before the halfway mark" : "no holder to kill");
-  } else if (reclaim_seconds) {
+               run.interrupted ? "interrupted before the halfway mark" : "no holder to kill");
+  } else if (run.reclaim_seconds) {
     fmt::print("  killed holder's permit     reclaimed {:.2f} s after SIGKILL (lease {})  {}\n",
-               *reclaim_seconds, format_duration(args.lease), mark(true));
+               *run.reclaim_seconds, format_duration(args.lease), mark(true));
   } else {
     fmt::print("  killed holder's permit     NOT reclaimed  {}\n", mark(false));
   }
@@ -538,10 +308,60 @@ int demo_main(const DemoArgs& args) {
                                         final_status->waiters.size())
                           : std::string("unknown"),
              mark(clean));
-  std::fflush(stdout);
+  try {
+    flush_stdout();
+  } catch (...) {
+    if (exit_code == 0) exit_code = report_exception(kCommand);
+  }
   if (exit_code == 0 && !(safe && fair && reclaimed && clean)) exit_code = 1;
-  if (interrupted && exit_code == 0) exit_code = 130;
+  if (run.interrupted && exit_code == 0) exit_code = 130;
   return exit_code;
 }
+
+}  // namespace
+
+int run_demo(const DemoArgs& args) {
+  const sigset_t interrupts = block_interrupts();
+  std::optional<PrivateRedis> redis;
+  Setup setup;
+  Shared* shared = nullptr;
+  if (const auto exit_code = prepare(args, redis, setup, shared)) return *exit_code;
+
+  Run run{args, *shared, start_workers(args, setup, *shared)};
+  const bool tty = stdout_is_tty();
+  View view(tty, setup, args.workers, args.seconds);
+  fmt::print(
+      "{} workers contend for semaphore '{}' (limit {}, lease {}) for {} s; one holder "
+      "is SIGKILLed halfway\n",
+      args.workers, setup.name, args.limit, format_duration(args.lease), args.seconds);
+
+  int exit_code = 0;
+  std::optional<SemaphoreAdmin> admin;
+  try {
+    admin.emplace(ConnectionOptions::from_url(setup.url), setup.name, setup.prefix);
+    contend(run, view, *admin, interrupts, tty);
+  } catch (...) {
+    view.clear();
+    exit_code = report_exception(kCommand);
+  }
+  exit_code = stop_workers(run, exit_code);
+  view.clear();
+  if (exit_code != 0 && !admin) return exit_code;
+
+  const int grant_total = std::min(shared->grant_count.load(), kMaxGrants);
+  const std::vector<Grant> grants(shared->grants.begin(), shared->grants.begin() + grant_total);
+  std::optional<Status> final_status;
+  try {
+    wait_for_reclaim(run, *admin);
+    final_status = admin->status();
+  } catch (...) {
+    exit_code = report_exception(kCommand);
+  }
+  return summarize(run, grants, final_status, exit_code);
+}
+
+}  // namespace demo
+
+int demo_main(const DemoArgs& args) { return demo::run_demo(args); }
 
 }  // namespace fairsem::cli

@@ -8,7 +8,7 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <signal.h>
+#include <signal.h>  // NOLINT(modernize-deprecated-headers): POSIX sigset_t, sigaction
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -24,14 +24,13 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <system_error>
 #include <thread>
 #include <variant>
 #include <vector>
 
 #include "commands.hpp"
 #include "common.hpp"
-
-extern char** environ;
 
 namespace fairsem::cli {
 
@@ -102,9 +101,7 @@ std::string owner_info(const std::vector<std::string>& command) {
 }
 
 void print_message(std::string_view message) {
-  constexpr std::string_view kPrefix = "fairsem: ";
-  if (message.substr(0, kPrefix.size()) == kPrefix) message.remove_prefix(kPrefix.size());
-  fmt::print(stderr, "{}: {}\n", kCommand, message);
+  fmt::print(stderr, "{}: {}\n", kCommand, without_prefix(message));
 }
 
 /// What the acquiring thread hands back.
@@ -159,7 +156,7 @@ std::variant<Permit, int> acquire_interruptibly(FairSemaphore& sem, const RunArg
           fmt::format("could not leave the queue ({}); the entry expires within one "
                       "lease",
                       e.what()));
-      std::fflush(nullptr);
+      (void)std::fflush(nullptr);     // best effort: nothing is left to report a failure to
       std::_Exit(128 + interrupted);  // the waiter may stay blocked on an unreachable Redis
     }
     waiter.join();
@@ -244,26 +241,40 @@ std::optional<pid_t> spawn(const RunArgs& args, const Permit& permit, const sigs
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attr);
   if (rc != 0) {
-    print_message(fmt::format("cannot run '{}': {}", args.command[0], std::strerror(rc)));
+    print_message(
+        fmt::format("cannot run '{}': {}", args.command[0], std::generic_category().message(rc)));
     exit_code = rc == ENOENT ? kExitNotFound : kExitCannotExecute;
     return std::nullopt;
   }
   return pid;
 }
 
-}  // namespace
+/// Releases the permit and returns how; a failure is reported (the permit expires with its
+/// lease) and gives nullopt.
+std::optional<ReleaseResult> release_or_warn(Permit& permit, const std::string& id) {
+  try {
+    return permit.release();
+  } catch (const std::exception& e) {
+    print_message(
+        fmt::format("releasing permit {} failed ({}); it expires with its lease", id, e.what()));
+    return std::nullopt;
+  }
+}
 
-int run_main(const RunArgs& args) {
+/// The handled signals, blocked on this thread before any other starts (so every thread
+/// inherits the mask), with SIGCHLD at its default.
+sigset_t block_handled_signals() {
   // Started with SIGCHLD ignored, the kernel would reap the command itself and never say so.
   struct sigaction child_default {};
   child_default.sa_handler = SIG_DFL;
   sigemptyset(&child_default.sa_mask);
   sigaction(SIGCHLD, &child_default, nullptr);
   const sigset_t set = handled_signals();
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);  // before any thread starts
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  return set;
+}
 
-  // A chosen id, so that an interrupted wait can evict its own queue entry.
-  const std::string id = "run-" + random_id();
+SemaphoreOptions semaphore_options(const RunArgs& args, const std::string& id) {
   SemaphoreOptions options;
   options.limit = args.limit;
   options.lease = args.lease;
@@ -279,21 +290,27 @@ int run_main(const RunArgs& args) {
     g_lost.store(true);
     kill(getpid(), SIGUSR1);
   };
+  return options;
+}
 
-  std::optional<FairSemaphore> sem;
-  std::optional<Permit> permit;
+/// Opens the semaphore into `sem`; with --wait 0, also tries once to take the permit. Returns
+/// the permit so taken (or none: acquire it next), or an exit code.
+std::variant<std::optional<Permit>, int> open_semaphore(std::optional<FairSemaphore>& sem,
+                                                        const RunArgs& args,
+                                                        const std::string& id) {
   try {
-    sem.emplace(ConnectionOptions::from_url(args.target.url), args.target.name, options);
-    if (args.wait && args.wait->count() == 0) {
-      permit = sem->try_acquire(args.permits);
-      if (!permit) {
-        print_message(
-            fmt::format("every permit of semaphore '{}' (limit {}) is taken or "
-                        "waited for; not queueing (--wait 0)",
-                        args.target.name, args.limit));
-        return kExitTempFail;
-      }
+    sem.emplace(ConnectionOptions::from_url(args.target.url), args.target.name,
+                semaphore_options(args, id));
+    if (!args.wait || args.wait->count() != 0) return std::optional<Permit>();
+    std::optional<Permit> permit = sem->try_acquire(args.permits);
+    if (!permit) {
+      print_message(
+          fmt::format("every permit of semaphore '{}' (limit {}) is taken or "
+                      "waited for; not queueing (--wait 0)",
+                      args.target.name, args.limit));
+      return kExitTempFail;
     }
+    return permit;
   } catch (...) {
     // With a chosen id a try_acquire whose reply was lost is not given up by the library.
     if (sem) {
@@ -305,6 +322,71 @@ int run_main(const RunArgs& args) {
     }
     return report_exception(kCommand);
   }
+}
+
+/// Reports a lost permit once (the on_lost callback raised SIGUSR1) and, with --on-lost kill,
+/// sends SIGTERM to the command. Returns whether it did.
+bool handle_lost(const RunArgs& args, const std::string& id, pid_t child) {
+  std::string reason;
+  {
+    std::lock_guard<std::mutex> lock(g_lost_mu);
+    reason = g_lost_reason;
+  }
+  if (!args.kill_on_lost) {
+    print_message(fmt::format("permit {} lost: {}; '{}' keeps running (--on-lost warn)", id, reason,
+                              args.command[0]));
+    return false;
+  }
+  print_message(fmt::format("permit {} lost: {}; sending SIGTERM to '{}' (pid {})", id, reason,
+                            args.command[0], static_cast<long>(child)));
+  kill(child, SIGTERM);
+  return true;
+}
+
+/// How the command ended.
+struct Ended {
+  int wait_status = 0;
+  bool killed_for_lost = false;  // by SIGTERM from handle_lost
+};
+
+/// Takes signals until the command ends: passes INT, TERM and HUP on and acts on a lost permit.
+Ended supervise(const RunArgs& args, const std::string& id, pid_t child, const sigset_t& set) {
+  Ended ended;
+  bool lost_reported = false;
+  for (;;) {
+    siginfo_t info;
+    const int sig = sigwaitinfo(&set, &info);
+    if (sig == SIGCHLD) {
+      const pid_t r = waitpid(child, &ended.wait_status, WNOHANG);
+      if (r == child) return ended;
+      if (r < 0 && errno == ECHILD) {  // reaped by someone else: its status is unknown
+        ended.wait_status = kExitInternal << 8;
+        return ended;
+      }
+    } else if (sig == SIGUSR1) {
+      if (g_lost.load() && !lost_reported) {
+        lost_reported = true;
+        ended.killed_for_lost = handle_lost(args, id, child);
+      }
+    } else if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) {
+      // From the terminal (SI_KERNEL) the whole foreground process group, the command
+      // included, got it already; anything sent to this process alone is passed on.
+      if (info.si_code != SI_KERNEL) kill(child, sig);
+    }
+  }
+}
+
+}  // namespace
+
+int run_main(const RunArgs& args) {
+  const sigset_t set = block_handled_signals();  // before any thread starts
+
+  // A chosen id, so that an interrupted wait can evict its own queue entry.
+  const std::string id = "run-" + random_id();
+  std::optional<FairSemaphore> sem;
+  auto opened = open_semaphore(sem, args, id);
+  if (const int* code = std::get_if<int>(&opened)) return *code;
+  std::optional<Permit> permit = std::move(std::get<std::optional<Permit>>(opened));
   if (!permit) {
     auto outcome = acquire_interruptibly(*sem, args, id, set);
     if (const int* code = std::get_if<int>(&outcome)) return *code;
@@ -315,76 +397,23 @@ int run_main(const RunArgs& args) {
   if (const int sig = pending_interrupt(set)) {
     print_message(
         fmt::format("{} before the command started; releasing the permit", signal_name(sig)));
-    try {
-      (void)permit->release();
-    } catch (const std::exception& e) {
-      print_message(
-          fmt::format("releasing permit {} failed ({}); it expires with its lease", id, e.what()));
-    }
+    (void)release_or_warn(*permit, id);
     return 128 + sig;
   }
   int spawn_failure = 0;
   const std::optional<pid_t> started = spawn(args, *permit, set, spawn_failure);
   if (!started) {
-    try {
-      (void)permit->release();
-    } catch (const std::exception& e) {
-      print_message(
-          fmt::format("releasing permit {} failed ({}); it expires with its lease", id, e.what()));
-    }
+    (void)release_or_warn(*permit, id);
     return spawn_failure;
   }
-  const pid_t child = *started;
 
-  int wait_status = 0;
-  bool lost_reported = false;
-  bool killed_for_lost = false;
-  for (;;) {
-    siginfo_t info;
-    const int sig = sigwaitinfo(&set, &info);
-    if (sig == SIGCHLD) {
-      const pid_t r = waitpid(child, &wait_status, WNOHANG);
-      if (r == child) break;
-      if (r < 0 && errno == ECHILD) {  // reaped by someone else: its status is unknown
-        wait_status = kExitInternal << 8;
-        break;
-      }
-    } else if (sig == SIGUSR1) {
-      if (g_lost.load() && !lost_reported) {
-        lost_reported = true;
-        std::string reason;
-        {
-          std::lock_guard<std::mutex> lock(g_lost_mu);
-          reason = g_lost_reason;
-        }
-        if (args.kill_on_lost) {
-          print_message(fmt::format("permit {} lost: {}; sending SIGTERM to '{}' (pid {})", id,
-                                    reason, args.command[0], static_cast<long>(child)));
-          kill(child, SIGTERM);
-          killed_for_lost = true;
-        } else {
-          print_message(fmt::format("permit {} lost: {}; '{}' keeps running (--on-lost warn)", id,
-                                    reason, args.command[0]));
-        }
-      }
-    } else if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) {
-      // From the terminal (SI_KERNEL) the whole foreground process group, the command
-      // included, got it already; anything sent to this process alone is passed on.
-      if (info.si_code != SI_KERNEL) kill(child, sig);
-    }
+  const Ended ended = supervise(args, id, *started, set);
+  if (release_or_warn(*permit, id) == ReleaseResult::expired && !g_lost.load()) {
+    print_message(fmt::format("permit {} had expired before '{}' ended (renewals failed)", id,
+                              args.command[0]));
   }
-
-  try {
-    if (permit->release() == ReleaseResult::expired && !g_lost.load()) {
-      print_message(fmt::format("permit {} had expired before '{}' ended (renewals failed)", id,
-                                args.command[0]));
-    }
-  } catch (const std::exception& e) {
-    print_message(
-        fmt::format("releasing permit {} failed ({}); it expires with its lease", id, e.what()));
-  }
-  if (killed_for_lost) return kExitTempFail;
-  return exit_code_of(wait_status);
+  if (ended.killed_for_lost) return kExitTempFail;
+  return exit_code_of(ended.wait_status);
 }
 
 }  // namespace fairsem::cli

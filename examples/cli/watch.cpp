@@ -7,8 +7,9 @@
 // wait at once, even while Redis does not answer. On a terminal each frame replaces the last
 // one in place; otherwise frames follow each other, each after a header line with the time.
 
+#include <fmt/chrono.h>
 #include <fmt/format.h>
-#include <signal.h>
+#include <signal.h>  // NOLINT(modernize-deprecated-headers): POSIX sigset_t, sigwaitinfo
 #include <sys/ioctl.h>
 #include <unistd.h>
 
@@ -22,6 +23,7 @@
 #include <exception>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <system_error>
 #include <thread>
 #include <vector>
@@ -44,12 +46,10 @@ std::string timestamp(std::chrono::system_clock::time_point t) {
                   std::chrono::seconds(1);
   std::tm local{};
   localtime_r(&seconds, &local);
-  char date[32];
-  std::strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%S", &local);
   const long offset_minutes = local.tm_gmtoff / 60;
   const long abs_minutes = offset_minutes < 0 ? -offset_minutes : offset_minutes;
-  return fmt::format("{}.{:03}{}{:02}:{:02}", date, ms.count(), offset_minutes < 0 ? '-' : '+',
-                     abs_minutes / 60, abs_minutes % 60);
+  return fmt::format("{:%Y-%m-%dT%H:%M:%S}.{:03}{}{:02}:{:02}", local, ms.count(),
+                     offset_minutes < 0 ? '-' : '+', abs_minutes / 60, abs_minutes % 60);
 }
 
 /// "1s", "2s", "250ms", "1500ms": the interval as the header shows it.
@@ -141,14 +141,15 @@ class Screen {
                          last_read ? timestamp(*last_read) : "never", interval_));
   }
 
-  /// Shows the cursor again if it was hidden. Never throws (stdout may be gone).
+  /// Shows the cursor again if it was hidden. Best effort, never throws: stdout may be gone,
+  /// and then there is nothing to show it on.
   void finish() noexcept {
     if (cursor_hidden_) {
-      static const char kShow[] = "\033[?25h";
-      std::fwrite(kShow, 1, sizeof kShow - 1, stdout);
+      constexpr std::string_view kShow = "\033[?25h";
+      (void)std::fwrite(kShow.data(), 1, kShow.size(), stdout);
       cursor_hidden_ = false;
     }
-    std::fflush(stdout);
+    (void)std::fflush(stdout);
   }
 
  private:
