@@ -7,14 +7,10 @@
 // posix_spawnp() with those signals unblocked and at their defaults; no shell is involved.
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 #include <signal.h>  // NOLINT(modernize-deprecated-headers): POSIX sigset_t, sigaction
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <algorithm>
-#include <array>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
@@ -29,6 +25,7 @@
 #include <variant>
 #include <vector>
 
+#include "child.hpp"
 #include "commands.hpp"
 #include "common.hpp"
 
@@ -178,75 +175,16 @@ std::variant<Permit, int> acquire_interruptibly(FairSemaphore& sem, const RunArg
   return std::move(*out.permit);
 }
 
-/// environ, with FAIRSEM_PERMIT_ID, FAIRSEM_FENCING_TOKEN, FAIRSEM_PERMITS, FAIRSEM_SLOTS and
-/// FAIRSEM_SLOT set for the command (values inherited from an enclosing `fairsem run` are
-/// replaced, not duplicated: with two entries of one name, getenv() would find the stale one
-/// first).
-std::vector<std::string> child_environment(const Permit& permit) {
-  static constexpr std::array<std::string_view, 5> kOurs = {
-      "FAIRSEM_PERMIT_ID=", "FAIRSEM_FENCING_TOKEN=", "FAIRSEM_PERMITS=", "FAIRSEM_SLOTS=",
-      "FAIRSEM_SLOT="};
-  std::vector<std::string> env;
-  for (char** e = environ; *e != nullptr; ++e) {
-    const std::string_view entry = *e;
-    const auto ours = [&](std::string_view name) { return entry.rfind(name, 0) == 0; };
-    if (std::any_of(kOurs.begin(), kOurs.end(), ours)) continue;
-    env.emplace_back(entry);
-  }
-  env.push_back("FAIRSEM_PERMIT_ID=" + permit.id());
-  env.push_back(fmt::format("FAIRSEM_FENCING_TOKEN={}", permit.fencing_token()));
-  env.push_back(fmt::format("FAIRSEM_PERMITS={}", permit.count()));
-  env.push_back(fmt::format("FAIRSEM_SLOTS={}", fmt::join(permit.slots(), ",")));
-  env.push_back(fmt::format("FAIRSEM_SLOT={}", permit.slot()));
-  return env;
-}
-
-std::vector<char*> pointers(std::vector<std::string>& strings) {
-  std::vector<char*> out;
-  out.reserve(strings.size() + 1);
-  for (std::string& s : strings) out.push_back(s.data());
-  out.push_back(nullptr);
-  return out;
-}
-
 /// Starts the command and returns its pid; nullopt (with `exit_code` set, 127 or 126) when it
 /// cannot start.
 std::optional<pid_t> spawn(const RunArgs& args, const Permit& permit, const sigset_t& set,
                            int& exit_code) {
-  std::vector<std::string> argv_strings = args.command;
-  std::vector<std::string> env_strings = child_environment(permit);
-  std::vector<char*> argv_ptrs = pointers(argv_strings);
-  std::vector<char*> env_ptrs = pointers(env_strings);
-
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  sigset_t none;
-  sigemptyset(&none);
-  sigset_t defaults = set;  // an ignored INT/TERM/HUP is not in `set`: it stays ignored
-  sigaddset(&defaults, SIGPIPE);
-  posix_spawnattr_setsigmask(&attr, &none);
-  posix_spawnattr_setsigdefault(&attr, &defaults);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-  // The command inherits no descriptor beyond 0-2: hiredis does not mark its sockets
-  // close-on-exec, and they carry this process's authenticated Redis connections.
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_t* file_actions = nullptr;
-#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 34))
-  if (posix_spawn_file_actions_addclosefrom_np(&actions, 3) == 0) file_actions = &actions;
-#endif
-  pid_t pid = -1;
-  const int rc =
-      posix_spawnp(&pid, argv_ptrs[0], file_actions, &attr, argv_ptrs.data(), env_ptrs.data());
-  posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attr);
-  if (rc != 0) {
-    print_message(
-        fmt::format("cannot run '{}': {}", args.command[0], std::generic_category().message(rc)));
-    exit_code = rc == ENOENT ? kExitNotFound : kExitCannotExecute;
-    return std::nullopt;
-  }
-  return pid;
+  const Started started = start_command(args.command, child_environment(permit), set);
+  if (started.error == 0) return started.pid;
+  print_message(fmt::format("cannot run '{}': {}", args.command[0],
+                            std::generic_category().message(started.error)));
+  exit_code = started.error == ENOENT ? kExitNotFound : kExitCannotExecute;
+  return std::nullopt;
 }
 
 /// Releases the permit and returns how; a failure is reported (the permit expires with its
