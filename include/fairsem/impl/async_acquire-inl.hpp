@@ -262,14 +262,9 @@ FAIRSEM_INLINE std::shared_ptr<AsyncAcquire> SemaphoreCore::acquire_async(
   check_units(units);
   auto request =
       std::make_shared<AsyncAcquire>(shared_from_this(), units, deadline, std::move(done));
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (closing_) {
-      throw CancelledError(fmt::format(
-          "fairsem: {}: a new asynchronous acquire while the FairSemaphore is destroyed", where()));
-    }
-    requests_.emplace(request.get(), request);
-    in_flight_->add_request();
+  if (!in_flight_->add(request)) {
+    throw CancelledError(fmt::format(
+        "fairsem: {}: a new asynchronous acquire while the FairSemaphore is destroyed", where()));
   }
   try {
     request->start();
@@ -281,32 +276,16 @@ FAIRSEM_INLINE std::shared_ptr<AsyncAcquire> SemaphoreCore::acquire_async(
 }
 
 FAIRSEM_INLINE void SemaphoreCore::forget_request(AsyncAcquire* request) {
-  std::shared_ptr<AsyncAcquire> owned;  // let go of after the lock (the caller holds one too)
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    const auto it = requests_.find(request);
-    if (it == requests_.end()) return;
-    owned = std::move(it->second);
-    requests_.erase(it);
-  }
-  in_flight_->remove_request();
+  in_flight_->remove(request);
 }
 
 FAIRSEM_INLINE void SemaphoreCore::cancel_requests(const std::exception_ptr& why) {
-  std::vector<std::shared_ptr<AsyncAcquire>> pending;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (const auto& entry : requests_) pending.push_back(entry.second);
-  }
-  for (const auto& request : pending) request->cancel(why);
+  for (const auto& request : in_flight_->snapshot(false)) request->cancel(why);
 }
 
 FAIRSEM_INLINE void SemaphoreCore::end_requests(const std::exception_ptr& why) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    closing_ = true;  // a callback's new request is refused from now on
-  }
-  cancel_requests(why);
+  // A callback's new request is refused from now on.
+  for (const auto& request : in_flight_->snapshot(true)) request->cancel(why);
   // Not on fairsem's own threads (the callback's step would wait for itself; the watchdog
   // would leave every other permit unrenewed meanwhile), nor while holding a pool connection
   // (a cancel step may need the last one).
@@ -329,22 +308,37 @@ FAIRSEM_INLINE InFlight::Step::~Step() {
   in_flight_.cv.notify_all();
 }
 
-FAIRSEM_INLINE void InFlight::add_request() {
+FAIRSEM_INLINE bool InFlight::add(const std::shared_ptr<AsyncAcquire>& request) {
   std::lock_guard<std::mutex> lock(mu);
-  ++requests;
+  if (closing) return false;
+  pending.emplace(request.get(), request);
+  return true;
 }
 
-FAIRSEM_INLINE void InFlight::remove_request() {
+FAIRSEM_INLINE void InFlight::remove(AsyncAcquire* request) {
+  std::shared_ptr<AsyncAcquire> owned;  // let go of after the lock (the caller holds one too)
   {
     std::lock_guard<std::mutex> lock(mu);
-    --requests;
+    const auto it = pending.find(request);
+    if (it == pending.end()) return;
+    owned = std::move(it->second);
+    pending.erase(it);
   }
   cv.notify_all();
 }
 
+FAIRSEM_INLINE std::vector<std::shared_ptr<AsyncAcquire>> InFlight::snapshot(bool close) {
+  std::vector<std::shared_ptr<AsyncAcquire>> requests;
+  std::lock_guard<std::mutex> lock(mu);
+  if (close) closing = true;
+  requests.reserve(pending.size());
+  for (const auto& entry : pending) requests.push_back(entry.second);
+  return requests;
+}
+
 FAIRSEM_INLINE void InFlight::wait_idle() {
   std::unique_lock<std::mutex> lock(mu);
-  cv.wait(lock, [&] { return requests == 0 && steps == 0; });
+  cv.wait(lock, [&] { return pending.empty() && steps == 0; });
 }
 
 }  // namespace fairsem::detail

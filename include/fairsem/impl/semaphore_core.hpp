@@ -163,14 +163,16 @@ struct MetricCounters {
   Counter wait_nanoseconds{0};
 };
 
-/// What a FairSemaphore handle that goes away waits for: its asynchronous requests still pending,
-/// and the steps of its requests under way on a worker thread (or the waker's), each counted
-/// until it has let go of every reference it held.
+/// A semaphore's asynchronous requests: the pending ones (owned here; their timers and wake-up
+/// hooks hold them weakly), and the steps under way on a worker thread (or the waker's), each
+/// counted until it has let go of every reference it held. What a FairSemaphore handle that
+/// goes away cancels and waits for.
 struct InFlight {
   std::mutex mu;
   std::condition_variable cv;
-  std::size_t requests = 0;
+  std::unordered_map<AsyncAcquire*, std::shared_ptr<AsyncAcquire>> pending;
   std::size_t steps = 0;
+  bool closing = false;  // close() ran: new requests are refused
 
   /// Counts one step for its lifetime.
   class Step {
@@ -183,8 +185,12 @@ struct InFlight {
    private:
     InFlight& in_flight_;
   };
-  void add_request();
-  void remove_request();
+  /// Registers a pending request; false once closing.
+  bool add(const std::shared_ptr<AsyncAcquire>& request);
+  /// No longer pending (completed).
+  void remove(AsyncAcquire* request);
+  /// The pending requests, now; with `closing`, refuses new ones from now on.
+  std::vector<std::shared_ptr<AsyncAcquire>> snapshot(bool closing);
   /// Until no request is pending and no step is under way.
   void wait_idle();
 };
@@ -340,12 +346,9 @@ class SemaphoreCore : public std::enable_shared_from_this<SemaphoreCore> {
 
   std::atomic<bool> old_server_reported_{false};  // a too old server was logged once
   std::atomic<bool> watched_{false};              // the Client's watchdog renews its permits
-  std::mutex mu_;                                 // guards live_, requests_ and closing_
+  std::mutex mu_;                                 // guards live_
   std::unordered_map<PermitState*, std::shared_ptr<PermitState>> live_;
-  // The pending requests' owner: a request's timers and wake-up hold it weakly.
-  std::unordered_map<AsyncAcquire*, std::shared_ptr<AsyncAcquire>> requests_;
   const std::shared_ptr<InFlight> in_flight_ = std::make_shared<InFlight>();
-  bool closing_ = false;  // end_requests ran: new asynchronous requests are refused
 
   MetricCounters metrics_;
 };
