@@ -86,11 +86,13 @@ int main(int argc, char** argv) {
     app.add_option("--name", opt.name, "Semaphore name")->capture_default_str();
     if (const auto exit_code = ex::parse(app, argc, argv, kUsage)) return *exit_code;
     opt.url = ex::resolve_url(opt.url);
+    // Made before the semaphore, so destroyed after it: the semaphore's destructor waits for
+    // the worker threads still posting completions to it.
+    asio::io_context io;  // run by this thread alone
     const fairsem::Client client(fairsem::ConnectionOptions::from_url(opt.url));
     fairsem::SemaphoreOptions sem_options;
     sem_options.limit = opt.limit;
     fairsem::FairSemaphore sem(client, opt.name, sem_options);
-    asio::io_context io;  // run by this thread alone
     int holding = 0;
     int most = 0;
     int served = 0;

@@ -14,6 +14,8 @@
 // going until it completes. An error (EvictedError, ConnectionError...) is passed as the
 // exception_ptr, which use_future and use_awaitable throw. To cancel a waiting request, use
 // FairSemaphore::acquire_async with a callback, whose AcquireRequest can cancel().
+// Destroy the semaphore before the io_context its handlers run on: a worker thread posts each
+// completion there, and the semaphore's destructor waits until those posts are done.
 
 #include <asio/associated_executor.hpp>
 #include <asio/async_result.hpp>

@@ -2,7 +2,9 @@
 // asio::use_future (errors thrown from get()), asio::experimental::deferred (nothing starts
 // until invoked), async_acquire_for giving up, and in C++20 builds
 // a thousand coroutines on one io_context thread, each holding a permit, never more at once
-// than the limit.
+// than the limit. Each test makes its io_context before its semaphore, as users must: the
+// semaphore's destructor then waits for the worker thread still posting a completion to it,
+// before the io_context is destroyed (the other order is a race TSan reports).
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -44,8 +46,8 @@ SemaphoreOptions options(long long limit) {
 }
 
 TEST(AsioTest, TheCallbackRunsOnTheThreadThatRunsTheIoContext) {
-  FairSemaphore sem(test::redis_options(), "callback", options(1));
   asio::io_context io;
+  FairSemaphore sem(test::redis_options(), "callback", options(1));
   std::optional<Permit> got;
   std::thread::id ran_on;
   async_acquire(sem, asio::bind_executor(io, [&](std::exception_ptr error, Permit p) {
@@ -72,10 +74,10 @@ TEST(AsioTest, UseFutureGetsThePermitOrThrowsTheError) {
 }
 
 TEST(AsioTest, ADeferredOperationStartsOnlyWhenInvoked) {
+  asio::io_context io;
   FairSemaphore sem(test::redis_options(), "deferred", options(1));
   auto operation = async_acquire(sem, asio::experimental::deferred);
   EXPECT_TRUE(sem.status().holders.empty()) << "started before it was invoked";
-  asio::io_context io;
   std::optional<Permit> got;
   std::move(operation)(asio::bind_executor(io, [&](std::exception_ptr error, Permit p) {
     EXPECT_FALSE(error);
@@ -87,9 +89,9 @@ TEST(AsioTest, ADeferredOperationStartsOnlyWhenInvoked) {
 }
 
 TEST(AsioTest, AsyncAcquireForGivesUpAtItsTimeout) {
+  asio::io_context io;
   FairSemaphore sem(test::redis_options(), "timed", options(1));
   Permit held = sem.acquire();
-  asio::io_context io;
   bool called = false;
   async_acquire_for(sem, 200ms,
                     asio::bind_executor(io, [&](std::exception_ptr error, std::optional<Permit> p) {
@@ -105,12 +107,12 @@ TEST(AsioTest, AsyncAcquireForGivesUpAtItsTimeout) {
 // Units: a weighted request queues behind the holder and is granted its units when they are
 // free; a timed one of more units than are ever free gives up.
 TEST(AsioTest, AsyncAcquireTakesUnits) {
+  asio::io_context io;
   FairSemaphore sem(test::redis_options(), "units", options(4));
   Permit held = sem.acquire(2);
   std::future<Permit> three = async_acquire(sem, 3, asio::use_future);
   ASSERT_TRUE(wait_until([&] { return sem.status().waiters.size() == 1; }));
   EXPECT_EQ(3, sem.status().waiters.at(0).count);
-  asio::io_context io;
   std::optional<Permit> timed;
   bool called = false;
   async_acquire_for(sem, 2, 100ms,
@@ -130,11 +132,11 @@ TEST(AsioTest, AsyncAcquireTakesUnits) {
 
 #if __cplusplus >= 202002L
 TEST(AsioTest, AThousandCoroutinesOnOneThreadEachHoldAPermitNeverMoreThanTheLimit) {
+  asio::io_context io;
   constexpr int kRequests = 1000;
   constexpr long long kLimit = 20;
   Client client(test::redis_options());
   FairSemaphore sem(client, "coroutines", options(kLimit));
-  asio::io_context io;
   int holding = 0;  // one thread: no atomics needed
   int most = 0;
   int served = 0;
