@@ -149,6 +149,13 @@ TEST(AsioTest, AThousandCoroutinesOnOneThreadEachHoldAPermitNeverMoreThanTheLimi
           most = std::max(most, ++holding);
           asio::steady_timer work(co_await asio::this_coro::executor, 1ms);
           co_await work.async_wait(asio::use_awaitable);
+          // The first holders keep their permits until the limit has been reached once (for
+          // at most 10 s), so a slow machine cannot finish their work before the last of the
+          // first `kLimit` grants arrives.
+          for (int wait = 0; served == 0 && most < kLimit && wait < 10000; ++wait) {
+            work.expires_after(1ms);
+            co_await work.async_wait(asio::use_awaitable);
+          }
           --holding;
           ++served;
         },
