@@ -189,8 +189,8 @@ struct InFlight {
   bool add(const std::shared_ptr<AsyncAcquire>& request);
   /// No longer pending (completed).
   void remove(AsyncAcquire* request);
-  /// The pending requests, now; with `closing`, refuses new ones from now on.
-  std::vector<std::shared_ptr<AsyncAcquire>> snapshot(bool closing);
+  /// The pending requests, now; with `close`, refuses new ones from now on.
+  std::vector<std::shared_ptr<AsyncAcquire>> snapshot(bool close);
   /// Until no request is pending and no step is under way.
   void wait_idle();
 };
