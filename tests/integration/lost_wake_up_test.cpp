@@ -49,6 +49,10 @@ TEST(LostWakeUpTest, AWakeUpLostWithTheBrpopReplyIsFoundAtOnceNotAtTheNextPoll) 
     proxy.cut_reply_to("BRPOP", o.key_prefix + ":{lost-wake-up}:wake:" + first_id);
     std::future<Permit> second = proxied.acquire_async();
     ASSERT_TRUE(wait_until([&] { return direct.status().waiters.size() == 2; }));
+    // The second waiter is queued, but its kick may still be on its way: a release now could
+    // go to a BRPOP sent before the cut was armed. Released once the proxy has seen a BRPOP
+    // on the first waiter's list after arming (the trigger is spent on it).
+    ASSERT_TRUE(wait_until([&] { return !proxy.armed(); }, 10s));
     holder.release();  // promotes the first waiter, whose wake-up the cut BRPOP pops
     ASSERT_EQ(first.wait_for(10s), std::future_status::ready)
         << "the promoted waiter did not learn of its grant before its next poll";
