@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Redis time of an uncontended acquire+release pair, three ways, alternated on one private
-# redis-server: the library's scripts (as the build composes them), the folded prototype in
+# Redis time of an uncontended acquire+release pair, four ways, alternated on one private
+# redis-server: the library's scripts (as the build composes them), the same code as one
+# Redis 7 function library called with FCALL (fold_probe/as_functions.py: what building the
+# helpers once per FUNCTION LOAD instead of once per run would save), the folded prototype in
 # fold_probe/ (what the uncontended path would cost over a folded data model, with inline
 # code), and a plain lease semaphore (fold_probe/plain.lua + ZREM, the peer's algorithm).
 # Each pair is sent with `redis-cli --pipe`, so only Redis's own time counts: INFO
@@ -32,6 +34,8 @@ trap '[ -n "$FAIRSEM_REDIS_PID" ] && kill "$FAIRSEM_REDIS_PID"; rm -rf "$work"' 
 fairsem_start_redis "$work"
 rcli() { redis-cli -p "$FAIRSEM_REDIS_PORT" "$@"; }
 load() { rcli SCRIPT LOAD "$(cat "$1")"; }
+python3 $probe/as_functions.py src/lua/semaphore acquire release >"$work/functions.lua"
+rcli FUNCTION LOAD "$(cat "$work/functions.lua")" >/dev/null
 
 # The commands of every pair, as RESP, one file per way.
 python3 - "$work" "$pairs" "$(load "$lua/semaphore_acquire.lua")" \
@@ -48,11 +52,15 @@ keys = [f"P:{{probe}}:{k}" for k in
         ("owner", "time", "counter", "meta", "info", "wake:", "released:", "slots", "free")]
 now = int(time.time() * 1000)
 with open(f"{work}/library.resp", "w") as lib, open(f"{work}/folded.resp", "w") as fold, \
-     open(f"{work}/plain.resp", "w") as peer:
+     open(f"{work}/plain.resp", "w") as peer, open(f"{work}/functions.resp", "w") as fcall:
     for i in range(int(pairs)):
         pid = f"id{i:08d}"
         lib.write(resp("EVALSHA", acquire, 9, *keys, "acquire", 2, 10000, pid, "try", "host 1"))
         lib.write(resp("EVALSHA", release, 9, *keys, "release", 2, 10000, pid, 0, 10000))
+        fcall.write(resp("FCALL", "fairsem_probe_acquire", 9, *keys, "acquire", 2, 10000, pid,
+                         "try", "host 1"))
+        fcall.write(resp("FCALL", "fairsem_probe_release", 9, *keys, "release", 2, 10000, pid, 0,
+                         10000))
         fold.write(resp("EVALSHA", folded_acquire, 9, *keys, "acquire", 2, 10000, pid, "try",
                         "host 1", 1))
         fold.write(resp("EVALSHA", folded_release, 9, *keys, "release", 2, 10000, pid, 0, 10000))
@@ -62,20 +70,21 @@ PY
 
 usec_per_pair() {
   rcli INFO commandstats | tr -d '\r' |
-    awk -F'[:=,]' -v n="$pairs" '/^cmdstat_(evalsha|zrem):/ { u += $5 } END { printf "%.2f", u / n }'
+    awk -F'[:=,]' -v n="$pairs" '/^cmdstat_(evalsha|fcall|zrem):/ { u += $5 } END { printf "%.2f", u / n }'
 }
 fairsem_log "$pairs pairs each way, $rounds rounds, redis-server $(redis-server --version | awk '{print $3}')"
-printf '%-6s %10s %10s %10s %16s %16s\n' round library folded plain library/plain folded/plain
+printf '%-6s %10s %10s %10s %10s %16s %16s %16s\n' round library functions folded plain \
+  library/plain functions/plain folded/plain
 for round in $(seq "$rounds"); do
   declare -A us=()
-  for way in library folded plain; do
+  for way in library functions folded plain; do
     rcli FLUSHALL >/dev/null
     rcli CONFIG RESETSTAT >/dev/null
     rcli --pipe <"$work/$way.resp" >/dev/null
     us[$way]=$(usec_per_pair)
     # Every pair was a grant and a release: the tickets handed out, and nobody left holding.
     case $way in
-      library) granted=$(rcli GET 'P:{probe}:counter') ;;
+      library | functions) granted=$(rcli GET 'P:{probe}:counter') ;;
       folded) granted=$(rcli HGET 'P:{probe}:meta' counter) ;;
       plain) granted=$pairs ;;
     esac
@@ -85,10 +94,11 @@ for round in $(seq "$rounds"); do
       exit 1
     fi
   done
-  awk -v r="$round" -v l="${us[library]}" -v f="${us[folded]}" -v p="${us[plain]}" \
-    'BEGIN { printf "%-6s %10.2f %10.2f %10.2f %15.2fx %15.2fx\n", r, l, f, p, l / p, f / p }'
+  awk -v r="$round" -v l="${us[library]}" -v u="${us[functions]}" -v f="${us[folded]}" \
+    -v p="${us[plain]}" 'BEGIN { printf "%-6s %10.2f %10.2f %10.2f %10.2f %15.2fx %15.2fx %15.2fx\n",
+      r, l, u, f, p, l / p, u / p, f / p }'
 done
-echo "(Redis µs per acquire+release pair: INFO commandstats, EVALSHA and ZREM)"
+echo "(Redis µs per acquire+release pair: INFO commandstats, EVALSHA, FCALL and ZREM)"
 
 # The shared parts' definitions alone: every run of every script builds their functions again.
 parts=src/lua/semaphore
