@@ -1,0 +1,394 @@
+// The stress harness's driver while the load runs: starting redis-server, the fault proxy and
+// the worker processes, and injecting the faults.
+
+#include "driver.hpp"
+
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <system_error>
+#include <thread>
+#include <vector>
+
+#include "shared_log.hpp"
+
+extern char** environ;
+
+namespace fairsem::stress {
+
+Driver::Driver(Settings s) : s_(std::move(s)) {
+  if (s_.faults == "all") {
+    enabled_ = kFaultKinds;
+  } else if (s_.faults != "none") {
+    std::stringstream in(s_.faults);
+    for (std::string kind; std::getline(in, kind, ',');) {
+      if (std::find(kFaultKinds.begin(), kFaultKinds.end(), kind) == kFaultKinds.end()) {
+        throw CLI::ValidationError("--faults", "unknown fault '" + kind + "'");
+      }
+      enabled_.push_back(kind);
+    }
+  }
+  if (s_.weights.empty() || s_.weights.size() > static_cast<std::size_t>(kMaxUnits)) {
+    throw CLI::ValidationError("--weights", fmt::format("1 to {} weights", kMaxUnits));
+  }
+  for (const int w : s_.weights) {
+    if (w > s_.limit) {
+      throw CLI::ValidationError(
+          "--weights", fmt::format("a weight of {} is more than the limit {}", w, s_.limit));
+    }
+  }
+  if (s_.seed == 0) s_.seed = (static_cast<std::uint64_t>(std::random_device{}()) << 32) | 1;
+  rng_.seed(s_.seed);
+}
+
+Driver::~Driver() {
+  server_.reset();
+  if (!redis_dir_.empty()) {
+    std::error_code ignored;
+    std::filesystem::remove_all(redis_dir_, ignored);
+  }
+}
+
+void Driver::spawn(int slot) {
+  Worker& w = workers_[slot];
+  const std::string url = w.via_proxy ? proxied_url() : direct_url();
+  std::vector<std::string> args = {"fairsem_stress", "--worker", std::to_string(shm_->fd()),
+                                   std::to_string(slot), url};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  shm_->log().processes[slot].ready.store(0);
+  for (ThreadSlot& t : shm_->log().processes[slot].threads) t.state.store(idle);
+  pid_t pid = -1;
+  const int rc = ::posix_spawn(&pid, "/proc/self/exe", nullptr, nullptr, argv.data(), environ);
+  if (rc != 0) throw std::system_error(rc, std::generic_category(), "posix_spawn worker");
+  w.pid = pid;
+  w.stopped = false;
+  if (w.via_proxy) proxied_pids_.push_back(pid);
+  shm_->log().processes[slot].pid.store(pid);
+}
+
+std::vector<int> Driver::running_slots() const {
+  std::vector<int> out;
+  for (int i = 0; i < static_cast<int>(workers_.size()); ++i) {
+    if (workers_[i].pid > 0 && !workers_[i].stopped && shm_->log().processes[i].ready.load() != 0) {
+      out.push_back(i);
+    }
+  }
+  return out;
+}
+
+void Driver::kill_worker() {
+  auto slots = running_slots();
+  if (slots.empty()) return;
+  // Every other kill aims at a process with a thread inside (if one is), so that holders die
+  // as well as waiters.
+  if (injected_["kill"] % 2 == 1) {
+    std::vector<int> holding_slots;
+    for (int slot : slots) {
+      for (int t = 0; t < s_.threads; ++t) {
+        if (shm_->log().processes[slot].threads[t].state.load() == holding) {
+          holding_slots.push_back(slot);
+          break;
+        }
+      }
+    }
+    if (!holding_slots.empty()) slots = holding_slots;
+  }
+  const int slot = slots[rng_() % slots.size()];
+  Worker& w = workers_[slot];
+  ::kill(w.pid, SIGKILL);
+  const std::int64_t at = now_ns();
+  int status = 0;
+  ::waitpid(w.pid, &status, 0);
+  input_.kills.push_back({w.pid, at});
+  // Dead, its slots no longer change: the permits it held must come back within a lease.
+  for (int t = 0; t < s_.threads; ++t) {
+    ThreadSlot& ts = shm_->log().processes[slot].threads[t];
+    if (ts.state.load() == holding) reclaiming_.emplace(ts.permit_id, Reclaim{at, false});
+  }
+  ++injected_["kill"];
+  spawn(slot);
+}
+
+namespace {
+
+bool process_is_stopped(pid_t pid) {
+  for (int i = 0; i < 1000; ++i) {
+    std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+    std::string line;
+    std::getline(in, line);
+    const auto paren = line.rfind(')');
+    if (paren != std::string::npos && paren + 2 < line.size() && line[paren + 2] == 'T') {
+      return true;
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  return false;
+}
+
+}  // namespace
+
+void Driver::stop_worker() {
+  // Freeze a worker while one of its threads is inside; a freeze that finds nobody inside is
+  // undone at once and tried again (up to 50 times).
+  for (int attempt = 0; attempt < 50; ++attempt) {
+    const auto slots = running_slots();
+    if (slots.empty()) return;
+    const int slot = slots[rng_() % slots.size()];
+    Worker& w = workers_[slot];
+    ::kill(w.pid, SIGSTOP);
+    const std::int64_t stop_ns = now_ns();
+    const bool frozen = process_is_stopped(w.pid);
+    bool inside = false;
+    for (int t = 0; frozen && t < s_.threads; ++t) {
+      inside = inside || shm_->log().processes[slot].threads[t].state.load() == holding;
+    }
+    if (!inside) {
+      // The thaw time is taken before SIGCONT: the worker may leave the instant it wakes.
+      input_.stops.push_back({w.pid, stop_ns, now_ns()});
+      ::kill(w.pid, SIGCONT);
+      ++stop_misses_;
+      continue;
+    }
+    // Longer than a lease and a renewal interval: its permit must pass on meanwhile.
+    w.stopped = true;
+    const auto frozen_for = milliseconds(s_.lease_ms + s_.lease_ms / 3 + 300);
+    const std::int64_t until = stop_ns + ms_to_ns(frozen_for.count());
+    pending_conts_.push_back({slot, stop_ns, until});
+    ++injected_["stop"];
+    return;
+  }
+}
+
+void Driver::restart_redis() {
+  const std::int64_t down = now_ns();
+  server_->kill();  // SIGKILL: only what appendfsync always wrote survives
+  server_->start();
+  wait_until_loaded();
+  const std::int64_t up = now_ns();
+  longest_restart_ns_ = std::max(longest_restart_ns_, up - down);
+  disturb(down, up + ms_to_ns(1000));
+  ++injected_["restart"];
+}
+
+/// `disturbed_for`: how long the fault may delay a grant's arrival (reconnects, reloads).
+void Driver::raw_command(const std::string& kind, std::initializer_list<std::string_view> argv,
+                         milliseconds disturbed_for) {
+  // Retried: after a Redis restart the first command finds the old connection dead, and the
+  // server answers LOADING until it has read its AOF back.
+  const std::int64_t give_up = now_ns() + ms_to_ns(10'000);
+  for (;;) {
+    try {
+      if (!raw_) raw_.emplace(admin_connection());
+      (void)raw_->command(argv);
+      const std::int64_t at = now_ns();
+      disturb(at, at + ms_to_ns(disturbed_for.count()));
+      ++injected_[kind];
+      return;
+    } catch (const Error& e) {
+      if (now_ns() > give_up) {
+        failures_.push_back(fmt::format("{} could not be injected: {}", kind, e.what()));
+        return;
+      }
+      std::this_thread::sleep_for(milliseconds(20));
+    }
+  }
+}
+
+/// Waits until the restarted server has loaded its AOF and answers commands.
+void Driver::wait_until_loaded() {
+  const std::int64_t give_up = now_ns() + ms_to_ns(60'000);
+  for (;;) {
+    try {
+      if (!raw_) raw_.emplace(admin_connection());
+      (void)raw_->command({"PING"});
+      return;
+    } catch (const Error& e) {
+      if (now_ns() > give_up) throw;
+      std::this_thread::sleep_for(milliseconds(10));
+    }
+  }
+}
+
+void Driver::inject(const std::string& kind) {
+  try {
+    inject_once(kind);
+  } catch (const std::exception& e) {
+    // Reported, and the run goes on: the checks still say whether the promises held.
+    failures_.push_back(fmt::format("fault '{}' failed: {}", kind, e.what()));
+  }
+}
+
+void Driver::inject_once(const std::string& kind) {
+  const std::int64_t at = now_ns();
+  if (kind == "kill") {
+    kill_worker();
+  } else if (kind == "stop") {
+    stop_worker();
+  } else if (kind == "restart") {
+    restart_redis();
+  } else if (kind == "client-kill") {
+    raw_command(kind, {"CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes"}, milliseconds(500));
+  } else if (kind == "script-flush") {
+    raw_command(kind, {"SCRIPT", "FLUSH"}, milliseconds(200));
+  } else if (kind == "delay") {
+    const auto delay = milliseconds(20 + rng_() % 130);
+    const auto duration = milliseconds(300 + rng_() % 700);
+    proxy_->set_delay(delay);
+    delay_ends_ns_ = at + ms_to_ns(duration.count());
+    disturb(at, delay_ends_ns_ + ms_to_ns(delay.count() + 500), true);
+    ++injected_[kind];
+  } else if (kind == "cut") {
+    proxy_->cut_next_reply();
+    disturb(at, at + ms_to_ns(2000), true);
+    ++injected_[kind];
+  } else if (kind == "blackhole") {
+    const auto duration = milliseconds(1200 + rng_() % 600);  // past the command timeout
+    proxy_->blackhole(duration);
+    disturb(at, at + ms_to_ns(duration.count() + 2500), true);
+    ++injected_[kind];
+  }
+}
+
+void Driver::track_reclaims() {
+  if (reclaiming_.empty()) return;
+  try {
+    if (!admin_) admin_.emplace(admin_connection(), name_, prefix_);
+    const Status st = admin_->status();
+    const std::int64_t at = now_ns();
+    for (auto it = reclaiming_.begin(); it != reclaiming_.end();) {
+      const auto holder = std::find_if(st.holders.begin(), st.holders.end(),
+                                       [&](const PermitInfo& p) { return p.id == it->first; });
+      Reclaim& r = it->second;
+      if (holder != st.holders.end()) {
+        if (!r.deadline_seen) {
+          r.deadline_seen = true;
+          const std::int64_t deadline = at + ms_to_ns(holder->lease_left.count());
+          latest_deadline_ns_ = std::max(latest_deadline_ns_, deadline - r.kill_ns);
+        }
+        ++it;
+        continue;
+      }
+      longest_reclaim_ns_ = std::max(longest_reclaim_ns_, at - r.kill_ns);
+      ++reclaims_;
+      it = reclaiming_.erase(it);
+    }
+  } catch (const Error&) {
+    // Redis is restarting: try again at the next tick.
+  }
+}
+
+int Driver::run() {
+  // The AOF lives on tmpfs: a SIGKILLed redis-server loses nothing it acknowledged either way
+  // (appendfsync always writes the AOF before replying), and a disk's fsync latency would
+  // throttle the load to a few hundred grants per second.
+  char dir[] = "/dev/shm/fairsem-stress-redis-XXXXXX";
+  if (::mkdtemp(dir) == nullptr) throw std::system_error(errno, std::generic_category(), "mkdtemp");
+  redis_dir_ = dir;
+  server_ = std::make_unique<test::RedisServer>(std::vector<std::string>{
+      "--dir", redis_dir_, "--appendonly", "yes", "--appendfsync", "always"});
+  if (uses_proxy()) proxy_ = std::make_unique<FaultProxy>(server_->port());
+  const std::uint64_t capacity = std::max(s_.max_grants, s_.grants + s_.grants / 10);
+  shm_ = std::make_unique<SharedMapping>(capacity);
+  prefix_ = fmt::format("stress{}", ::getpid());
+  Config& cfg = shm_->log().config;
+  copy_string(cfg.url, sizeof cfg.url, direct_url());
+  copy_string(cfg.name, sizeof cfg.name, name_);
+  copy_string(cfg.key_prefix, sizeof cfg.key_prefix, prefix_);
+  cfg.limit = s_.limit;
+  cfg.lease_ms = s_.lease_ms;
+  cfg.hold_us = s_.hold_us;
+  cfg.max_timeout_ms = s_.max_timeout_ms;
+  cfg.weight_count = static_cast<int>(s_.weights.size());
+  std::copy(s_.weights.begin(), s_.weights.end(), cfg.weights);
+  cfg.partial_percent = s_.partial_percent;
+  cfg.threads = s_.threads;
+  input_.limit = s_.limit;
+  input_.lease_ns = ms_to_ns(s_.lease_ms);
+  input_.order_slack_ns = ms_to_ns(s_.order_slack_ms);
+  // A waker whose BRPOP failed during a freeze pauses 200 ms, then reconnects (connect timeout
+  // 500 ms) before it listens again.
+  input_.thaw_recovery_ns = ms_to_ns(1000);
+
+  fmt::print(
+      "fairsem_stress: {} processes x {} threads, limit {}, weights {}, lease {} ms, {} s, "
+      "faults: {}, seed {}\n",
+      s_.processes, s_.threads, s_.limit, fmt::join(s_.weights, ","), s_.lease_ms, s_.seconds,
+      enabled_.empty() ? std::string("none") : fmt::format("{}", fmt::join(enabled_, ",")),
+      s_.seed);
+  std::fflush(stdout);
+
+  workers_.resize(static_cast<std::size_t>(s_.processes));
+  for (int i = 0; i < s_.processes; ++i) {
+    workers_[i].via_proxy = proxy_ && i % 2 == 0;  // half through the proxy, half direct
+    spawn(i);
+  }
+  const std::int64_t start = now_ns();
+  const std::int64_t end = start + static_cast<std::int64_t>(s_.seconds * 1e9);
+  std::int64_t next_fault = start + ms_to_ns(s_.fault_interval_ms);
+  std::int64_t next_progress = start + ms_to_ns(10'000);
+  while (now_ns() < end && shm_->log().full.load() == 0 &&
+         (s_.grants == 0 || shm_->log().next_record.load() < s_.grants)) {
+    std::this_thread::sleep_for(milliseconds(5));
+    const std::int64_t now = now_ns();
+    for (auto it = pending_conts_.begin(); it != pending_conts_.end();) {
+      if (now < it->until_ns) {
+        ++it;
+        continue;
+      }
+      Worker& w = workers_[it->slot];
+      input_.stops.push_back({w.pid, it->stop_ns, now_ns()});
+      ::kill(w.pid, SIGCONT);
+      w.stopped = false;
+      it = pending_conts_.erase(it);
+    }
+    if (delay_ends_ns_ != 0 && now >= delay_ends_ns_) {
+      proxy_->set_delay(milliseconds(0));
+      delay_ends_ns_ = 0;
+    }
+    track_reclaims();
+    // A worker that died by itself is a failure (a crash, a sanitizer report).
+    for (auto& w : workers_) {
+      int status = 0;
+      if (w.pid > 0 && ::waitpid(w.pid, &status, WNOHANG) == w.pid) {
+        failures_.push_back(fmt::format("worker {} exited early with status {:#x}", w.pid, status));
+        ++worker_failures_;
+        w.pid = -1;
+      }
+    }
+    if (now >= next_progress) {
+      fmt::print("[{:6.0f} s] {} grants and time-outs\n", static_cast<double>(now - start) / 1e9,
+                 shm_->log().next_record.load());
+      std::fflush(stdout);
+      next_progress += ms_to_ns(10'000);
+    }
+    if (!enabled_.empty() && now >= next_fault) {
+      // Every kind once per round, in a random order, so a short run injects each of them.
+      if (bag_.empty()) {
+        bag_ = enabled_;
+        std::shuffle(bag_.begin(), bag_.end(), rng_);
+      }
+      const std::string kind = bag_.back();
+      bag_.pop_back();
+      // Not two network faults at once: a delay in progress would hide the next one.
+      inject(kind);
+      const auto interval = static_cast<std::uint64_t>(s_.fault_interval_ms);
+      next_fault = now_ns() + ms_to_ns(static_cast<std::int64_t>(interval / 2 + rng_() % interval));
+    }
+  }
+  return finish();
+}
+
+}  // namespace fairsem::stress

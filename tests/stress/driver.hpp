@@ -1,0 +1,168 @@
+#pragma once
+
+// The stress harness's driver: its settings, and the Driver, which starts redis-server and the
+// worker processes, injects the faults while they run (driver.cpp), then stops everything,
+// checks the log and Redis, and prints the summary (driver_report.cpp).
+
+#include <sys/types.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <map>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "checker.hpp"
+#include "fairsem/fairsem.hpp"
+#include "fairsem/impl/connection.hpp"
+#include "fault_proxy.hpp"
+#include "redis_server.hpp"
+#include "stress_worker.hpp"
+
+namespace fairsem::stress {
+
+// --- the driver -------------------------------------------------------------------------------
+
+inline const std::vector<std::string> kFaultKinds = {
+    "kill", "stop", "restart", "client-kill", "script-flush", "delay", "cut", "blackhole"};
+
+// Sanitizers slow every step several times over, and with it a client's notice of its grant.
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+constexpr int kDefaultOrderSlackMs = 250;
+#else
+constexpr int kDefaultOrderSlackMs = 100;
+#endif
+
+struct Settings {
+  int processes = 4;
+  int threads = 4;
+  long long limit = 4;
+  /// Each request asks for one of these units, at random.
+  std::vector<int> weights = {1, 2, 3};
+  /// How many sections of 2 units or more give some back half way through.
+  int partial_percent = 30;
+  double seconds = 30;
+  int lease_ms = 1000;
+  int hold_us = 2000;
+  /// try_acquire_for waits up to this: long enough past the order slack for the checker to
+  /// see whether anyone passed a waiter that timed out.
+  int max_timeout_ms = 400;
+  std::string faults = "all";
+  int fault_interval_ms = 800;
+  std::uint64_t max_grants = 4'000'000;
+  std::uint64_t grants = 0;  // end the load once this many were granted (0: run for --seconds)
+  int order_slack_ms = kDefaultOrderSlackMs;
+  std::uint64_t seed = 0;  // 0: random
+};
+
+struct Worker {
+  pid_t pid = -1;
+  bool stopped = false;
+  bool via_proxy = false;
+};
+
+class Driver {
+ public:
+  explicit Driver(Settings s);
+  ~Driver();
+  Driver(const Driver&) = delete;
+  Driver& operator=(const Driver&) = delete;
+
+  int run();
+
+ private:
+  bool enabled(const std::string& kind) const {
+    return std::find(enabled_.begin(), enabled_.end(), kind) != enabled_.end();
+  }
+  bool uses_proxy() const { return enabled("delay") || enabled("cut") || enabled("blackhole"); }
+  std::string direct_url() const { return server_->url(); }
+  /// The server through the fault proxy, over TLS when the server speaks it (FAIRSEM_TEST_TLS).
+  std::string proxied_url() const {
+    ConnectionOptions c = server_->options();
+    c.port = proxy_->port();
+    return c.redacted_url();  // no password: the harness's servers need none
+  }
+  ConnectionOptions admin_connection() const {
+    ConnectionOptions c = ConnectionOptions::from_url(direct_url());
+    c.command_timeout = milliseconds(2000);
+    c.reconnect_attempts = 3;
+    c.reconnect_backoff_max = milliseconds(100);
+    return c;
+  }
+
+  void spawn(int slot);
+  void inject(const std::string& kind);
+  void inject_once(const std::string& kind);
+  void kill_worker();
+  void stop_worker();
+  void restart_redis();
+  void raw_command(const std::string& kind, std::initializer_list<std::string_view> argv,
+                   milliseconds disturbed_for);
+  void wait_until_loaded();
+  void track_reclaims();
+  std::vector<int> running_slots() const;
+  /// A window in which a fault may have delayed grants: of every worker, or (`proxied`) of
+  /// those connected through the proxy.
+  void disturb(std::int64_t from, std::int64_t to, bool proxied = false) {
+    input_.disturbances.push_back({from, to, {}});
+    if (proxied) proxy_windows_.push_back(input_.disturbances.size() - 1);
+  }
+  int finish();
+  bool wait_for_workers(std::int64_t deadline_ns);
+  std::size_t leaked_entries();
+  std::vector<std::string> leftover_keys();
+  CheckInput collect();
+  void print_summary(const CheckInput& checked, const CheckResult& result, std::size_t leaked,
+                     const std::vector<std::string>& keys);
+
+  Settings s_;
+  std::vector<std::string> enabled_;
+  std::mt19937_64 rng_;
+  std::string redis_dir_;
+  std::unique_ptr<test::RedisServer> server_;
+  std::unique_ptr<FaultProxy> proxy_;
+  std::unique_ptr<SharedMapping> shm_;
+  std::string name_ = "stress";
+  std::string prefix_;
+  std::vector<Worker> workers_;
+  std::map<std::string, int> injected_;
+  int stop_misses_ = 0;
+  int worker_failures_ = 0;
+  std::vector<std::string> failures_;
+  CheckInput input_;
+  // Permits held by a SIGKILLed worker, until Redis no longer lists them.
+  struct Reclaim {
+    std::int64_t kill_ns = 0;
+    bool deadline_seen = false;
+  };
+  std::map<std::string, Reclaim> reclaiming_;
+  std::int64_t longest_reclaim_ns_ = 0;  // kill -> first status that no longer lists it
+  /// kill -> the permit's lease deadline in Redis, the latest among the killed permits: when
+  /// Redis hands it on (bounded above by the status reply's arrival + its lease_left).
+  std::int64_t latest_deadline_ns_ = 0;
+  std::size_t reclaims_ = 0;
+  std::size_t expiring_ = 0;                // receipts and wake lists left with a TTL
+  std::vector<std::size_t> proxy_windows_;  // indexes into input_.disturbances
+  std::vector<int> proxied_pids_;  // every worker that ever used the proxy  // release receipts
+                                   // still expiring at the end
+  std::optional<SemaphoreAdmin> admin_;
+  std::optional<detail::Connection> raw_;
+  std::vector<std::string> bag_;  // fault kinds still to inject in this round
+  struct PendingCont {
+    int slot;
+    std::int64_t stop_ns;
+    std::int64_t until_ns;
+  };
+  std::vector<PendingCont> pending_conts_;
+  std::int64_t delay_ends_ns_ = 0;
+  std::int64_t longest_restart_ns_ = 0;  // SIGKILL of redis-server until it answers again
+};
+
+}  // namespace fairsem::stress

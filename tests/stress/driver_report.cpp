@@ -1,0 +1,282 @@
+// The stress harness's driver at the end of a run: stopping the workers, checking the log and
+// what is left in Redis, and printing the summary and the result.
+
+#include "driver.hpp"
+
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "shared_log.hpp"
+
+namespace fairsem::stress {
+
+bool Driver::wait_for_workers(std::int64_t deadline_ns) {
+  bool all = true;
+  for (auto& w : workers_) {
+    if (w.pid <= 0) continue;
+    int status = 0;
+    pid_t r = 0;
+    while ((r = ::waitpid(w.pid, &status, WNOHANG)) == 0 && now_ns() < deadline_ns) {
+      std::this_thread::sleep_for(milliseconds(10));
+    }
+    if (r == 0) {
+      ::kill(w.pid, SIGKILL);
+      ::waitpid(w.pid, &status, 0);
+      failures_.push_back(fmt::format("worker {} did not stop in time; killed", w.pid));
+      ++worker_failures_;
+      all = false;
+    } else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+      failures_.push_back(fmt::format("worker {} ended with status {:#x}", w.pid, status));
+      ++worker_failures_;
+      all = false;
+    }
+    w.pid = -1;
+  }
+  return all;
+}
+
+std::size_t Driver::leaked_entries() {
+  // Killed workers' entries expire with their lease; the status call reaps them.
+  const std::int64_t deadline = now_ns() + ms_to_ns(3 * s_.lease_ms + 5000);
+  std::size_t left = 0;
+  do {
+    try {
+      if (!admin_) admin_.emplace(admin_connection(), name_, prefix_);
+      const Status st = admin_->status();
+      left = st.holders.size() + st.waiters.size();
+      if (left == 0) return 0;
+    } catch (const Error& e) {
+      fmt::print(stderr, "fairsem_stress: status failed: {}\n", e.what());
+    }
+    std::this_thread::sleep_for(milliseconds(50));
+  } while (now_ns() < deadline);
+  return left;
+}
+
+std::vector<std::string> Driver::leftover_keys() {
+  // Only the counter and the stored limit outlive the permits, and keys on their way out (a
+  // TTL): release receipts, and wake lists of waiters promoted after they died. A wake list's TTL
+  // is the lease of the call that promoted, and the admin's status calls (leaked_entries) promote
+  // with SemaphoreAdmin's lease (10 s), longer than this loop waits.
+  const std::string base = prefix_ + ":{" + name_ + "}:";
+  const std::set<std::string> allowed = {base + "counter", base + "meta"};
+  const std::string receipts = base + "released:";
+  const std::string wake_lists = base + "wake:";
+  const std::int64_t deadline = now_ns() + ms_to_ns(3 * s_.lease_ms + 5000);
+  std::vector<std::string> extra;
+  do {
+    extra.clear();
+    expiring_ = 0;
+    try {
+      if (!raw_) raw_.emplace(admin_connection());
+      std::string cursor = "0";
+      do {
+        const auto reply =
+            raw_->command({"SCAN", cursor, "MATCH", prefix_ + ":*", "COUNT", "1000"});
+        cursor = reply.elements.at(0).str;
+        for (const auto& k : reply.elements.at(1).elements) {
+          if (allowed.count(k.str) != 0) continue;
+          if (k.str.rfind(receipts, 0) == 0 || k.str.rfind(wake_lists, 0) == 0) {
+            // -2: it expired between SCAN and PTTL; > 0: on its way out; -1 would be a leak.
+            const long long ttl = raw_->command({"PTTL", k.str}).integer;
+            if (ttl == -2) continue;
+            if (ttl > 0) {
+              ++expiring_;
+              continue;
+            }
+          }
+          extra.push_back(k.str);
+        }
+      } while (cursor != "0");
+      if (extra.empty()) return extra;
+    } catch (const Error& e) {
+      fmt::print(stderr, "fairsem_stress: SCAN failed: {}\n", e.what());
+    }
+    std::this_thread::sleep_for(milliseconds(100));
+  } while (now_ns() < deadline);
+  if (extra.size() > 20) extra.resize(20);  // enough to tell what leaks
+  for (std::string& key : extra) {
+    try {
+      const auto ttl = raw_->command({"PTTL", key}).integer;
+      const auto type = raw_->command({"TYPE", key}).str;
+      std::string items;
+      if (type == "list") {
+        for (const auto& e : raw_->command({"LRANGE", key, "0", "9"}).elements)
+          items += " " + e.str;
+      }
+      key += fmt::format(" ({}, ttl {} ms:{})", type, ttl, items);
+    } catch (const Error&) {
+    }
+  }
+  return extra;
+}
+
+CheckInput Driver::collect() {
+  CheckInput in = input_;
+  for (std::size_t i : proxy_windows_) in.disturbances[i].pids = proxied_pids_;
+  SharedLog& log = shm_->log();
+  const std::uint64_t n = std::min(log.next_record.load(), log.capacity);
+  in.sections.reserve(n);
+  for (std::uint64_t i = 0; i < n; ++i) {
+    Record& r = log.record(i);
+    const auto state = r.state.load(std::memory_order_acquire);
+    if (state == empty) continue;  // reserved by a worker killed before it wrote the record
+    if (state == timed_out) {
+      in.timeouts.push_back({r.units, r.wait_ns, r.deadline_ns, r.enter_ns, r.pid});
+      continue;
+    }
+    Section s;
+    s.token = r.token;
+    s.units = r.units;
+    // More slots than the log keeps can only be more than the units: the checker sees a
+    // slot set that does not match, as it should.
+    const auto kept_slots = [](const std::int64_t* slots, std::int32_t count) {
+      return std::vector<std::int64_t>(slots, slots + std::clamp(count, 0, kMaxUnits));
+    };
+    s.slots = kept_slots(r.slots, r.slot_count);
+    if (r.slot_count > kMaxUnits) s.slots.push_back(-1);
+    s.wait_ns = r.wait_ns;
+    s.enter_ns = r.enter_ns;
+    s.deadline_ns = r.deadline_ns;
+    s.partial_ns = r.partial_ns;
+    if (s.partial_ns != 0) {
+      s.kept = kept_slots(r.kept, r.kept_count);
+      s.partial_failed = r.partial_failed != 0;
+    }
+    s.pid = r.pid;
+    s.mode = static_cast<Mode>(r.mode);
+    s.left = state == left;
+    s.leave_ns = s.left ? r.leave_ns : 0;
+    s.lost = r.lost != 0;
+    in.sections.push_back(s);
+  }
+  return in;
+}
+
+int Driver::finish() {
+  // Thaw and heal everything, then let the workers finish their current step.
+  for (const auto& p : pending_conts_) {
+    // A freeze runs its full length, so that it proves what it is for.
+    while (now_ns() < p.until_ns) std::this_thread::sleep_for(milliseconds(5));
+    input_.stops.push_back({workers_[p.slot].pid, p.stop_ns, now_ns()});
+    ::kill(workers_[p.slot].pid, SIGCONT);
+    workers_[p.slot].stopped = false;
+  }
+  pending_conts_.clear();
+  if (proxy_) proxy_->set_delay(milliseconds(0));
+  shm_->log().stop.store(1);
+  wait_for_workers(now_ns() + ms_to_ns(30'000 + 5 * s_.lease_ms));
+  // Permits of the last killed workers come back too.
+  const std::int64_t reclaim_deadline = now_ns() + ms_to_ns(2 * s_.lease_ms + 2000);
+  while (!reclaiming_.empty() && now_ns() < reclaim_deadline) {
+    track_reclaims();
+    std::this_thread::sleep_for(milliseconds(5));
+  }
+  const std::size_t leaked = leaked_entries() + reclaiming_.size();
+  const auto keys = leftover_keys();
+  const CheckInput checked = collect();
+  const CheckResult result = check(checked);
+
+  for (const auto& f : result.failures) failures_.push_back(f);
+  if (leaked > 0) failures_.push_back(fmt::format("{} permits or waiters left in Redis", leaked));
+  if (!keys.empty()) {
+    failures_.push_back(fmt::format("keys left in Redis: {}", fmt::join(keys, ", ")));
+  }
+  // Redis hands a killed holder's permit on at its lease deadline, at most one lease after the
+  // kill (its last renewal came before it); the bound allows for the status round trip.
+  if (latest_deadline_ns_ > ms_to_ns(s_.lease_ms + 100)) {
+    failures_.push_back(fmt::format(
+        "a killed holder's permit stayed leased until {:.0f} ms after the kill (lease {} ms)",
+        static_cast<double>(latest_deadline_ns_) / 1e6, s_.lease_ms));
+  }
+  for (const auto& kind : enabled_) {
+    if (injected_[kind] == 0) failures_.push_back("fault '" + kind + "' was never injected");
+  }
+  if (enabled("stop") && result.stopped_holders == 0) {
+    failures_.push_back("no SIGSTOP caught a holder inside its critical section");
+  }
+  if (result.grants == 0) failures_.push_back("no permit was granted");
+  print_summary(checked, result, leaked, keys);
+  return failures_.empty() ? 0 : 1;
+}
+
+void Driver::print_summary(const CheckInput& checked, const CheckResult& r, std::size_t leaked,
+                           const std::vector<std::string>& keys) {
+  std::uint64_t acquire_errors = 0, release_errors = 0, rejected = 0, timed_out = 0, lost = 0;
+  for (const ProcessSlot& ps : shm_->log().processes) {
+    acquire_errors += ps.acquire_errors.load();
+    release_errors += ps.release_errors.load();
+    rejected += ps.rejected.load();
+    timed_out += ps.timed_out.load();
+    lost += ps.lost.load();
+  }
+  const auto ms = [](std::int64_t ns) { return static_cast<double>(ns) / 1e6; };
+  std::map<long long, std::size_t> by_units;
+  for (const Section& section : checked.sections) ++by_units[section.units];
+  std::vector<std::string> units_counts;
+  units_counts.reserve(by_units.size());
+  for (const auto& [units, count] : by_units)
+    units_counts.push_back(fmt::format("{}: {}", units, count));
+  fmt::print("\n{:<44} {} (by units {})\n", "grants", r.grants, fmt::join(units_counts, ", "));
+  fmt::print("{:<44} {} ({} failed; {} kept other than the lowest slots)\n", "partial releases",
+             r.partial_releases, r.partial_releases_failed, r.partial_wrong_slots);
+  fmt::print("{:<44} {} in {} permits (limit {}; over the limit {} times)\n",
+             "max units held by valid permits at once", r.max_units, r.max_units_holders, s_.limit,
+             r.over_limit_instants);
+  fmt::print("{:<44} {}\n", "tokens granted twice", r.duplicate_tokens);
+  fmt::print("{:<44} {} of {} (out of range {}, permits' slot sets wrong {})\n",
+             "slot holdings shared by valid permits", r.shared_slots, r.slot_holdings,
+             r.slots_out_of_range, r.bad_slot_sets);
+  fmt::print("{:<44} {}\n", "slot holders whose token did not increase",
+             r.slot_tokens_not_increasing);
+  fmt::print("{:<44} {} of {} checked ({} passed a request for more units)\n",
+             "FIFO violations (blocking waiters)", r.fifo_violations, r.fifo_checked,
+             r.fifo_violations_past_heavier);
+  fmt::print("{:<44} {} of {} checked\n", "timed-out waiters passed by a later request",
+             r.timeouts_overtaken, r.timeouts_checked);
+  fmt::print("{:<44} {} of {} checked\n", "token order violations (all grants)",
+             r.token_order_violations, r.token_order_checked);
+  fmt::print("{:<44} {:.1f} ms (slack {:.0f} ms; {} over 10 ms)\n",
+             "worst order inversion observed", ms(r.worst_inversion_ns), ms(input_.order_slack_ns),
+             r.inversions_over_10ms);
+  fmt::print("{:<44} {}\n", "leaked permits (after every worker stopped)", leaked);
+  fmt::print("{:<44} {} (and {} receipts and wake lists expiring)\n",
+             "keys left besides counter and meta", keys.size(), expiring_);
+  fmt::print("{:<44} {:.0f} ms over {} permits (lease {} ms; Redis lease deadline {:.0f} ms)\n",
+             "longest reclaim of a killed holder's permit", ms(longest_reclaim_ns_), reclaims_,
+             s_.lease_ms, ms(latest_deadline_ns_));
+  fmt::print("{:<44} {} ({} saw lost(), {} passed on; {} later grants with an older token)\n",
+             "holders frozen past their lease", r.stopped_holders,
+             r.stopped_holders - r.stopped_holders_not_lost, r.stopped_holders_passed_on,
+             r.stopped_holders_token_not_older);
+  fmt::print("{:<44} rejected {}, timed out {}, errors {}, release errors {}, lost {}\n",
+             "other outcomes", rejected, timed_out, acquire_errors, release_errors, lost);
+  fmt::print("{:<44} {:.0f} ms\n", "longest Redis restart (SIGKILL to answering)",
+             ms(longest_restart_ns_));
+  fmt::print("faults injected:");
+  for (const auto& kind : kFaultKinds) {
+    if (enabled(kind)) fmt::print(" {} {}", kind, injected_[kind]);
+  }
+  if (proxy_) {
+    fmt::print(" (proxy: {} cuts, {} connections blackholed)", proxy_->cuts(),
+               proxy_->blackholed());
+  }
+  fmt::print("\n");
+  if (failures_.empty()) {
+    fmt::print("RESULT: ok\n");
+  } else {
+    for (const auto& f : failures_) fmt::print("FAILED: {}\n", f);
+    for (const auto& d : r.details) fmt::print("{}\n", d);
+  }
+}
+
+}  // namespace fairsem::stress

@@ -1,0 +1,246 @@
+// The stress harness's worker process: its threads loop acquire -> critical section ->
+// release, logging every critical section and every timed wait that gave up to the shared log.
+
+#include "stress_worker.hpp"
+
+#include <signal.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <optional>
+#include <random>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "checker.hpp"
+#include "fairsem/fairsem.hpp"
+#include "shared_log.hpp"
+
+namespace fairsem::stress {
+namespace {
+
+// --- the worker -------------------------------------------------------------------------------
+
+ConnectionOptions worker_connection(const std::string& url) {
+  ConnectionOptions c = ConnectionOptions::from_url(url);
+  c.connect_timeout = milliseconds(500);
+  c.command_timeout = milliseconds(1000);
+  c.reconnect_attempts = 10;
+  c.reconnect_backoff_min = milliseconds(10);
+  c.reconnect_backoff_max = milliseconds(200);
+  return c;
+}
+
+/// Takes the next record; null (and the run ends) when the log is full.
+Record* next_record(SharedLog& log) {
+  const std::uint64_t i = log.next_record.fetch_add(1);
+  if (i >= log.capacity) {
+    log.full.store(1);
+    log.stop.store(1);
+    return nullptr;
+  }
+  return &log.record(i);
+}
+
+/// A partial release of `back` units, logged: the instant the holder stops using them, and
+/// the slots it kept (as it means to keep them, the lowest, until the permit says which).
+void give_back(Record& r, ProcessSlot& ps, Permit& permit, const std::vector<long long>& slots,
+               long long back) {
+  const auto keep =
+      std::min(slots.size(), static_cast<std::size_t>(std::max(0LL, permit.count() - back)));
+  const auto write_kept = [&r](const std::vector<long long>& kept, std::size_t n) {
+    r.kept_count = static_cast<std::int32_t>(n);
+    std::copy_n(kept.begin(), std::min<std::size_t>(n, kMaxUnits), r.kept);
+  };
+  write_kept(slots, keep);
+  // If the process dies in the call (a blackholed connection holds it there for seconds), its
+  // lease, renewed by nobody meanwhile, may run out in Redis before the kill.
+  r.deadline_ns = to_ns(permit.deadline());
+  r.partial_ns = now_ns();
+  // Logged before the call: once it reaches Redis the slots may pass on at once, and a SIGKILL
+  // may come before it returns.
+  std::atomic_signal_fence(std::memory_order_seq_cst);
+  try {
+    (void)permit.release(back);
+  } catch (const Error&) {
+    r.partial_failed = 1;
+    ps.release_errors.fetch_add(1);
+    return;
+  }
+  if (permit.held()) {
+    const std::vector<long long> kept = permit.slots();
+    write_kept(kept, kept.size());
+  }
+  r.deadline_ns = to_ns(permit.deadline());
+}
+
+/// One request of a worker thread.
+struct Request {
+  Mode mode = Mode::acquire;
+  long long units = 1;
+  milliseconds timeout{0};  // try_acquire_for
+  std::int64_t wait_ns = 0;
+};
+
+std::optional<Permit> ask(FairSemaphore& sem, const Request& req) {
+  switch (req.mode) {
+    case Mode::try_acquire:
+      return sem.try_acquire(req.units);
+    case Mode::try_acquire_for:
+      return sem.try_acquire_for(req.units, req.timeout);
+    case Mode::acquire:
+      break;
+  }
+  return sem.acquire(req.units);
+}
+
+/// Logs a try_acquire_for that gave up: it was queued all that time, and the checker makes sure
+/// nobody who asked later got in meanwhile. False when the log is full.
+bool log_timeout(SharedLog& log, const Request& req, std::int64_t end_ns) {
+  Record* r = next_record(log);
+  if (r == nullptr) return false;
+  r->units = static_cast<std::int32_t>(req.units);
+  r->wait_ns = req.wait_ns;
+  r->enter_ns = end_ns;
+  r->deadline_ns = req.wait_ns + ms_to_ns(req.timeout.count());
+  r->pid = static_cast<std::int32_t>(::getpid());
+  r->mode = static_cast<std::uint8_t>(req.mode);
+  r->state.store(timed_out, std::memory_order_release);
+  return true;
+}
+
+/// The critical section of a granted permit, logged: enter, hold (sometimes giving units back
+/// half way through), leave, release. False when the log is full (the permit is then released
+/// by its destructor).
+bool hold(SharedLog& log, ProcessSlot& ps, ThreadSlot& ts, Permit& permit, const Request& req,
+          std::mt19937_64& rng) {
+  const Config& cfg = log.config;
+  Record* record = next_record(log);
+  if (record == nullptr) return false;
+  Record& r = *record;
+  r.token = permit.fencing_token();
+  r.units = static_cast<std::int32_t>(req.units);
+  const std::vector<long long> slots = permit.slots();
+  r.slot_count = static_cast<std::int32_t>(slots.size());
+  std::copy_n(slots.begin(), std::min<std::size_t>(slots.size(), kMaxUnits), r.slots);
+  r.wait_ns = req.wait_ns;
+  r.enter_ns = now_ns();
+  r.deadline_ns = to_ns(permit.deadline());
+  r.pid = static_cast<std::int32_t>(::getpid());
+  r.mode = static_cast<std::uint8_t>(req.mode);
+  r.state.store(entered, std::memory_order_release);
+  copy_string(ts.permit_id, kIdBytes, permit.id());
+  ts.token.store(permit.fencing_token());
+  ts.state.store(holding);
+
+  const auto held_for =
+      std::chrono::microseconds(rng() % static_cast<std::uint64_t>(cfg.hold_us + 1));
+  if (req.units >= 2 && static_cast<int>(rng() % 100) < cfg.partial_percent) {
+    // Half way through, give back some units (the permit's highest slots) and go on with the
+    // rest.
+    std::this_thread::sleep_for(held_for / 2);
+    give_back(r, ps, permit, slots, 1 + static_cast<long long>(rng() % (req.units - 1)));
+    std::this_thread::sleep_for(held_for - held_for / 2);
+  } else if (held_for.count() > 0) {
+    std::this_thread::sleep_for(held_for);
+  }
+
+  r.leave_ns = now_ns();
+  r.lost = permit.lost() ? 1 : 0;
+  r.deadline_ns = to_ns(permit.deadline());
+  r.state.store(left, std::memory_order_release);
+  ts.state.store(idle);
+  try {
+    (void)permit.release();
+  } catch (const Error&) {
+    ps.release_errors.fetch_add(1);
+  }
+  return true;
+}
+
+void worker_thread(SharedLog& log, ProcessSlot& ps, ThreadSlot& ts, FairSemaphore& sem,
+                   std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  const Config& cfg = log.config;
+  while (log.stop.load() == 0) {
+    Request req;
+    const auto pick = rng() % 10;
+    req.mode = pick < 4 ? Mode::acquire : pick < 7 ? Mode::try_acquire : Mode::try_acquire_for;
+    req.timeout = milliseconds(rng() % static_cast<std::uint64_t>(cfg.max_timeout_ms + 1));
+    req.units = cfg.weights[rng() % static_cast<std::uint64_t>(cfg.weight_count)];
+    ts.state.store(waiting);
+    req.wait_ns = now_ns();
+    std::optional<Permit> permit;
+    try {
+      permit = ask(sem, req);
+    } catch (const Error&) {
+      // Redis restarting, a connection cut or blackholed, an eviction: count and go on.
+      ps.acquire_errors.fetch_add(1);
+      ts.state.store(idle);
+      std::this_thread::sleep_for(milliseconds(10));
+      continue;
+    }
+    if (!permit) {
+      const std::int64_t end_ns = now_ns();
+      ts.state.store(idle);
+      if (req.mode == Mode::try_acquire) {
+        ps.rejected.fetch_add(1);
+      } else {
+        ps.timed_out.fetch_add(1);
+        if (!log_timeout(log, req, end_ns)) break;
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(rng() % 500));
+      continue;
+    }
+    if (!hold(log, ps, ts, *permit, req, rng)) break;
+  }
+  ts.state.store(idle);
+}
+
+}  // namespace
+
+int worker_main(int log_fd, int slot, const std::string& url) {
+  // Never outlive the driver, however it ends.
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() == 1) return 1;
+  SharedMapping mapping(log_fd);
+  SharedLog& log = mapping.log();
+  ProcessSlot& ps = log.processes[slot];
+  const Config& cfg = log.config;
+
+  SemaphoreOptions options;
+  options.limit = cfg.limit;
+  options.lease = milliseconds(cfg.lease_ms);
+  options.key_prefix = cfg.key_prefix;
+  options.on_lost = [&ps](const std::string&, const std::string&) { ps.lost.fetch_add(1); };
+  // Failed releases and renewals are expected under faults; on_lost and the counters say enough.
+  options.logger = [](LogLevel, std::string_view) {};
+  std::optional<FairSemaphore> sem;
+  while (!sem && log.stop.load() == 0) {
+    try {
+      sem.emplace(worker_connection(url), cfg.name, options);
+    } catch (const ConnectionError&) {
+      std::this_thread::sleep_for(milliseconds(20));  // Redis is restarting
+    } catch (const ReplyError&) {
+      std::this_thread::sleep_for(milliseconds(20));  // e.g. LOADING after a restart
+    }
+  }
+  std::vector<std::thread> threads;
+  std::random_device rd;
+  for (int t = 0; sem && t < cfg.threads; ++t) {
+    const std::uint64_t seed = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
+    threads.emplace_back(worker_thread, std::ref(log), std::ref(ps), std::ref(ps.threads[t]),
+                         std::ref(*sem), seed);
+  }
+  ps.ready.store(1);
+  for (auto& t : threads) t.join();
+  return 0;
+}
+
+}  // namespace fairsem::stress
