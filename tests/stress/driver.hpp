@@ -148,10 +148,9 @@ class Driver {
   /// Redis hands it on (bounded above by the status reply's arrival + its lease_left).
   std::int64_t latest_deadline_ns_ = 0;
   std::size_t reclaims_ = 0;
-  std::size_t expiring_ = 0;                // receipts and wake lists left with a TTL
+  std::size_t expiring_ = 0;  // release receipts and wake lists still expiring at the end
   std::vector<std::size_t> proxy_windows_;  // indexes into input_.disturbances
-  std::vector<int> proxied_pids_;  // every worker that ever used the proxy  // release receipts
-                                   // still expiring at the end
+  std::vector<int> proxied_pids_;           // every worker that ever used the proxy
   std::optional<SemaphoreAdmin> admin_;
   std::optional<detail::Connection> raw_;
   std::vector<std::string> bag_;  // fault kinds still to inject in this round

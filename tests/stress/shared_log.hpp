@@ -1,7 +1,7 @@
 #pragma once
 
-// The observer's shared memory: a file in /dev/shm that the driver creates and every worker
-// process maps. Workers write one Record per critical section (not through the library, not
+// The observer's shared memory: a memfd that the driver creates and every worker process
+// inherits and maps. Workers write one Record per critical section (not through the library, not
 // through Redis); the driver reads them, and each thread's current state, to aim its faults.
 
 #include <atomic>
