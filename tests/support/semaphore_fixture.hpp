@@ -1,7 +1,8 @@
 #pragma once
 
 // What the semaphore tests share: a fixture with a unique key prefix, an admin connection and
-// helpers to read the semaphore's keys, and BackgroundWaiter, an acquire on a thread of its own.
+// helpers to read the semaphore's keys; SemaphoreTest, the fixture of the suite spread over
+// integration/semaphore_*test.cpp; and BackgroundWaiter, an acquire on a thread of its own.
 
 #include <gtest/gtest.h>
 
@@ -78,6 +79,10 @@ class SemaphoreFixture : public ::testing::Test {
   std::string prefix_ = test::unique_prefix();
   detail::Connection admin_{redis_options()};
 };
+
+/// The fixture of the SemaphoreTest suite, whose tests are split over several files: one class
+/// with external linkage, since GoogleTest requires every test of a suite to use the same one.
+class SemaphoreTest : public SemaphoreFixture {};
 
 /// An acquire (try_acquire_for, 20 s) of `units` on a thread of its own.
 struct BackgroundWaiter {
