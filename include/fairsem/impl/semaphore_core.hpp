@@ -172,7 +172,7 @@ struct InFlight {
   std::condition_variable cv;
   std::unordered_map<AsyncAcquire*, std::shared_ptr<AsyncAcquire>> pending;
   std::size_t steps = 0;
-  bool closing = false;  // close() ran: new requests are refused
+  bool closing = false;  // snapshot(true) ran: new requests are refused
 
   /// Counts one step for its lifetime.
   class Step {
