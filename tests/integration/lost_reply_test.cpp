@@ -30,6 +30,7 @@
 
 #include "cutting_proxy.hpp"
 #include "proxied_redis.hpp"
+#include "script_command.hpp"
 #include "test_env.hpp"
 #include "wait.hpp"
 
@@ -47,6 +48,7 @@ using fairsem::detail::Connection;
 using fairsem::detail::Reply;
 using fairsem::test::CuttingProxy;
 using fairsem::test::redis_options;
+using fairsem::test::script_command;
 using fairsem::test::unique_prefix;
 using fairsem::test::wait_until;
 using ::testing::Contains;
@@ -108,7 +110,7 @@ struct BackgroundWaiter {
   ScopedThread runner;  // last: joined before the results above are destroyed
 };
 
-/// Holds back every write command (EVALSHA of the semaphore script included) while it lives.
+/// Holds back every write command (the semaphore's FCALL or EVALSHA included) while it lives.
 class PausedWrites {
  public:
   explicit PausedWrites(Connection& admin) : admin_(admin) {
@@ -235,12 +237,14 @@ class LostReplyTest : public ::testing::Test {
     for (const std::string& id : now) EXPECT_THAT(killed, Not(Contains(id)));
   }
 
-  /// The id of a client blocked in EVALSHA (postponed by CLIENT PAUSE), or "" if none is.
-  std::string client_blocked_in_evalsha() {
+  /// The id of a client blocked in a script call, FCALL or EVALSHA (postponed by CLIENT
+  /// PAUSE), or "" if none is.
+  std::string client_blocked_in_script() {
     std::istringstream lines(admin_.command({"CLIENT", "LIST", "TYPE", "normal"}).str);
     for (std::string line; std::getline(lines, line);) {
-      if (line.find(" flags=b ") != std::string::npos &&
-          line.find(" cmd=evalsha ") != std::string::npos && line.rfind("id=", 0) == 0) {
+      const bool in_script = line.find(" cmd=evalsha ") != std::string::npos ||
+                             line.find(" cmd=fcall ") != std::string::npos;
+      if (line.find(" flags=b ") != std::string::npos && in_script && line.rfind("id=", 0) == 0) {
         return line.substr(3, line.find(' ') - 3);
       }
     }
@@ -248,9 +252,9 @@ class LostReplyTest : public ::testing::Test {
   }
 
   /// Runs `call` on a thread while writes are paused, kills its connection once it is blocked
-  /// in EVALSHA (the script then runs when the pause ends, its reply going nowhere), and
+  /// in a script call (the script then runs when the pause ends, its reply going nowhere), and
   /// returns what `call` threw ("" if nothing).
-  std::string with_connection_killed_in_evalsha(const std::function<void()>& call) {
+  std::string with_connection_killed_in_script(const std::function<void()>& call) {
     std::string error;
     ScopedThread caller;  // declared first: joined after the pause has ended
     PausedWrites pause(admin_);
@@ -262,8 +266,8 @@ class LostReplyTest : public ::testing::Test {
       }
     });
     std::string id;
-    if (!wait_until([&] { return !(id = client_blocked_in_evalsha()).empty(); })) {
-      return "no client was ever blocked in EVALSHA";  // the pause ends, the thread is joined
+    if (!wait_until([&] { return !(id = client_blocked_in_script()).empty(); })) {
+      return "no client was ever blocked in a script call";  // the pause ends, the thread is joined
     }
     EXPECT_EQ(admin_.command({"CLIENT", "KILL", "ID", id}).integer, 1);
     pause.end();
@@ -306,7 +310,7 @@ TEST_F(LostReplyTest, TryAcquireWhoseReplyIsLostReturnsTheSamePermit) {
   FairSemaphore sem(through(proxy), kName, options(2));
   ASSERT_EQ(proxy.accepts(), 1u);
 
-  proxy.cut_reply_to("EVALSHA", "acquire");
+  proxy.cut_reply_to(script_command(admin_), "acquire");
   std::optional<Permit> permit = sem.try_acquire();
   ASSERT_TRUE(permit.has_value());
   expect_acquire_reply_was_cut(proxy, *permit);
@@ -323,7 +327,7 @@ TEST_F(LostReplyTest, AcquireWhoseReplyIsLostReturnsTheSamePermit) {
   FairSemaphore sem(through(proxy), kName, options(2));
   ASSERT_EQ(proxy.accepts(), 1u);
 
-  proxy.cut_reply_to("EVALSHA", "acquire");
+  proxy.cut_reply_to(script_command(admin_), "acquire");
   Permit permit = sem.acquire();
   ASSERT_TRUE(permit.held());
   expect_acquire_reply_was_cut(proxy, permit);
@@ -340,7 +344,7 @@ TEST_F(LostReplyTest, AWeightedAcquireAndAPartialReleaseWhoseRepliesAreLostHappe
   CuttingProxy proxy(upstream_port());
   FairSemaphore sem(through(proxy), kName, options(4));
 
-  proxy.cut_reply_to("EVALSHA", "acquire");
+  proxy.cut_reply_to(script_command(admin_), "acquire");
   Permit permit = sem.acquire(3);
   ASSERT_TRUE(permit.held());
   EXPECT_FALSE(proxy.armed());
@@ -350,7 +354,7 @@ TEST_F(LostReplyTest, AWeightedAcquireAndAPartialReleaseWhoseRepliesAreLostHappe
   EXPECT_EQ(permit.slots(), (std::vector<long long>{0, 1, 2}));
   expect_sole_holder(permit);
 
-  proxy.cut_reply_to("EVALSHA", "keep");
+  proxy.cut_reply_to(script_command(admin_), "keep");
   EXPECT_EQ(permit.release(2), ReleaseResult::released);
   ASSERT_EQ(proxy.cuts(), 2u);
   EXPECT_EQ(permit.slots(), (std::vector<long long>{0}));
@@ -366,7 +370,7 @@ TEST_F(LostReplyTest, CallerChosenPermitIdSurvivesALostAcquireReply) {
   opts.permit_id = "job-42";
   FairSemaphore sem(through(proxy), kName, opts);
 
-  proxy.cut_reply_to("EVALSHA", "acquire");
+  proxy.cut_reply_to(script_command(admin_), "acquire");
   std::optional<Permit> permit = sem.try_acquire_for(kWait);
   ASSERT_TRUE(permit.has_value());
   EXPECT_EQ(permit->id(), "job-42");
@@ -421,7 +425,7 @@ TEST_F(LostReplyTest, ReleaseWhoseReplyIsLostReportsReleasedAndPromotesTheWaiter
   std::optional<Permit>& granted = waiter.granted;
   ASSERT_TRUE(wait_until([&] { return owners().size() == 2; })) << "the waiter never queued";
 
-  proxy.cut_reply_to("EVALSHA", "release");
+  proxy.cut_reply_to(script_command(admin_), "release");
   EXPECT_EQ(held->release(), ReleaseResult::released);
   EXPECT_FALSE(held->lost());
   waiter.join();
@@ -496,13 +500,13 @@ TEST_F(LostReplyTest, RetriedReleaseOfAnExpiredPermitReportsExpired) {
 TEST_F(LostReplyTest, ConnectionsKilledWhileTheScriptIsInFlightGrantNothingTwice) {
   FairSemaphore sem(redis_options(), kName, options(2));
   std::optional<Permit> permit;
-  ASSERT_EQ(with_connection_killed_in_evalsha([&] { permit = sem.try_acquire(); }), "");
+  ASSERT_EQ(with_connection_killed_in_script([&] { permit = sem.try_acquire(); }), "");
   ASSERT_TRUE(permit.has_value());
   EXPECT_EQ(permit->fencing_token(), 1);
   expect_sole_holder(*permit);
 
   std::optional<ReleaseResult> released;
-  ASSERT_EQ(with_connection_killed_in_evalsha([&] { released = permit->release(); }), "");
+  ASSERT_EQ(with_connection_killed_in_script([&] { released = permit->release(); }), "");
   EXPECT_EQ(released, ReleaseResult::released);
   EXPECT_THAT(owners(), IsEmpty());
   EXPECT_EQ(counter(), 1);

@@ -78,7 +78,7 @@ TEST(ScriptTest, KeysAndArgumentsReachTheScriptBinarySafe) {
   const std::string body = "redis.call('SET', KEYS[1], ARGV[1]); return redis.call('GET', KEYS[1])";
   Connection admin(redis_options());
   const std::string sha = admin.command({"SCRIPT", "LOAD", body}).str;
-  const Script echo{"echo_test", body, sha};
+  const Script echo{"echo_test", body, sha, nullptr, {}};
   const std::string value("x\0y\r\nz", 6);
   EXPECT_EQ(c.eval(echo, {unique_prefix()}, {value}).str, value);
 }
@@ -90,7 +90,7 @@ TEST(ScriptTest, ScriptErrorIsAReplyErrorNamingTheScript) {
   const std::string body = "return redis.call('ZADD', KEYS[1], 1, 'm')";
   Connection admin(redis_options());
   const std::string sha = admin.command({"SCRIPT", "LOAD", body}).str;
-  const Script wrong{"zadd_test", body, sha};
+  const Script wrong{"zadd_test", body, sha, nullptr, {}};
   try {
     c.eval(wrong, {key}, {});
     FAIL();

@@ -48,7 +48,7 @@ TEST_F(SemaphoreTest, HolderKeepsItsPermitThroughBatchedRenewals) {
     ASSERT_FALSE(outsider.try_acquire()) << "a permit expired while its holder renewed it";
     std::this_thread::sleep_for(lease / 4);  // the workload: holding for 5 leases
   }
-  const long long renewals = calls("evalsha") - outsider_tries;
+  const long long renewals = script_calls() - outsider_tries;
   const auto elapsed = std::chrono::steady_clock::now() - start;
   for (const Permit& p : permits) EXPECT_FALSE(p.lost());
   const long long intervals = elapsed / o.effective_renew_interval();

@@ -36,11 +36,21 @@ using test::redis_options;
 using test::SemaphoreTest;
 using test::wait_until;
 
-/// True for the SHA1 of one of the semaphore's scripts (one per operation).
-bool is_semaphore_script(const std::string& sha) {
+/// True for the handle of one of the semaphore's scripts (one per operation): its SHA1
+/// (EVALSHA) or its function's name (FCALL).
+bool is_semaphore_script(const std::string& handle) {
   return std::any_of(detail::scripts::semaphore_scripts.begin(),
-                     detail::scripts::semaphore_scripts.end(),
-                     [&](const detail::Script* script) { return script->sha1 == sha; });
+                     detail::scripts::semaphore_scripts.end(), [&](const detail::Script* script) {
+                       return script->sha1 == handle || script->function == handle;
+                     });
+}
+
+/// True for a command name that runs a script: EVALSHA or FCALL, as SLOWLOG records it.
+bool is_script_call(const std::string& command) {
+  for (const char* name : {"EVALSHA", "evalsha", "FCALL", "fcall"}) {
+    if (command == name) return true;
+  }
+  return false;
 }
 
 TEST_F(SemaphoreTest, GrantsUpToTheLimitAndNoMore) {
@@ -176,13 +186,15 @@ TEST_F(SemaphoreTest, OneScriptCallPerAcquireAndRelease) {
   admin_.command({"CONFIG", "RESETSTAT"});
   auto p = sem.try_acquire();
   ASSERT_TRUE(p);
-  EXPECT_EQ(1, calls("evalsha"));
+  EXPECT_EQ(1, script_calls());
   p->release();
-  EXPECT_EQ(2, calls("evalsha"));
+  EXPECT_EQ(2, script_calls());
   Permit q = sem.acquire();
-  EXPECT_EQ(3, calls("evalsha"));
+  EXPECT_EQ(3, script_calls());
   q.release();
-  EXPECT_EQ(4, calls("evalsha"));
+  EXPECT_EQ(4, script_calls());
+  // All of them functions where the server has them, all scripts where it has not.
+  EXPECT_EQ(0, calls(has_functions() ? "evalsha" : "fcall"));
   EXPECT_EQ(0, calls("eval"));
   EXPECT_EQ(0, calls("brpop"));
 }
@@ -221,8 +233,7 @@ TEST_F(SemaphoreTest, ReleaseWakesExactlyThePromotedWaiter) {
   std::vector<std::string> operations;  // the semaphore script's operations, in order
   for (const Reply& entry : admin_.command({"SLOWLOG", "GET", "-1"}).elements) {
     const auto& argv = entry.elements.at(3).elements;
-    if (argv.size() > 4 && (argv[0].str == "EVALSHA" || argv[0].str == "evalsha") &&
-        is_semaphore_script(argv[1].str)) {
+    if (argv.size() > 4 && is_script_call(argv[0].str) && is_semaphore_script(argv[1].str)) {
       operations.push_back(argv[3 + std::stoul(argv[2].str)].str);
     }
   }
@@ -263,7 +274,7 @@ TEST_F(SemaphoreTest, TimedOutWaitLeavesNothingBehind) {
   // A deadline already passed behaves as try_acquire: no queueing at all.
   admin_.command({"CONFIG", "RESETSTAT"});
   EXPECT_FALSE(sem.try_acquire_until(std::chrono::system_clock::now() - 1s));
-  EXPECT_EQ(1, calls("evalsha"));
+  EXPECT_EQ(1, script_calls());
 }
 
 // Behaviour 11: a waiter that gives up just after being promoted passes the permit on.

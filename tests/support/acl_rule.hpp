@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "fairsem/impl/connection.hpp"
+#include "script_command.hpp"
 #include "words.hpp"
 
 namespace fairsem::test {
@@ -19,6 +20,8 @@ namespace fairsem::test {
 ///   client-side:  EVALSHA, SCRIPT LOAD (after NOSCRIPT), BRPOP (a waiter's wake list),
 ///                 SELECT (only sent for a /db other than 0);
 ///   in scripts:   TIME and the string, hash, list and sorted-set commands of src/lua/semaphore/.
+/// With it alone, a server with functions sees fairsem fall back to EVALSHA (one denied FCALL
+/// per connection); kFairsemFunctionsAclRule adds what the function library needs.
 inline constexpr std::string_view kFairsemAclRule =
     "resetchannels ~fairsem:* "
     "+evalsha +script|load +brpop +select "
@@ -28,12 +31,29 @@ inline constexpr std::string_view kFairsemAclRule =
     "+zadd +zrem +zrank +zscore +zcard +zrange +zrangebyscore +zremrangebyscore +zpopmin "
     "+zinterstore";
 
+/// Added to kFairsemAclRule on a server with functions (Redis 7+; Redis 6.2 refuses these
+/// names): FCALL, and FUNCTION LOAD when the library is missing.
+inline constexpr std::string_view kFairsemFunctionsAclRule = "+fcall +function|load";
+
+/// The whole rule for the server `admin` is connected to.
+inline std::string fairsem_acl_rule(detail::Connection& admin) {
+  std::string rule(kFairsemAclRule);
+  if (has_functions(admin)) rule.append(" ").append(kFairsemFunctionsAclRule);
+  return rule;
+}
+
 /// Creates (or replaces) `user` with `password` and `rule` through an admin connection.
 inline void set_acl_user(detail::Connection& admin, const std::string& user,
-                         const std::string& password, std::string_view rule = kFairsemAclRule) {
+                         const std::string& password, std::string_view rule) {
   std::vector<std::string> words = {"ACL", "SETUSER", user, "reset", "on", ">" + password};
   for (std::string& w : split_words(rule)) words.push_back(std::move(w));
   admin.command(detail::Args(words.begin(), words.end()));
+}
+
+/// As above, with fairsem_acl_rule(admin).
+inline void set_acl_user(detail::Connection& admin, const std::string& user,
+                         const std::string& password) {
+  set_acl_user(admin, user, password, fairsem_acl_rule(admin));
 }
 
 }  // namespace fairsem::test

@@ -20,6 +20,7 @@
 #include "fairsem/fairsem.hpp"
 #include "fairsem/impl/connection.hpp"
 #include "fairsem/impl/scripts.hpp"
+#include "script_command.hpp"
 #include "test_env.hpp"
 
 namespace fairsem::test {
@@ -52,6 +53,10 @@ class SemaphoreFixture : public ::testing::Test {
     if (at == std::string::npos) return 0;
     return std::stoll(info.substr(at + tag.size()));
   }
+  /// Calls of the semaphore's scripts since the last CONFIG RESETSTAT: FCALL (Redis 7+) or
+  /// EVALSHA (Redis 6.2, or a connection that fell back to it).
+  long long script_calls() { return calls("fcall") + calls("evalsha"); }
+  bool has_functions() { return test::has_functions(admin_); }
   /// Every key of this test with its type and content, to prove that something changed
   /// nothing.
   std::map<std::string, std::string> snapshot() {

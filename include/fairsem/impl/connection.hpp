@@ -83,9 +83,20 @@ class Connection {
   /// returned as Reply::Type::error elements, not thrown, so every reply is seen.
   std::vector<Reply> pipeline(const std::vector<Args>& commands);
 
-  /// Runs `script` with EVALSHA. If the server has lost it (NOSCRIPT, e.g. after SCRIPT FLUSH
-  /// or a restart), loads it with SCRIPT LOAD and retries once.
+  /// Runs `script`: with FCALL when it has a function library (Redis 7+), else with EVALSHA.
+  /// Code the server lacks (after a flush, a restart, on a new master) is loaded, FUNCTION LOAD
+  /// or SCRIPT LOAD, and the call sent once more. When FCALL is unknown or refused (Redis 6,
+  /// an ACL without FCALL or FUNCTION LOAD), the script runs with EVALSHA instead, and so does
+  /// every later script on this connection.
   Reply eval(const Script& script, const Args& keys, const Args& args);
+  /// False once this connection has fallen back from functions to EVALSHA (see eval()).
+  bool runs_functions() const noexcept { return functions_; }
+  /// FUNCTION LOAD of `library`: true when it is on the server now (loaded, or there already),
+  /// false when the server refused or cannot take it (then EVALSHA it is); throws ReplyError
+  /// for any other error reply.
+  bool load_library(const Library& library);
+  /// SCRIPT LOAD, checking the SHA1 the server computed.
+  void load(const Script& script);
 
   /// True once an I/O error or timeout has made the socket unusable.
   bool broken() const noexcept { return !ctx_ || broken_; }
@@ -117,8 +128,6 @@ class Connection {
   Reply exchange(const Args& argv, std::chrono::milliseconds timeout, const Script* script);
   /// One command on this socket as it is (no redirection), with `timeout` for the reply.
   Reply roundtrip(const Args& argv, std::chrono::milliseconds timeout);
-  /// SCRIPT LOAD, checking the SHA1 the server computed.
-  void load(const Script& script);
   /// An ASK redirection: ASKING and the command once on `node` (NOSCRIPT reloaded there).
   Reply ask(const NodeAddress& node, const Args& argv, std::chrono::milliseconds timeout,
             const Script* script);
@@ -147,7 +156,8 @@ class Connection {
   bool last_reply_elsewhere_ = false;
   ContextPtr ctx_;
   bool broken_ = false;
-  std::shared_ptr<const TlsConfig> tls_;                    // null: plaintext
+  bool functions_ = true;                 // FCALL for scripts that have a function (see eval())
+  std::shared_ptr<const TlsConfig> tls_;  // null: plaintext
   std::shared_ptr<std::atomic<std::uint64_t>> reconnects_;  // null: not counted
 };
 

@@ -2,7 +2,8 @@
 
 // Connection::command() and eval(): one command sent where it runs. MOVED, ASK and a demoted
 // master's READONLY/UNBLOCKED are followed (up to kMaxRedirects hops) with the Discovery's help,
-// and a script the server lost (NOSCRIPT) is loaded again with SCRIPT LOAD and run once more.
+// and code the server lacks is loaded and run once more: a script (NOSCRIPT) with SCRIPT LOAD,
+// a function library ("Function not found") with FUNCTION LOAD.
 
 #include <fmt/format.h>
 #include "fairsem/impl/config.hpp"
@@ -30,6 +31,25 @@ FAIRSEM_INLINE void Connection::load(const Script& script) {
   }
 }
 
+FAIRSEM_INLINE bool Connection::load_library(const Library& library) {
+  Reply loaded = roundtrip({"FUNCTION", "LOAD", library.body}, options_.command_timeout);
+  if (!loaded.is_error()) return true;
+  // Named by its content: a library of that name that is there already is this one.
+  if (starts_with(loaded.str, "ERR Library") &&
+      loaded.str.find("already exists") != std::string::npos) {
+    return true;
+  }
+  // The user may not load functions, or this server cannot compile them: scripts will do.
+  if (starts_with(loaded.str, "NOPERM") || starts_with(loaded.str, "ERR unknown") ||
+      starts_with(loaded.str, "ERR Error registering functions") ||
+      starts_with(loaded.str, "ERR Error compiling function")) {
+    return false;
+  }
+  throw ReplyError(fmt::format("fairsem: FUNCTION LOAD of {} on {} failed: {}", library.name,
+                               endpoint_, loaded.str),
+                   loaded.str);
+}
+
 namespace redirection_helpers {
 
 // Redirections followed for one command before its last error reply is returned as it is.
@@ -42,6 +62,40 @@ FAIRSEM_INLINE bool is_demoted(std::string_view error) {
          error.find("READONLY You can't write") != std::string_view::npos;
 }
 
+/// After `reply` to `argv` (a script's EVALSHA or FCALL), loads the code the server on `conn`
+/// lacks: true when it is there now, so that the command can run again.
+FAIRSEM_INLINE bool reload(Connection& conn, const Args& argv, const Reply& reply,
+                           const Script* script) {
+  if (script == nullptr || !reply.is_error()) return false;
+  if (argv[0] == "FCALL") {
+    return starts_with(reply.str, "ERR Function not found") && script->library != nullptr &&
+           conn.load_library(*script->library);
+  }
+  if (!starts_with(reply.str, "NOSCRIPT")) return false;
+  conn.load(*script);
+  return true;
+}
+
+/// An FCALL error reply after which the connection runs scripts instead: FCALL unknown
+/// (Redis < 7) or refused (ACL), or the library not there and not loadable.
+FAIRSEM_INLINE bool without_functions(std::string_view error) {
+  return starts_with(error, "ERR unknown command") || starts_with(error, "NOPERM") ||
+         starts_with(error, "ERR Function not found");
+}
+
+/// `command` (EVALSHA or FCALL) `handle` numkeys keys... args...
+FAIRSEM_INLINE Args script_call(std::string_view command, std::string_view handle, const Args& keys,
+                                const Args& args, const std::string& numkeys) {
+  Args argv;
+  argv.reserve(3 + keys.size() + args.size());
+  argv.push_back(command);
+  argv.push_back(handle);
+  argv.push_back(numkeys);
+  argv.insert(argv.end(), keys.begin(), keys.end());
+  argv.insert(argv.end(), args.begin(), args.end());
+  return argv;
+}
+
 }  // namespace redirection_helpers
 
 FAIRSEM_INLINE Reply Connection::exchange(const Args& argv, std::chrono::milliseconds timeout,
@@ -51,9 +105,8 @@ FAIRSEM_INLINE Reply Connection::exchange(const Args& argv, std::chrono::millise
   for (int hop = 0;; ++hop) {
     Reply reply = roundtrip(argv, timeout);
     if (!reply.is_error()) return reply;
-    if (script != nullptr && !reloaded && starts_with(reply.str, "NOSCRIPT")) {
-      // The server lost the script (SCRIPT FLUSH, a restart, a new master): load it, once.
-      load(*script);
+    if (!reloaded && redirection_helpers::reload(*this, argv, reply, script)) {
+      // The server lost the code (a flush, a restart, a new master): loaded again, once.
       reloaded = true;
       --hop;
       continue;
@@ -92,10 +145,7 @@ FAIRSEM_INLINE Reply Connection::ask(const NodeAddress& node, const Args& argv,
     return asked.roundtrip(argv, timeout);
   };
   Reply reply = once();
-  if (script != nullptr && reply.is_error() && starts_with(reply.str, "NOSCRIPT")) {
-    asked.load(*script);
-    reply = once();
-  }
+  if (redirection_helpers::reload(asked, argv, reply, script)) reply = once();
   return reply;
 }
 
@@ -116,15 +166,20 @@ FAIRSEM_INLINE Reply Connection::command(const Args& argv,
 
 FAIRSEM_INLINE Reply Connection::eval(const Script& script, const Args& keys, const Args& args) {
   const std::string numkeys = std::to_string(keys.size());
-  Args argv;
-  argv.reserve(3 + keys.size() + args.size());
-  argv.push_back("EVALSHA");
-  argv.push_back(script.sha1);
-  argv.push_back(numkeys);
-  argv.insert(argv.end(), keys.begin(), keys.end());
-  argv.insert(argv.end(), args.begin(), args.end());
-
-  Reply reply = exchange(argv, options_.command_timeout, &script);
+  Reply reply;
+  bool ran = false;
+  if (script.library != nullptr && functions_) {
+    reply =
+        exchange(redirection_helpers::script_call("FCALL", script.function, keys, args, numkeys),
+                 options_.command_timeout, &script);
+    // Refused before it ran: this connection runs the script with EVALSHA from now on.
+    ran = !(reply.is_error() && redirection_helpers::without_functions(reply.str));
+    if (!ran) functions_ = false;
+  }
+  if (!ran) {
+    reply = exchange(redirection_helpers::script_call("EVALSHA", script.sha1, keys, args, numkeys),
+                     options_.command_timeout, &script);
+  }
   if (reply.is_error()) {
     throw ReplyError(
         fmt::format("fairsem: script {} on {} failed: {}", script.name, endpoint_, reply.str),

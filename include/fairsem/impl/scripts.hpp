@@ -9,10 +9,20 @@
 
 namespace fairsem::detail {
 
+/// A Redis function library (Redis 7+): loaded once with FUNCTION LOAD, its functions run with
+/// FCALL and build their helpers once, at load, where an EVAL script builds them on every run.
+struct Library {
+  std::string_view name;  // "fairsem_<12 hex digits of its SHA1>": one name per content
+  std::string_view body;  // the Lua source as FUNCTION LOAD receives it ("#!lua name=...")
+};
+
 struct Script {
   std::string_view name;  // file name without ".lua"
   std::string_view body;  // the Lua source as SCRIPT LOAD receives it
   std::string_view sha1;  // lower-case hex SHA1 of body: the EVALSHA handle
+  // The same code as a function of `library` (FCALL `function`), or nullptr: EVALSHA only.
+  const Library* library = nullptr;
+  std::string_view function;
 };
 
 }  // namespace fairsem::detail
@@ -28,6 +38,8 @@ struct Script {
 //                      queue.lua followed by the operation's own file (src/lua/semaphore/<op>.lua):
 //                      see those for the keys, the arguments and the replies
 //   semaphore_scripts  the seven semaphore_<op> scripts, in that order (std::array of pointers)
+//   semaphore_library  the seven as one function library (<build>/generated/lua/
+//                      semaphore_library.lua), each semaphore_<op> naming its function there
 #include "fairsem/impl/scripts_data.hpp"
 
 namespace fairsem::detail {

@@ -140,9 +140,11 @@ FAIRSEM_INLINE void SemaphoreCore::open() {
   }
   Borrowed conn(*this);
   detail::decode_open(run(*conn, "open", {}));
-  // The open script is in the server's cache now; the others go there in one round trip, so
-  // that no acquire or release pays for a NOSCRIPT first. A refusal (an ACL without SCRIPT
-  // LOAD, a flushed cache later) costs only that: each script is loaded again on NOSCRIPT.
+  // Run as a function, open has loaded the whole library. Run as a script, it is in the
+  // server's cache now, and the others go there in one round trip, so that no acquire or
+  // release pays for a NOSCRIPT first. A refusal (an ACL without SCRIPT LOAD, a flushed cache
+  // later) costs only that: each script is loaded again on NOSCRIPT.
+  if (conn->runs_functions()) return;
   std::vector<Args> loads;
   for (const Script* script : scripts::semaphore_scripts) {
     if (script != &scripts::semaphore_open) loads.push_back({"SCRIPT", "LOAD", script->body});

@@ -117,12 +117,30 @@
 -- was lost. Each generated script runs on its own, e.g. from a build directory:
 --   redis-cli --eval generated/lua/semaphore_status.lua o t c m i w: r: s f , status 1 1000
 
-local OWNER, TIME, COUNTER, META, INFO, WAKE = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
-local RELEASED, SLOTS, FREE = KEYS[7], KEYS[8], KEYS[9]
 local WANTED = {'zset', 'zset', 'string', 'hash', 'hash', nil, nil, 'hash', 'zset'}
 local UNITS = '{units}'  -- info's field {units}ID: the units waiter ID asks for, when above 1
-local limit, lease = tonumber(ARGV[2]), tonumber(ARGV[3])
+
+-- The state of one run, between the two markers: every other top-level name of the shared
+-- parts is a constant or a function. The function library (FCALL) builds those once, at
+-- FUNCTION LOAD, and runs these assignments again at the start of every call, so each line
+-- here is a comment or one `local` declaration (cmake/FairsemEmbedScriptsRun.cmake checks).
+-- state {
+-- (redis.call is not there while FUNCTION LOAD builds the library, only during a call.)
 local call, pcall_redis = redis.call, redis.pcall
+local OWNER, TIME, COUNTER, META, INFO, WAKE = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local RELEASED, SLOTS, FREE = KEYS[7], KEYS[8], KEYS[9]
+local limit, lease = tonumber(ARGV[2]), tonumber(ARGV[3])
+-- How many slots free holds, when known (nil: not read yet). It saves a ZPOPMIN on an empty
+-- set and a DEL of a missing one, the common case of a semaphore that is not full.
+local free_count = nil
+-- meta's `slots`: how many slot numbers have been handed out (each one below it is a holder's
+-- or free). Set from meta by prepare() (queue.lua).
+local top = 0
+-- Holders (members of owner with slots) at the start of the operation, and as it changes them.
+local held = nil
+-- Waiters promoted by this run (resize reports them).
+local promoted_count = 0
+-- } state
 
 -- Runs a command on KEYS[i]. Returns its reply, or nil and refusal -2 naming the key when the
 -- key has the wrong type (callers return the refusal, undoing their earlier writes first).

@@ -17,9 +17,6 @@ local function remove_entry(id, marker, keep_ms)
   end
 end
 
--- Waiters promoted by this run (resize reports them).
-local promoted_count = 0
-
 -- Grants units to the waiters at the head of the queue, in ticket order, while the first one
 -- left fits: nobody overtakes a waiter that does not (one asking for more than the limit is
 -- removed, TOO-LARGE, and the next one moves up). `freed`: slots below the limit that
@@ -153,9 +150,6 @@ local function reap(now, check, held)
   return count, settle(promote(repair()))
 end
 
-
--- Holders (members of owner with slots) at the start of the operation, and as it changes them.
-local held
 
 -- The checks every operation starts with, for operation `op`: refusals come first, before
 -- anything is written; then the limit is stored on first use (open and acquire) or followed

@@ -2,12 +2,7 @@
 -- common.lua). A holder of n units has n slots; every slot below meta's `slots` (top) is a
 -- holder's or in free, so the units held are top minus the size of free.
 
--- How many slots free holds, when known (nil: not read yet). It saves a ZPOPMIN on an empty
--- set and a DEL of a missing one, the common case of a semaphore that is not full.
-local free_count
--- meta's `slots`: how many slot numbers have been handed out (each one below it is a holder's
--- or free). Set from meta below.
-local top = 0
+-- Its state (free_count, top) is declared with the rest of a run's state in common.lua.
 
 -- The units held: every slot below top that is not free.
 local function used()

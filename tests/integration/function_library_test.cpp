@@ -1,0 +1,175 @@
+// The semaphore's scripts as one Redis function library (src/lua/semaphore, built by
+// cmake/FairsemEmbedScriptsRun.cmake): FCALL where the server has functions, the library
+// loaded when it is missing, and EVALSHA wherever functions are unknown, refused or taken.
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <fairsem/fairsem.hpp>
+#include <fairsem/impl/connection.hpp>
+#include <fairsem/impl/scripts.hpp>
+
+#include <string>
+
+#include "acl_rule.hpp"
+#include "semaphore_fixture.hpp"
+#include "wait.hpp"
+
+namespace fairsem {
+namespace {
+
+using namespace std::chrono_literals;
+using detail::Reply;
+using detail::scripts::semaphore_library;
+using test::redis_options;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using ::testing::StartsWith;
+
+class FunctionLibraryTest : public test::SemaphoreFixture {
+ protected:
+  /// The names of the libraries on the server.
+  std::vector<std::string> libraries() {
+    std::vector<std::string> names;
+    for (const Reply& library : admin_.command({"FUNCTION", "LIST"}).elements) {
+      for (std::size_t i = 0; i + 1 < library.elements.size(); i += 2) {
+        if (library.elements[i].str == "library_name") {
+          names.push_back(library.elements[i + 1].str);
+        }
+      }
+    }
+    return names;
+  }
+
+  /// Options for an ACL user allowed this test's keys and, of fairsem's rule, `rule` (with the
+  /// key pattern replaced by this test's prefix).
+  ConnectionOptions user(const std::string& rule) {
+    std::string scoped = rule;
+    const std::string pattern = "~fairsem:*";
+    scoped.replace(scoped.find(pattern), pattern.size(), "~" + prefix_ + "*");
+    test::set_acl_user(admin_, "fairsem-fn", "fn-secret", scoped);
+    ConnectionOptions o = redis_options();
+    o.user = "fairsem-fn";
+    o.password = "fn-secret";
+    return o;
+  }
+
+  /// Commands the ACL refused since the last ACL LOG RESET, e.g. "fcall".
+  std::vector<std::string> denied() {
+    std::vector<std::string> out;
+    for (const Reply& entry : admin_.command({"ACL", "LOG"}).elements) {
+      for (std::size_t i = 0; i + 1 < entry.elements.size(); i += 2) {
+        if (entry.elements[i].str == "object") out.push_back(entry.elements[i + 1].str);
+      }
+    }
+    return out;
+  }
+
+  /// A grant, a waiter queued behind it, the hand-off and both releases: every path of the
+  /// hot operations, with the scripts however they reach this server.
+  void hand_off(const ConnectionOptions& connection, const std::string& name) {
+    FairSemaphore sem(connection, name, options(1));
+    std::optional<Permit> first = sem.try_acquire();
+    ASSERT_TRUE(first);
+    test::BackgroundWaiter waiter(sem);
+    ASSERT_TRUE(test::wait_until([&] { return sem.status().waiters.size() == 1; }));
+    EXPECT_EQ(ReleaseResult::released, first->release());
+    Permit* second = waiter.result();
+    ASSERT_NE(second, nullptr) << waiter.error;
+    EXPECT_GT(second->fencing_token(), first->fencing_token());
+    EXPECT_EQ(ReleaseResult::released, second->release());
+    EXPECT_TRUE(sem.status().holders.empty());
+  }
+};
+
+TEST_F(FunctionLibraryTest, EveryOperationIsAnFcallOfTheOneLibraryWhereTheServerHasFunctions) {
+  if (!has_functions()) {
+    // Redis 6.2: FCALL is an unknown command, and the semaphore runs on EVALSHA alone.
+    admin_.command({"CONFIG", "RESETSTAT"});
+    hand_off(redis_options(), "no-functions");
+    EXPECT_GT(calls("evalsha"), 0);
+    EXPECT_EQ(0, calls("fcall"));
+    return;
+  }
+  admin_.command({"CONFIG", "RESETSTAT"});
+  hand_off(redis_options(), "functions");
+  EXPECT_GE(calls("fcall"), 5);  // open, try_acquire, acquire (queued), two releases, status
+  EXPECT_EQ(1, calls("function|load"));  // by the first call, which found no library
+  EXPECT_EQ(0, calls("evalsha"));
+  EXPECT_EQ(0, calls("script|load"));  // nothing falls back, so no script is preloaded
+  EXPECT_THAT(libraries(), ::testing::ElementsAre(std::string(semaphore_library.name)));
+  EXPECT_THAT(std::string(semaphore_library.name), ::testing::MatchesRegex("fairsem_[0-9a-f]{12}"));
+  // Every operation is a function of it.
+  for (const detail::Script* script : detail::scripts::semaphore_scripts) {
+    EXPECT_EQ(script->library, &semaphore_library) << script->name;
+    EXPECT_THAT(std::string(script->function),
+                StartsWith(std::string(semaphore_library.name) + "_"));
+  }
+}
+
+TEST_F(FunctionLibraryTest, AFunctionFlushWhileAPermitIsHeldIsRepairedByLoadingTheLibraryAgain) {
+  ASSERT_TRUE(has_functions()) << "this server has no functions";
+  FairSemaphore sem(redis_options(), "flushed", options(1));
+  Permit holder = sem.acquire();
+  test::BackgroundWaiter waiter(sem);
+  ASSERT_TRUE(test::wait_until([&] { return sem.status().waiters.size() == 1; }));
+  admin_.command({"FUNCTION", "FLUSH"});  // an operator, or a restart without persistence
+  EXPECT_THAT(libraries(), IsEmpty());
+  admin_.command({"CONFIG", "RESETSTAT"});
+  EXPECT_EQ(ReleaseResult::released, holder.release());  // not found, loaded, run again
+  Permit* next = waiter.result();
+  ASSERT_NE(next, nullptr) << waiter.error;
+  EXPECT_EQ(1, calls("function|load"));
+  EXPECT_EQ(0, calls("evalsha"));
+  EXPECT_EQ(ReleaseResult::released, next->release());
+  EXPECT_THAT(libraries(), ::testing::ElementsAre(std::string(semaphore_library.name)));
+}
+
+TEST_F(FunctionLibraryTest, AUserWithoutFcallRunsEverythingWithEvalsha) {
+  ASSERT_TRUE(has_functions()) << "this server has no functions";
+  const ConnectionOptions restricted = user(std::string(test::kFairsemAclRule));
+  admin_.command({"ACL", "LOG", "RESET"});
+  admin_.command({"CONFIG", "RESETSTAT"});
+  hand_off(restricted, "no-fcall");
+  EXPECT_GT(calls("evalsha"), 0);
+  EXPECT_THAT(libraries(), IsEmpty());
+  // What the ACL refused: FCALL, once per connection (each falls back on its own), and
+  // nothing else.
+  const std::vector<std::string> refused = denied();
+  EXPECT_THAT(refused, ::testing::Not(IsEmpty()));
+  EXPECT_THAT(refused, ::testing::Each(std::string("fcall")));
+}
+
+TEST_F(FunctionLibraryTest, AUserWithFcallButNotFunctionLoadUsesTheLibraryAnOperatorLoaded) {
+  ASSERT_TRUE(has_functions()) << "this server has no functions";
+  const ConnectionOptions restricted = user(std::string(test::kFairsemAclRule) + " +fcall");
+  // Not loaded yet: the user's FUNCTION LOAD is refused, and it runs scripts instead.
+  admin_.command({"CONFIG", "RESETSTAT"});
+  hand_off(restricted, "not-loaded");
+  EXPECT_GT(calls("evalsha"), 0);
+  EXPECT_THAT(libraries(), IsEmpty());
+  // Loaded by an operator (generated/lua/semaphore_library.lua): FCALL alone from then on.
+  EXPECT_EQ(admin_.command({"FUNCTION", "LOAD", semaphore_library.body}).str,
+            semaphore_library.name);
+  admin_.command({"CONFIG", "RESETSTAT"});
+  hand_off(restricted, "loaded");
+  EXPECT_GE(calls("fcall"), 5);
+  EXPECT_EQ(0, calls("evalsha"));
+  EXPECT_EQ(0, calls("function|load"));
+}
+
+TEST_F(FunctionLibraryTest, AForeignLibraryUnderTheLibrarysNameIsLeftAloneAndScriptsRunInstead) {
+  ASSERT_TRUE(has_functions()) << "this server has no functions";
+  const std::string name(semaphore_library.name);
+  const std::string foreign = "#!lua name=" + name + "\nredis.register_function('" + name +
+                              "_other', function() " + "return 'foreign' end)";
+  admin_.command({"FUNCTION", "LOAD", foreign});
+  admin_.command({"CONFIG", "RESETSTAT"});
+  hand_off(redis_options(), "foreign");
+  EXPECT_GT(calls("evalsha"), 0);
+  EXPECT_EQ(admin_.command({"FCALL", name + "_other", "0"}).str, "foreign")
+      << "the foreign library was replaced";
+}
+
+}  // namespace
+}  // namespace fairsem
