@@ -25,7 +25,7 @@ endfunction()
 # (all but their last), with the run's state (the lines between "-- state {" and "-- } state",
 # each a comment or `local NAMES = VALUES`) declared there and assigned again by begin() at the
 # start of every call; each composed script's last part becomes the body of the function
-# <library>_<script name>. The library is written to LUA_DIR/VAR.lua as FUNCTION LOAD gets it.
+# <library>_<script name>, with the flags its line "-- function flags: ..." names (none without). The library is written to LUA_DIR/VAR.lua as FUNCTION LOAD gets it.
 set(_library_var "")
 if(LIBRARY)
   string(REGEX MATCH "^([a-z][a-z0-9_]*)=([a-z][a-z0-9_]*)$" _ok "${LIBRARY}")
@@ -51,8 +51,16 @@ if(LIBRARY)
       message(FATAL_ERROR "LIBRARY: ${_name} does not share the parts of the scripts before it")
     endif()
     file(READ "${_own}" _text)
-    string(APPEND _functions "\nredis.register_function('@LIBRARY@_${_name}', function(keys, args)\n")
-    string(APPEND _functions "begin(keys, args)\n${_text}end)\n")
+    # A line "-- function flags: F..." in the operation's file gives its function those flags.
+    set(_flags "")
+    if(_text MATCHES "(^|\n)-- function flags: ([a-z -]+)\n")
+      string(STRIP "${CMAKE_MATCH_2}" _flags)
+      string(REGEX REPLACE " +" "', '" _flags "${_flags}")
+      set(_flags "'${_flags}'")
+    endif()
+    string(APPEND _functions "\nredis.register_function{function_name = '@LIBRARY@_${_name}', ")
+    string(APPEND _functions "flags = {${_flags}}, callback = function(keys, args)\n")
+    string(APPEND _functions "begin(keys, args)\n${_text}end}\n")
   endforeach()
   set(_top "")
   foreach(_part IN LISTS _shared_parts)

@@ -87,9 +87,10 @@ build_config() {
 # Tests that only make sense in plaintext: a proxy that reads the RESP stream, fake servers.
 FAIRSEM_TLS_PLAINTEXT_ONLY='LostReplyTest|LostWakeUpTest|SecurityAclTest\.ConnectionAuthAndPermissionErrorsNeverShowThePassword|SecurityAclTest\.LogsNeverShowThePasswordWhenAReconnectReachesAWrongHost'
 # Not run on a server without functions (Redis 6.2): the tests of what only a server with them
-# can do (flush the library, refuse FCALL by ACL, hold a foreign library). The first
-# FunctionLibraryTest case runs everywhere and checks the EVALSHA fallback there.
-FAIRSEM_FUNCTIONS_ONLY='FunctionLibraryTest\.(AFunctionFlush|AUserWith|AForeignLibrary)'
+# can do (flush the library, refuse FCALL by ACL, hold a foreign library, flag functions
+# allow-oom). The first FunctionLibraryTest case runs everywhere and checks the EVALSHA
+# fallback there.
+FAIRSEM_FUNCTIONS_ONLY='FunctionLibraryTest\.(AFunctionFlush|AUserWith|AForeignLibrary|OutOfMemory)'
 
 # The compat stage (see the top of this file and scripts/compat.sh).
 run_compat() {

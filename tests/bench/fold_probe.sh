@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Redis time of an uncontended acquire+release pair, four ways, alternated on one private
-# redis-server: the library's scripts (as the build composes them), the same code as one
-# Redis 7 function library called with FCALL (fold_probe/as_functions.py: what building the
-# helpers once per FUNCTION LOAD instead of once per run would save), the folded prototype in
+# redis-server: the library's scripts with EVALSHA (as the build composes them), the same code
+# as the library's function library with FCALL (what fairsem sends to Redis 7 and Valkey:
+# <build>/generated/lua/semaphore_library.lua, whose helpers are built once per FUNCTION LOAD
+# instead of once per run), the folded prototype in
 # fold_probe/ (what the uncontended path would cost over a folded data model, with inline
 # code), and a plain lease semaphore (fold_probe/plain.lua + ZREM, the peer's algorithm).
 # Each pair is sent with `redis-cli --pipe`, so only Redis's own time counts: INFO
@@ -34,15 +35,14 @@ trap '[ -n "$FAIRSEM_REDIS_PID" ] && kill "$FAIRSEM_REDIS_PID"; rm -rf "$work"' 
 fairsem_start_redis "$work"
 rcli() { redis-cli -p "$FAIRSEM_REDIS_PORT" "$@"; }
 load() { rcli SCRIPT LOAD "$(cat "$1")"; }
-python3 $probe/as_functions.py src/lua/semaphore acquire release >"$work/functions.lua"
-rcli FUNCTION LOAD "$(cat "$work/functions.lua")" >/dev/null
+library=$(rcli FUNCTION LOAD "$(cat "$lua/semaphore_library.lua")")
 
 # The commands of every pair, as RESP, one file per way.
-python3 - "$work" "$pairs" "$(load "$lua/semaphore_acquire.lua")" \
+python3 - "$work" "$pairs" "$library" "$(load "$lua/semaphore_acquire.lua")" \
   "$(load "$lua/semaphore_release.lua")" "$(load $probe/acquire.lua)" \
   "$(load $probe/release.lua)" "$(load $probe/plain.lua)" <<'PY'
 import sys, time
-work, pairs, acquire, release, folded_acquire, folded_release, plain = sys.argv[1:]
+work, pairs, library, acquire, release, folded_acquire, folded_release, plain = sys.argv[1:]
 def resp(*args):
     out = [f"*{len(args)}\r\n"]
     for a in map(str, args):
@@ -57,9 +57,9 @@ with open(f"{work}/library.resp", "w") as lib, open(f"{work}/folded.resp", "w") 
         pid = f"id{i:08d}"
         lib.write(resp("EVALSHA", acquire, 9, *keys, "acquire", 2, 10000, pid, "try", "host 1"))
         lib.write(resp("EVALSHA", release, 9, *keys, "release", 2, 10000, pid, 0, 10000))
-        fcall.write(resp("FCALL", "fairsem_probe_acquire", 9, *keys, "acquire", 2, 10000, pid,
+        fcall.write(resp("FCALL", f"{library}_semaphore_acquire", 9, *keys, "acquire", 2, 10000, pid,
                          "try", "host 1"))
-        fcall.write(resp("FCALL", "fairsem_probe_release", 9, *keys, "release", 2, 10000, pid, 0,
+        fcall.write(resp("FCALL", f"{library}_semaphore_release", 9, *keys, "release", 2, 10000, pid, 0,
                          10000))
         fold.write(resp("EVALSHA", folded_acquire, 9, *keys, "acquire", 2, 10000, pid, "try",
                         "host 1", 1))

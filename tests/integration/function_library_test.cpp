@@ -171,5 +171,43 @@ TEST_F(FunctionLibraryTest, AForeignLibraryUnderTheLibrarysNameIsLeftAloneAndScr
       << "the foreign library was replaced";
 }
 
+TEST_F(FunctionLibraryTest, NoCallSeesTheStateOfTheCallBeforeIt) {
+  // A library's top level lives as long as the server, and its functions share it: begin()
+  // sets the state of each call again (the block between "-- state {" and "-- } state" in
+  // src/lua/semaphore/common.lua), here the count of waiters a resize promoted.
+  FairSemaphore sem(redis_options(), "state", options(1));
+  Permit holder = sem.acquire();
+  test::BackgroundWaiter waiter(sem);
+  ASSERT_TRUE(test::wait_until([&] { return sem.status().waiters.size() == 1; }));
+  EXPECT_EQ(1, sem.resize(2).promoted);
+  ASSERT_NE(waiter.result(), nullptr) << waiter.error;
+  EXPECT_EQ(0, sem.resize(3).promoted);  // nobody waits
+  EXPECT_EQ(0, FairSemaphore(redis_options(), "other", options(1)).resize(2).promoted);
+}
+
+TEST_F(FunctionLibraryTest, OutOfMemoryHoldersStillRenewAndReleaseButNoNewPermitIsGranted) {
+  ASSERT_TRUE(has_functions()) << "this server has no functions";
+  FairSemaphore sem(redis_options(), "oom", options(2));
+  Permit holder = sem.acquire();
+  admin_.command({"CONFIG", "SET", "maxmemory-policy", "noeviction"});
+  admin_.command({"CONFIG", "SET", "maxmemory", "1"});  // every byte in use is one too many
+  struct Unlimited {
+    detail::Connection& admin;
+    ~Unlimited() { admin.command({"CONFIG", "SET", "maxmemory", "0"}); }
+  } unlimited{admin_};
+  // acquire grows the data: refused whole, before it runs (its function has no allow-oom).
+  try {
+    (void)sem.try_acquire();
+    ADD_FAILURE() << "a permit was granted with Redis out of memory";
+  } catch (const ReplyError& e) {
+    EXPECT_THAT(e.server_message(), StartsWith("OOM")) << e.what();
+  }
+  // release, renew, status and evict may run (allow-oom): holders are never stuck.
+  EXPECT_TRUE(holder.renew());
+  ASSERT_EQ(1u, sem.status().holders.size());
+  EXPECT_EQ(ReleaseResult::released, holder.release());
+  EXPECT_TRUE(sem.status().holders.empty());
+}
+
 }  // namespace
 }  // namespace fairsem

@@ -80,9 +80,10 @@
 -- equal to now may still be up to 1 ms ahead; reaping it would end a lease before the
 -- client's own estimate.
 --
--- Cost: each redis.call costs 0.2 to 1.2 microseconds (a write more than a read), and each
--- function a script defines is built again on every run (about 0.1 microsecond each), so the
--- hot operations (acquire, release) make as few calls as they can. Key types: open, status, evict and resize check all seven keys with TYPE; the
+-- Cost: each redis.call costs 0.2 to 1.2 microseconds (a write more than a read), so the hot
+-- operations (acquire, release) make as few calls as they can. Run as a script (EVALSHA),
+-- every function the shared parts define is built again on every run (about 0.1 microsecond
+-- each); the function library (FCALL, see the state block below) builds them once. Key types: open, status, evict and resize check all seven keys with TYPE; the
 -- other operations read slots and free first (guarded) and make their first access to each
 -- other key through guarded(), a read or a first write whose WRONGTYPE error becomes a refusal
 -- (undoing the writes before it), so a foreign key is never written to.

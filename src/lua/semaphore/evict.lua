@@ -2,6 +2,9 @@
 -- its wake list for it to find; a holder's slots pass on.
 --   ARGV: evict LIMIT LEASE_MS ID (LIMIT 0: whatever is stored)
 --   Reply {state}: 1 a holder removed, 2 a waiter removed, 0 not present, 3 evicted already.
+--
+-- Its function may run when Redis is out of memory (maxmemory): an operator can still evict.
+-- function flags: allow-oom
 
 local refused, now, deadline = prepare_and_reap('evict')
 if refused then return refused end

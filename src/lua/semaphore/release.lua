@@ -4,6 +4,10 @@
 --   ARGV: release LIMIT LEASE_MS ID TICKET RECEIPT_MS [leaving | keep K]
 --   Reply {state}: 1 a holder released (or, with keep, holds at most K units), 2 a waiter left,
 --   0 not present, 3 released by an earlier run.
+--
+-- Its function may run when Redis is out of memory (maxmemory): a holder can always give its
+-- permit back.
+-- function flags: allow-oom
 
 local refused = prepare('release')
 if refused then return refused end

@@ -2,6 +2,9 @@
 -- reaping; tells each one whether it still holds, waits, was evicted or is gone.
 --   ARGV: renew LIMIT LEASE_MS (ID TICKET)...
 --   Reply {now, deadline, r...}: per id 1 holder, 0 lost, -1 evicted, k >= 2 waiting at k - 1.
+--
+-- Its function may run when Redis is out of memory (maxmemory): holders keep their permits.
+-- function flags: allow-oom
 
 local refused, now, deadline = prepare_and_reap('renew')
 if refused then return refused end

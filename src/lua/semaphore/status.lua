@@ -2,6 +2,9 @@
 --   ARGV: status LIMIT LEASE_MS (LIMIT 0: whatever is stored)
 --   Reply {now, limit, counter, (id, ticket, deadline, info, units, slots)...}; slots as stored,
 --   "" for a waiter.
+--
+-- Its function may run when Redis is out of memory (maxmemory): status still answers.
+-- function flags: allow-oom
 
 local refused, now, deadline = prepare_and_reap('status')
 if refused then return refused end
