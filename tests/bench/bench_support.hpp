@@ -59,11 +59,20 @@ struct ServerStats {
   /// leaving out the commands that ran inside scripts and the harness's own INFO.
   long long client_commands() const;
   /// Microseconds the server spent executing, by commandstats (script bodies included once,
-  /// through their EVAL/EVALSHA).
+  /// through their EVAL/EVALSHA/FCALL).
   long long client_usec() const;
   long long calls(const std::string& name) const;
   long long usec(const std::string& name) const;
+  /// Calls and microseconds of the semaphore's scripts, however they ran: FCALL of the
+  /// function library or EVALSHA.
+  long long script_calls() const { return calls("fcall") + calls("evalsha"); }
+  long long script_usec() const { return usec("fcall") + usec("evalsha"); }
 };
+
+/// True for a command name, as SLOWLOG records it, that runs a script: FCALL or EVALSHA.
+inline bool is_script_call(const std::string& command) {
+  return command == "FCALL" || command == "fcall" || command == "EVALSHA" || command == "evalsha";
+}
 
 /// Nearest-rank percentile (0 < p <= 100) of `values`, which it sorts. 0 when empty.
 double percentile(std::vector<double>& values, double p);

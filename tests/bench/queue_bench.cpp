@@ -5,7 +5,8 @@
 //
 // Per-call server time comes from SLOWLOG with a threshold of 0 µs: Redis records the execution
 // time of every call, so acquire and release are told apart (commandstats sums both under
-// EVALSHA). Memory per queued waiter is used_memory after queueing N waiters, minus before, / N.
+// FCALL, or EVALSHA). Memory per queued waiter is used_memory after queueing N waiters, minus
+// before, / N.
 
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
@@ -98,8 +99,8 @@ void drain_slowlog(detail::Connection& conn, SlowlogTotals& totals) {
     // id, timestamp, duration µs, argv, client, name
     if (e.elements.size() < 4 || e.elements[3].elements.size() < 3) continue;
     const auto& argv = e.elements[3].elements;
-    if (argv[0].str != "EVALSHA" && argv[0].str != "evalsha") continue;
-    // EVALSHA sha numkeys key... operation ...
+    if (!is_script_call(argv[0].str)) continue;
+    // FCALL function (or EVALSHA sha) numkeys key... operation ...
     const std::size_t op = 3 + static_cast<std::size_t>(std::stoll(argv[2].str));
     if (argv.size() <= op) continue;
     const double us = static_cast<double>(e.elements[2].integer);

@@ -70,15 +70,15 @@ void BM_RenewRound(benchmark::State& state) {
     // id, timestamp, duration µs, argv, ...
     if (e.elements.size() < 4 || e.elements[3].elements.empty()) continue;
     const std::string& command = e.elements[3].elements[0].str;
-    if (command == "EVALSHA" || command == "evalsha") {
+    if (is_script_call(command)) {
       longest_us = std::max(longest_us, e.elements[2].integer);
     }
   }
   admin.command({"CONFIG", "SET", "slowlog-log-slower-than", "10000"});
   const auto rounds = static_cast<double>(state.iterations());
   state.counters["permits"] = static_cast<double>(count);
-  state.counters["script_calls_per_round"] = static_cast<double>(used.calls("evalsha")) / rounds;
-  state.counters["redis_us_per_round"] = static_cast<double>(used.usec("evalsha")) / rounds;
+  state.counters["script_calls_per_round"] = static_cast<double>(used.script_calls()) / rounds;
+  state.counters["redis_us_per_round"] = static_cast<double>(used.script_usec()) / rounds;
   state.counters["longest_call_us"] = static_cast<double>(longest_us);
   state.counters["client_rss_MiB"] = static_cast<double>(h.rss_after) / (1024.0 * 1024.0);
   state.counters["rss_bytes_per_permit"] =
