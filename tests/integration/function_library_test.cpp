@@ -28,6 +28,13 @@ using ::testing::StartsWith;
 
 class FunctionLibraryTest : public test::SemaphoreFixture {
  protected:
+  void SetUp() override {
+    // Every test starts with no library, as on a server that never ran fairsem (the test
+    // server may have run other tests before, in this process or, with
+    // FAIRSEM_TEST_REDIS_URL, in others).
+    if (has_functions()) admin_.command({"FUNCTION", "FLUSH"});
+  }
+
   /// The names of the libraries on the server.
   std::vector<std::string> libraries() {
     std::vector<std::string> names;
@@ -88,7 +95,6 @@ TEST_F(FunctionLibraryTest, EveryOperationIsAnFcallOfTheOneLibraryWhereTheServer
     admin_.command({"CONFIG", "RESETSTAT"});
     hand_off(redis_options(), "no-functions");
     EXPECT_GT(calls("evalsha"), 0);
-    EXPECT_EQ(0, calls("fcall"));
     return;
   }
   admin_.command({"CONFIG", "RESETSTAT"});
@@ -138,6 +144,12 @@ TEST_F(FunctionLibraryTest, AUserWithoutFcallRunsEverythingWithEvalsha) {
   const std::vector<std::string> refused = denied();
   EXPECT_THAT(refused, ::testing::Not(IsEmpty()));
   EXPECT_THAT(refused, ::testing::Each(std::string("fcall")));
+  // Scripts as before: a SCRIPT FLUSH costs a SCRIPT LOAD (counted as script|load from 7.0).
+  admin_.command({"SCRIPT", "FLUSH"});
+  admin_.command({"CONFIG", "RESETSTAT"});
+  hand_off(restricted, "no-fcall");
+  EXPECT_GE(calls("script|load"), 1);
+  EXPECT_THAT(libraries(), IsEmpty());
 }
 
 TEST_F(FunctionLibraryTest, AUserWithFcallButNotFunctionLoadUsesTheLibraryAnOperatorLoaded) {
@@ -187,14 +199,17 @@ TEST_F(FunctionLibraryTest, NoCallSeesTheStateOfTheCallBeforeIt) {
 
 TEST_F(FunctionLibraryTest, OutOfMemoryHoldersStillRenewAndReleaseButNoNewPermitIsGranted) {
   ASSERT_TRUE(has_functions()) << "this server has no functions";
-  FairSemaphore sem(redis_options(), "oom", options(2));
-  Permit holder = sem.acquire();
+  FairSemaphore sem(redis_options(), "oom", options(3));
+  Permit first = sem.acquire();
+  Permit second = sem.acquire();
   admin_.command({"CONFIG", "SET", "maxmemory-policy", "noeviction"});
-  admin_.command({"CONFIG", "SET", "maxmemory", "1"});  // every byte in use is one too many
-  struct Unlimited {
+  struct Limit {
     detail::Connection& admin;
-    ~Unlimited() { admin.command({"CONFIG", "SET", "maxmemory", "0"}); }
-  } unlimited{admin_};
+    void lift() { admin.command({"CONFIG", "SET", "maxmemory", "0"}); }
+    ~Limit() { lift(); }
+  } limit{admin_};
+  admin_.command({"CONFIG", "SET", "maxmemory", "1"});  // every byte in use is one too many
+  admin_.command({"CONFIG", "RESETSTAT"});
   // acquire grows the data: refused whole, before it runs (its function has no allow-oom).
   try {
     (void)sem.try_acquire();
@@ -202,11 +217,24 @@ TEST_F(FunctionLibraryTest, OutOfMemoryHoldersStillRenewAndReleaseButNoNewPermit
   } catch (const ReplyError& e) {
     EXPECT_THAT(e.server_message(), StartsWith("OOM")) << e.what();
   }
-  // release, renew, status and evict may run (allow-oom): holders are never stuck.
-  EXPECT_TRUE(holder.renew());
-  ASSERT_EQ(1u, sem.status().holders.size());
-  EXPECT_EQ(ReleaseResult::released, holder.release());
+  // open, release, renew and status may run (allow-oom): holders are never stuck.
+  FairSemaphore reopened(redis_options(), "oom", options(3));
+  EXPECT_TRUE(first.renew());
+  ASSERT_EQ(2u, reopened.status().holders.size());
+  EXPECT_EQ(ReleaseResult::released, first.release());
+  EXPECT_GE(calls("fcall"), 4);
+  EXPECT_EQ(0, calls("evalsha"));
+  // With the library gone too, FUNCTION LOAD is refused (OOM): this release runs as a script.
+  admin_.command({"FUNCTION", "FLUSH"});
+  EXPECT_EQ(ReleaseResult::released, second.release());
+  const long long scripts = calls("evalsha");  // NOSCRIPT, SCRIPT LOAD, EVALSHA again
+  EXPECT_GE(scripts, 1);
+  EXPECT_THAT(libraries(), IsEmpty());
+  // With memory again, the next call loads the library and runs as a function.
+  limit.lift();
   EXPECT_TRUE(sem.status().holders.empty());
+  EXPECT_EQ(scripts, calls("evalsha"));
+  EXPECT_THAT(libraries(), ::testing::ElementsAre(std::string(semaphore_library.name)));
 }
 
 }  // namespace

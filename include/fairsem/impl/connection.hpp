@@ -86,15 +86,16 @@ class Connection {
   /// Runs `script`: with FCALL when it has a function library (Redis 7+), else with EVALSHA.
   /// Code the server lacks (after a flush, a restart, on a new master) is loaded, FUNCTION LOAD
   /// or SCRIPT LOAD, and the call sent once more. When FCALL is unknown or refused (Redis 6,
-  /// an ACL without FCALL or FUNCTION LOAD), the script runs with EVALSHA instead, and so does
-  /// every later script on this connection.
+  /// an ACL without FCALL or FUNCTION LOAD), or the library cannot be loaded (not compiled, or
+  /// a foreign library under its name), the script runs with EVALSHA instead, and so does every
+  /// later script on this connection; when FUNCTION LOAD is refused for lack of memory (OOM),
+  /// this call only.
   Reply eval(const Script& script, const Args& keys, const Args& args);
   /// False once this connection has fallen back from functions to EVALSHA (see eval()).
   bool runs_functions() const noexcept { return functions_; }
-  /// FUNCTION LOAD of `library`: true when it is on the server now (loaded, or there already),
-  /// false when the server refused or cannot take it (then EVALSHA it is); throws ReplyError
-  /// for any other error reply.
-  bool load_library(const Library& library);
+  /// FUNCTION LOAD of `library`: true when it is on the server now (loaded, or a library of
+  /// its name is there already); otherwise false, with the error reply in `error`.
+  bool load_library(const Library& library, Reply& error);
   /// SCRIPT LOAD, checking the SHA1 the server computed.
   void load(const Script& script);
 
@@ -157,6 +158,7 @@ class Connection {
   ContextPtr ctx_;
   bool broken_ = false;
   bool functions_ = true;                 // FCALL for scripts that have a function (see eval())
+  bool load_failed_ = false;              // the last exchange()'s error reply is FUNCTION LOAD's
   std::shared_ptr<const TlsConfig> tls_;  // null: plaintext
   std::shared_ptr<std::atomic<std::uint64_t>> reconnects_;  // null: not counted
 };

@@ -31,23 +31,16 @@ FAIRSEM_INLINE void Connection::load(const Script& script) {
   }
 }
 
-FAIRSEM_INLINE bool Connection::load_library(const Library& library) {
+FAIRSEM_INLINE bool Connection::load_library(const Library& library, Reply& error) {
   Reply loaded = roundtrip({"FUNCTION", "LOAD", library.body}, options_.command_timeout);
-  if (!loaded.is_error()) return true;
-  // Named by its content: a library of that name that is there already is this one.
-  if (starts_with(loaded.str, "ERR Library") &&
-      loaded.str.find("already exists") != std::string::npos) {
+  // Named by its content: a library of that name that is there already is this one (or a
+  // foreign one; then its function is still missing, and eval() runs scripts instead).
+  if (!loaded.is_error() || (starts_with(loaded.str, "ERR Library") &&
+                             loaded.str.find("already exists") != std::string::npos)) {
     return true;
   }
-  // The user may not load functions, or this server cannot compile them: scripts will do.
-  if (starts_with(loaded.str, "NOPERM") || starts_with(loaded.str, "ERR unknown") ||
-      starts_with(loaded.str, "ERR Error registering functions") ||
-      starts_with(loaded.str, "ERR Error compiling function")) {
-    return false;
-  }
-  throw ReplyError(fmt::format("fairsem: FUNCTION LOAD of {} on {} failed: {}", library.name,
-                               endpoint_, loaded.str),
-                   loaded.str);
+  error = std::move(loaded);
+  return false;
 }
 
 namespace redirection_helpers {
@@ -62,25 +55,45 @@ FAIRSEM_INLINE bool is_demoted(std::string_view error) {
          error.find("READONLY You can't write") != std::string_view::npos;
 }
 
+enum class Reload { not_needed, loaded, failed };
+
 /// After `reply` to `argv` (a script's EVALSHA or FCALL), loads the code the server on `conn`
-/// lacks: true when it is there now, so that the command can run again.
-FAIRSEM_INLINE bool reload(Connection& conn, const Args& argv, const Reply& reply,
-                           const Script* script) {
-  if (script == nullptr || !reply.is_error()) return false;
+/// lacks. loaded: send the command again; failed: `reply` is now FUNCTION LOAD's error reply.
+FAIRSEM_INLINE Reload reload(Connection& conn, const Args& argv, Reply& reply,
+                             const Script* script) {
+  if (script == nullptr || !reply.is_error()) return Reload::not_needed;
   if (argv[0] == "FCALL") {
-    return starts_with(reply.str, "ERR Function not found") && script->library != nullptr &&
-           conn.load_library(*script->library);
+    if (script->library == nullptr || !starts_with(reply.str, "ERR Function not found")) {
+      return Reload::not_needed;
+    }
+    return conn.load_library(*script->library, reply) ? Reload::loaded : Reload::failed;
   }
-  if (!starts_with(reply.str, "NOSCRIPT")) return false;
+  if (!starts_with(reply.str, "NOSCRIPT")) return Reload::not_needed;
   conn.load(*script);
-  return true;
+  return Reload::loaded;
 }
 
-/// An FCALL error reply after which the connection runs scripts instead: FCALL unknown
-/// (Redis < 7) or refused (ACL), or the library not there and not loadable.
-FAIRSEM_INLINE bool without_functions(std::string_view error) {
-  return starts_with(error, "ERR unknown command") || starts_with(error, "NOPERM") ||
-         starts_with(error, "ERR Function not found");
+/// What an error reply to FCALL means: final (the caller's, as for any command), run the
+/// script with EVALSHA this time, or from now on. `from_load`: the reply is FUNCTION LOAD's,
+/// sent because the library was missing.
+enum class FcallError { final, script_this_time, script_from_now_on };
+FAIRSEM_INLINE FcallError classify_fcall_error(std::string_view error, bool from_load) {
+  if (from_load) {
+    // Out of memory, Redis refuses FUNCTION LOAD (a write that grows it), not SCRIPT LOAD.
+    if (starts_with(error, "OOM")) return FcallError::script_this_time;
+    // Refused by the ACL, unknown, or not compiled by this server: scripts will do.
+    if (starts_with(error, "NOPERM") || starts_with(error, "ERR")) {
+      return FcallError::script_from_now_on;
+    }
+    return FcallError::final;  // LOADING, BUSY, MASTERDOWN: as for any command
+  }
+  // FCALL unknown (Redis < 7, a renamed command) or refused by the ACL, or the function still
+  // missing after its library was loaded (a foreign library under that name).
+  if (starts_with(error, "ERR unknown command") || starts_with(error, "NOPERM") ||
+      starts_with(error, "ERR Function not found")) {
+    return FcallError::script_from_now_on;
+  }
+  return FcallError::final;
 }
 
 /// `command` (EVALSHA or FCALL) `handle` numkeys keys... args...
@@ -100,16 +113,22 @@ FAIRSEM_INLINE Args script_call(std::string_view command, std::string_view handl
 
 FAIRSEM_INLINE Reply Connection::exchange(const Args& argv, std::chrono::milliseconds timeout,
                                           const Script* script) {
+  using redirection_helpers::Reload;
   last_reply_elsewhere_ = false;
-  bool reloaded = false;
+  bool reloaded = false;  // on the node connected to now
   for (int hop = 0;; ++hop) {
+    load_failed_ = false;
     Reply reply = roundtrip(argv, timeout);
     if (!reply.is_error()) return reply;
-    if (!reloaded && redirection_helpers::reload(*this, argv, reply, script)) {
-      // The server lost the code (a flush, a restart, a new master): loaded again, once.
-      reloaded = true;
-      --hop;
-      continue;
+    if (!reloaded) {
+      // The server lacks the code (a flush, a restart, a new master): loaded, once per node.
+      const Reload loaded = redirection_helpers::reload(*this, argv, reply, script);
+      if (loaded == Reload::loaded) {
+        reloaded = true;
+        --hop;
+        continue;
+      }
+      load_failed_ = loaded == Reload::failed;  // followed below as any reply (READONLY)
     }
     if (!discovery_ || hop >= redirection_helpers::kMaxRedirects) return reply;
     if (auto redirect = parse_redirect(reply.str, node_)) {
@@ -120,11 +139,13 @@ FAIRSEM_INLINE Reply Connection::exchange(const Args& argv, std::chrono::millise
       discovery_->moved(redirect->slot, redirect->node);
       if (slot_ < 0) slot_ = redirect->slot;
       broken_ = true;  // the next roundtrip connects to the slot's master
+      reloaded = false;
       continue;
     }
     if (redirection_helpers::is_demoted(reply.str)) {
       discovery_->forget();
       broken_ = true;
+      reloaded = false;
       continue;
     }
     return reply;
@@ -145,7 +166,9 @@ FAIRSEM_INLINE Reply Connection::ask(const NodeAddress& node, const Args& argv,
     return asked.roundtrip(argv, timeout);
   };
   Reply reply = once();
-  if (redirection_helpers::reload(asked, argv, reply, script)) reply = once();
+  const auto loaded = redirection_helpers::reload(asked, argv, reply, script);
+  if (loaded == redirection_helpers::Reload::loaded) reply = once();
+  load_failed_ = loaded == redirection_helpers::Reload::failed;
   return reply;
 }
 
@@ -165,6 +188,7 @@ FAIRSEM_INLINE Reply Connection::command(const Args& argv,
 }
 
 FAIRSEM_INLINE Reply Connection::eval(const Script& script, const Args& keys, const Args& args) {
+  using redirection_helpers::FcallError;
   const std::string numkeys = std::to_string(keys.size());
   Reply reply;
   bool ran = false;
@@ -172,9 +196,12 @@ FAIRSEM_INLINE Reply Connection::eval(const Script& script, const Args& keys, co
     reply =
         exchange(redirection_helpers::script_call("FCALL", script.function, keys, args, numkeys),
                  options_.command_timeout, &script);
-    // Refused before it ran: this connection runs the script with EVALSHA from now on.
-    ran = !(reply.is_error() && redirection_helpers::without_functions(reply.str));
-    if (!ran) functions_ = false;
+    const FcallError error =
+        reply.is_error() ? redirection_helpers::classify_fcall_error(reply.str, load_failed_)
+                         : FcallError::final;
+    // Not run: the script runs with EVALSHA instead, this time or on this connection for good.
+    ran = error == FcallError::final;
+    if (error == FcallError::script_from_now_on) functions_ = false;
   }
   if (!ran) {
     reply = exchange(redirection_helpers::script_call("EVALSHA", script.sha1, keys, args, numkeys),
