@@ -25,7 +25,8 @@ endfunction()
 # (all but their last), with the run's state (the lines between "-- state {" and "-- } state",
 # each a comment or `local NAMES = VALUES`) declared there and assigned again by begin() at the
 # start of every call; each composed script's last part becomes the body of the function
-# <library>_<script name>, with the flags its line "-- function flags: ..." names (none without). The library is written to LUA_DIR/VAR.lua as FUNCTION LOAD gets it.
+# <library>_<script name>, with the flags its line "-- function flags: ..." names (none
+# without). The library is written to LUA_DIR/VAR.lua as FUNCTION LOAD gets it.
 set(_library_var "")
 if(LIBRARY)
   string(REGEX MATCH "^([a-z][a-z0-9_]*)=([a-z][a-z0-9_]*)$" _ok "${LIBRARY}")

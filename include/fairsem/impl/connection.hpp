@@ -93,11 +93,6 @@ class Connection {
   Reply eval(const Script& script, const Args& keys, const Args& args);
   /// False once this connection has fallen back from functions to EVALSHA (see eval()).
   bool runs_functions() const noexcept { return functions_; }
-  /// FUNCTION LOAD of `library`: true when it is on the server now (loaded, or a library of
-  /// its name is there already); otherwise false, with the error reply in `error`.
-  bool load_library(const Library& library, Reply& error);
-  /// SCRIPT LOAD, checking the SHA1 the server computed.
-  void load(const Script& script);
 
   /// True once an I/O error or timeout has made the socket unusable.
   bool broken() const noexcept { return !ctx_ || broken_; }
@@ -129,6 +124,15 @@ class Connection {
   Reply exchange(const Args& argv, std::chrono::milliseconds timeout, const Script* script);
   /// One command on this socket as it is (no redirection), with `timeout` for the reply.
   Reply roundtrip(const Args& argv, std::chrono::milliseconds timeout);
+  /// SCRIPT LOAD, checking the SHA1 the server computed.
+  void load(const Script& script);
+  /// FUNCTION LOAD of `library`: true when it is on the server now (loaded, or a library of
+  /// its name is there already); otherwise false, with the error reply in `error`.
+  bool load_library(const Library& library, Reply& error);
+  enum class Reload { not_needed, loaded, failed };
+  /// After `reply` to `argv` (a script's EVALSHA or FCALL), loads the code this server lacks.
+  /// loaded: send the command again; failed: `reply` is now FUNCTION LOAD's error reply.
+  Reload reload(const Args& argv, Reply& reply, const Script* script);
   /// An ASK redirection: ASKING and the command once on `node` (NOSCRIPT reloaded there).
   Reply ask(const NodeAddress& node, const Args& argv, std::chrono::milliseconds timeout,
             const Script* script);

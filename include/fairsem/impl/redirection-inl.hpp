@@ -43,6 +43,20 @@ FAIRSEM_INLINE bool Connection::load_library(const Library& library, Reply& erro
   return false;
 }
 
+FAIRSEM_INLINE Connection::Reload Connection::reload(const Args& argv, Reply& reply,
+                                                     const Script* script) {
+  if (script == nullptr || !reply.is_error()) return Reload::not_needed;
+  if (argv[0] == "FCALL") {
+    if (script->library == nullptr || !starts_with(reply.str, "ERR Function not found")) {
+      return Reload::not_needed;
+    }
+    return load_library(*script->library, reply) ? Reload::loaded : Reload::failed;
+  }
+  if (!starts_with(reply.str, "NOSCRIPT")) return Reload::not_needed;
+  load(*script);
+  return Reload::loaded;
+}
+
 namespace redirection_helpers {
 
 // Redirections followed for one command before its last error reply is returned as it is.
@@ -53,24 +67,6 @@ inline constexpr int kMaxRedirects = 5;
 FAIRSEM_INLINE bool is_demoted(std::string_view error) {
   return starts_with(error, "READONLY") || starts_with(error, "UNBLOCKED") ||
          error.find("READONLY You can't write") != std::string_view::npos;
-}
-
-enum class Reload { not_needed, loaded, failed };
-
-/// After `reply` to `argv` (a script's EVALSHA or FCALL), loads the code the server on `conn`
-/// lacks. loaded: send the command again; failed: `reply` is now FUNCTION LOAD's error reply.
-FAIRSEM_INLINE Reload reload(Connection& conn, const Args& argv, Reply& reply,
-                             const Script* script) {
-  if (script == nullptr || !reply.is_error()) return Reload::not_needed;
-  if (argv[0] == "FCALL") {
-    if (script->library == nullptr || !starts_with(reply.str, "ERR Function not found")) {
-      return Reload::not_needed;
-    }
-    return conn.load_library(*script->library, reply) ? Reload::loaded : Reload::failed;
-  }
-  if (!starts_with(reply.str, "NOSCRIPT")) return Reload::not_needed;
-  conn.load(*script);
-  return Reload::loaded;
 }
 
 /// What an error reply to FCALL means: final (the caller's, as for any command), run the
@@ -113,7 +109,6 @@ FAIRSEM_INLINE Args script_call(std::string_view command, std::string_view handl
 
 FAIRSEM_INLINE Reply Connection::exchange(const Args& argv, std::chrono::milliseconds timeout,
                                           const Script* script) {
-  using redirection_helpers::Reload;
   last_reply_elsewhere_ = false;
   bool reloaded = false;  // on the node connected to now
   for (int hop = 0;; ++hop) {
@@ -122,7 +117,7 @@ FAIRSEM_INLINE Reply Connection::exchange(const Args& argv, std::chrono::millise
     if (!reply.is_error()) return reply;
     if (!reloaded) {
       // The server lacks the code (a flush, a restart, a new master): loaded, once per node.
-      const Reload loaded = redirection_helpers::reload(*this, argv, reply, script);
+      const Reload loaded = reload(argv, reply, script);
       if (loaded == Reload::loaded) {
         reloaded = true;
         --hop;
@@ -166,9 +161,9 @@ FAIRSEM_INLINE Reply Connection::ask(const NodeAddress& node, const Args& argv,
     return asked.roundtrip(argv, timeout);
   };
   Reply reply = once();
-  const auto loaded = redirection_helpers::reload(asked, argv, reply, script);
-  if (loaded == redirection_helpers::Reload::loaded) reply = once();
-  load_failed_ = loaded == redirection_helpers::Reload::failed;
+  const Reload loaded = asked.reload(argv, reply, script);
+  if (loaded == Reload::loaded) reply = once();
+  load_failed_ = loaded == Reload::failed;
   return reply;
 }
 
