@@ -115,6 +115,18 @@ FAIRSEM_INLINE void join_or_park(std::thread& thread) noexcept {
 
 FAIRSEM_INLINE void mark_as_fairsems_thread() noexcept {
   thread_reaper_helpers::fairsems_thread = true;
+  // The exit handler, registered once while the first of fairsem's threads starts (besides at
+  // every park): a thread that parks itself while the process is already exiting, with no
+  // handler registered before, would otherwise be neither joined nor detached (seen once
+  // under ThreadSanitizer as a leaked thread: a watchdog that dropped the last reference to
+  // its Client in a renewal as main returned). With it, such a thread is joined by it, or
+  // detached if it parks after it ran.
+  static std::once_flag registered;
+  try {
+    std::call_once(registered, [] { (void)std::atexit(thread_reaper_helpers::join_at_exit); });
+  } catch (...) {
+    // Only the late park is left unhandled, as before.
+  }
 }
 
 FAIRSEM_INLINE bool on_fairsems_thread() noexcept { return thread_reaper_helpers::fairsems_thread; }
