@@ -11,6 +11,7 @@
 
 #include "fairsem/impl/semaphore_core.hpp"
 #include "fairsem/impl/server_support.hpp"
+#include "fairsem/impl/thread_reaper.hpp"
 
 namespace fairsem::detail {
 
@@ -112,17 +113,31 @@ FAIRSEM_INLINE Permit SemaphoreCore::make_permit(const std::string& id, const Ac
   return {shared_from_this(), std::move(state)};
 }
 
+FAIRSEM_INLINE std::optional<AdmissionTurn> SemaphoreCore::wait_turn(
+    std::optional<Clock::time_point> deadline) {
+  if (on_fairsems_thread() || Runtime::this_thread_holds_a_connection()) return AdmissionTurn();
+  return admission_->wait(deadline);
+}
+
 FAIRSEM_INLINE std::optional<Permit> SemaphoreCore::try_acquire(long long units) {
+  std::optional<AdmissionTurn> turn = wait_turn(std::nullopt);
+  return try_acquire_admitted(units, *turn);
+}
+
+FAIRSEM_INLINE std::optional<Permit> SemaphoreCore::try_acquire_admitted(long long units,
+                                                                         AdmissionTurn& turn) {
   const std::string id = next_id();
   Borrowed conn(*this);
   const auto sent = Clock::now();
   AcquireReply reply;
   try {
     reply = run_acquire(*conn, id, "try", units);
+    turn.done();
     if (reply.state != AcquireState::granted) return std::nullopt;
     await_replicas(*conn, id);
     return make_permit(id, reply, sent);
   } catch (...) {
+    turn.done();
     // The grant may have happened with its reply lost, or the permit could not be set up.
     if (options_.permit_id.empty()) give_up(*conn, id, reply.ticket);
     throw;
@@ -133,6 +148,10 @@ FAIRSEM_INLINE std::optional<Permit> SemaphoreCore::acquire(
     long long units, std::optional<Clock::time_point> deadline) {
   // No time to wait: like try_acquire, never queue.
   if (deadline && *deadline <= Clock::now()) return try_acquire(units);
+  // Behind the requests made before this one (admission.hpp); the deadline may pass in line,
+  // before anything was sent.
+  std::optional<AdmissionTurn> turn = wait_turn(deadline);
+  if (!turn) return std::nullopt;
   const std::string id = next_id();
   // A connection of the pool for each call, none while waiting: the wake-up comes through the
   // Client's waker. Borrowed here first, so that a failure to connect leaves nothing to undo.
@@ -143,6 +162,7 @@ FAIRSEM_INLINE std::optional<Permit> SemaphoreCore::acquire(
   std::unique_ptr<WakeSubscription> wake_up;
   try {
     reply = run_acquire(**conn, id, "queue", units);
+    turn->done();  // the ticket is drawn: the next request may draw its own
     if (reply.state != AcquireState::granted) {
       wake_up = runtime_->waker(slot_, keys_[5])->subscribe(keys_[5] + id, **conn);
     }
@@ -183,6 +203,7 @@ FAIRSEM_INLINE std::optional<Permit> SemaphoreCore::acquire(
     if (options_.permit_id.empty()) leave(conn, id, reply.ticket);
     throw;
   } catch (...) {
+    turn->done();  // the first call failed: the next request need not wait for the clean-up
     // Without a ticket (the first call failed) only a random id is surely this call's own: a
     // caller-chosen one may name another handle's entry, which then must not be removed.
     if (reply.ticket != 0 || options_.permit_id.empty()) leave(conn, id, reply.ticket);

@@ -22,7 +22,26 @@ FAIRSEM_INLINE AsyncAcquire::~AsyncAcquire() = default;
 
 FAIRSEM_INLINE void AsyncAcquire::start() {
   MetricCounters::add(core_->metrics_.acquire_attempts);
-  post();
+  core_->admission_->submit(
+      [weak = weak_from_this(), in_flight = core_->in_flight_](AdmissionTurn turn) {
+        const InFlight::Step counted(*in_flight);  // until `self` is gone too
+        // A request that is gone (it ended in line) hands its turn on as `turn` goes.
+        if (auto self = weak.lock()) self->admitted(std::move(turn));
+      });
+}
+
+FAIRSEM_INLINE void AsyncAcquire::admitted(AdmissionTurn turn) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (finished_) return;  // cancelled or timed out in line: the turn passes on as it goes
+    turn_ = std::move(turn);
+  }
+  step();
+}
+
+FAIRSEM_INLINE std::optional<AdmissionTurn> AsyncAcquire::take_turn() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return std::exchange(turn_, std::nullopt);
 }
 
 FAIRSEM_INLINE bool AsyncAcquire::cancel(std::exception_ptr why) {
@@ -84,12 +103,24 @@ FAIRSEM_INLINE void AsyncAcquire::advance() {
     return;
   }
   if (!queued_) {
-    // No time to wait: like try_acquire, never queue.
-    if (deadline_ && *deadline_ <= started_) {
-      finish(nullptr, core_->try_acquire(units_));
+    std::optional<AdmissionTurn> turn = take_turn();
+    if (!turn) {
+      // Still in line behind requests made before it: nothing sent yet, and only its
+      // deadline (a later step) or a cancel can end it before its turn.
+      const bool waits = deadline_ && *deadline_ > started_;
+      if (waits && Clock::now() >= *deadline_) {
+        finish(nullptr, std::nullopt);
+        return;
+      }
+      if (waits) arm_timer();
       return;
     }
-    if (queue()) return;
+    // No time to wait: like try_acquire, never queue.
+    if (deadline_ && *deadline_ <= started_) {
+      finish(nullptr, core_->try_acquire_admitted(units_, *turn));
+      return;
+    }
+    if (queue(*turn)) return;
   } else {
     bool poll_now = false;
     if (woken(poll_now)) return;
@@ -105,7 +136,7 @@ FAIRSEM_INLINE void AsyncAcquire::advance() {
   arm_timer();
 }
 
-FAIRSEM_INLINE bool AsyncAcquire::queue() {
+FAIRSEM_INLINE bool AsyncAcquire::queue(AdmissionTurn& turn) {
   id_ = core_->next_id();
   std::optional<Permit> granted;
   {
@@ -113,6 +144,7 @@ FAIRSEM_INLINE bool AsyncAcquire::queue() {
     sent_ = Clock::now();
     asked_ = true;
     reply_ = core_->run_acquire(*conn, id_, "queue", units_);
+    turn.done();  // the ticket is drawn: the next request may draw its own
     queued_ = true;
     if (reply_.state == AcquireState::granted) {
       core_->await_replicas(*conn, id_);
@@ -184,7 +216,8 @@ FAIRSEM_INLINE bool AsyncAcquire::poll() {
 FAIRSEM_INLINE void AsyncAcquire::arm_timer() {
   Clock::time_point when = next_poll_;
   if (deadline_) when = std::min(when, *deadline_);
-  if (timer_ && *timer_ <= when) return;  // an earlier timer comes first, and arms again
+  if (when == Clock::time_point::max()) return;  // in line, with no deadline: nothing to time
+  if (timer_ && *timer_ <= when) return;         // an earlier timer comes first, and arms again
   timer_ = when;
   core_->runtime_->executor().post_at(when, task());
 }
@@ -197,14 +230,17 @@ FAIRSEM_INLINE void AsyncAcquire::leave() noexcept {
 FAIRSEM_INLINE void AsyncAcquire::finish(const std::exception_ptr& outcome,
                                          std::optional<Permit> permit) {
   std::exception_ptr error = outcome;
+  std::optional<AdmissionTurn> turn;  // a turn that came but was not taken passes on as it goes
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (finished_) return;
     finished_ = true;
+    turn = std::exchange(turn_, std::nullopt);
     // cancel() came first (it returned true) while this step granted or gave up: the request
     // ends cancelled all the same, and a permit it got is released (passed on) at once.
     if (cancelled_ && !error) error = cancelled_;
   }
+  turn.reset();  // before the callback, which may take its time
   if (error) permit.reset();
   wake_up_.reset();
   MetricCounters& m = core_->metrics_;

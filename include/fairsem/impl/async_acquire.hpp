@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 
+#include "fairsem/impl/admission.hpp"
 #include "fairsem/impl/replies.hpp"
 #include "fairsem/semaphore.hpp"
 
@@ -30,12 +31,18 @@ class AsyncAcquire : public std::enable_shared_from_this<AsyncAcquire> {
   AsyncAcquire(const AsyncAcquire&) = delete;
   AsyncAcquire& operator=(const AsyncAcquire&) = delete;
 
-  /// Queues the request (its first step, on a worker thread).
+  /// Lines the request up behind the ones made before it (admission.hpp); its first step
+  /// queues it in Redis, on a worker thread, when its turn comes. Throws std::system_error if
+  /// no worker thread can start.
   void start();
   /// Ends the request with `why` unless it ended already; false then.
   bool cancel(std::exception_ptr why);
 
  private:
+  /// Its turn has come (on a worker thread): the first step runs now, unless it ended already.
+  void admitted(AdmissionTurn turn);
+  /// The turn, if it has come and was not taken yet.
+  std::optional<AdmissionTurn> take_turn();
   /// Runs step() on a worker thread.
   void post();
   /// What a worker thread runs for a step: it holds this request weakly (a finished one is let
@@ -45,8 +52,8 @@ class AsyncAcquire : public std::enable_shared_from_this<AsyncAcquire> {
   void step();
   /// What one step does. Throws what the blocking acquire would.
   void advance();
-  /// Queues; true when granted at once.
-  bool queue();
+  /// Queues; true when granted at once. `turn` is done once the call is answered.
+  bool queue(AdmissionTurn& turn);
   /// True when a wake-up came that grants the permit as the last call left it.
   bool woken(bool& poll_now);
   /// Polls; true when granted.
@@ -67,20 +74,21 @@ class AsyncAcquire : public std::enable_shared_from_this<AsyncAcquire> {
   AcquireCallback done_;
   std::string id_;
 
-  std::mutex mu_;  // guards the four below
+  std::mutex mu_;  // guards the five below
   bool running_ = false;
   bool again_ = false;
   bool finished_ = false;
   std::exception_ptr cancelled_;
+  std::optional<AdmissionTurn> turn_;  // given by admitted(), taken by the next step
 
   // Touched only by the step that runs.
   bool asked_ = false;   // the first call was sent (it may have queued even if it threw)
   bool queued_ = false;  // the first call answered: the request has an entry
   AcquireReply reply_;
   Clock::time_point sent_;
-  Clock::time_point next_poll_;
-  std::optional<Clock::time_point> timer_;  // the earliest timer still to fire
-  bool reported_ = false;                   // a refused BRPOP was logged for this wait
+  Clock::time_point next_poll_ = Clock::time_point::max();  // none before the first call
+  std::optional<Clock::time_point> timer_;                  // the earliest timer still to fire
+  bool reported_ = false;  // a refused BRPOP was logged for this wait
   std::unique_ptr<WakeSubscription> wake_up_;
 };
 

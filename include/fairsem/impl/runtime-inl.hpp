@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <iterator>
 #include <utility>
 
 #include "fairsem/client.hpp"
@@ -107,6 +108,23 @@ FAIRSEM_INLINE bool Runtime::close_an_idle_one() {
     }
   }
   return false;
+}
+
+FAIRSEM_INLINE std::shared_ptr<Admission> Runtime::admission(const std::string& key) {
+  std::lock_guard<std::mutex> lock(admissions_mu_);
+  std::weak_ptr<Admission>& entry = admissions_[key];
+  std::shared_ptr<Admission> admission = entry.lock();
+  if (admission) return admission;
+  admission = std::make_shared<Admission>(executor_);
+  entry = admission;
+  // A service that opens a semaphore per tenant must not keep an entry per name forever.
+  if (admissions_.size() >= admissions_sweep_at_) {
+    for (auto it = admissions_.begin(); it != admissions_.end();) {
+      it = it->second.expired() ? admissions_.erase(it) : std::next(it);
+    }
+    admissions_sweep_at_ = std::max<std::size_t>(64, 2 * admissions_.size());
+  }
+  return admission;
 }
 
 FAIRSEM_INLINE std::shared_ptr<Waker> Runtime::waker(int slot, const std::string& wake_prefix) {

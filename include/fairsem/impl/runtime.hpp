@@ -16,6 +16,7 @@
 
 #include "fairsem/client.hpp"
 #include "fairsem/connection_options.hpp"
+#include "fairsem/impl/admission.hpp"
 #include "fairsem/impl/connection.hpp"
 #include "fairsem/impl/discovery.hpp"
 #include "fairsem/impl/executor.hpp"
@@ -51,6 +52,11 @@ class Runtime : public std::enable_shared_from_this<Runtime> {
 
   /// The worker threads of asynchronous acquires.
   Executor& executor() noexcept { return executor_; }
+
+  /// The line in which the requests of the semaphore whose owner key is `key` reach Redis
+  /// (admission.hpp): one for every handle of that semaphore opened through this Client, as
+  /// long as one of them holds it.
+  std::shared_ptr<Admission> admission(const std::string& key);
 
   /// The wake-up path of cluster slot `slot` (-1 standalone): one per slot, made on first use,
   /// with a kick list under `wake_prefix` (the wake-list prefix of the semaphore that asks
@@ -94,6 +100,10 @@ class Runtime : public std::enable_shared_from_this<Runtime> {
   std::size_t open_ = 0;  // connections of the pool, idle or taken
 
   Executor executor_;
+
+  std::mutex admissions_mu_;
+  std::unordered_map<std::string, std::weak_ptr<Admission>> admissions_;
+  std::size_t admissions_sweep_at_ = 64;  // entries of handles all gone are dropped then
 
   std::mutex wakers_mu_;
   std::unordered_map<int, std::shared_ptr<Waker>> wakers_;

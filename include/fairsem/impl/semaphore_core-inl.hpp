@@ -62,6 +62,7 @@ FAIRSEM_INLINE SemaphoreCore::SemaphoreCore(std::shared_ptr<Runtime> runtime, st
   keys_ = detail::semaphore_keys(options_.key_prefix, name_);
   for (const std::string& k : keys_) key_args_.push_back(k);
   if (connection_.routed()) slot_ = detail::key_slot(keys_[0]);
+  if (!admin) admission_ = runtime_->admission(keys_[0]);
 }
 
 FAIRSEM_INLINE void SemaphoreCore::log(LogLevel level, const std::string& message) const noexcept {

@@ -21,6 +21,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "fairsem/impl/admission.hpp"
 #include "fairsem/impl/connection.hpp"
 #include "fairsem/impl/replies.hpp"
 #include "fairsem/impl/router.hpp"
@@ -280,6 +281,12 @@ class SemaphoreCore : public std::enable_shared_from_this<SemaphoreCore> {
   /// Runs one operation of the semaphore script, again after a lost reply (up to
   /// kScriptAttempts in all). Refusals become LimitMismatchError / ReplyError.
   Reply run(Connection& conn, std::string_view op, const Args& extra, long long units = 1);
+  /// This request's turn to send its first call (admission.hpp): once the requests made before
+  /// it have had theirs answered; nullopt when `deadline` passes first. At once on fairsem's own
+  /// threads and while this thread holds a pool connection, where the wait could be for itself.
+  std::optional<AdmissionTurn> wait_turn(std::optional<Clock::time_point> deadline);
+  /// try_acquire with its turn: `turn` is done once the call is answered.
+  std::optional<Permit> try_acquire_admitted(long long units, AdmissionTurn& turn);
   /// `ticket`: the ticket a polling waiter already has (0 on its first call).
   AcquireReply run_acquire(Connection& conn, const std::string& id, std::string_view mode,
                            long long units, long long ticket = 0);
@@ -349,6 +356,8 @@ class SemaphoreCore : public std::enable_shared_from_this<SemaphoreCore> {
   std::mutex mu_;                                 // guards live_
   std::unordered_map<PermitState*, std::shared_ptr<PermitState>> live_;
   const std::shared_ptr<InFlight> in_flight_ = std::make_shared<InFlight>();
+  // The line every handle of this semaphore in the Client shares (null for SemaphoreAdmin).
+  std::shared_ptr<Admission> admission_;
 
   MetricCounters metrics_;
 };
