@@ -148,7 +148,9 @@ class FairSemaphore {
   }
 
   /// acquire() without a waiting thread: queues (on one of the Client's worker threads) and
-  /// completes the future with the permit, or with the exception acquire() would throw.
+  /// completes the future with the permit, or with the exception acquire() would throw. Its
+  /// place in the queue is its place in call order: a request of this semaphore made through
+  /// the same Client after this call returned is queued behind it (docs/api.md).
   [[nodiscard]] std::future<Permit> acquire_async(long long units = 1);
   /// try_acquire_for() without a waiting thread: an empty optional when `timeout` passes.
   template <class Rep, class Period>

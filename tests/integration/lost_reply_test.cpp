@@ -404,8 +404,9 @@ TEST_F(LostReplyTest, WaiterWhoseWakeUpIsLostKeepsItsTicket) {
   EXPECT_EQ(granted->fencing_token(), 2);
   EXPECT_FALSE(proxy.armed());
   ASSERT_EQ(proxy.cuts(), 1u);
-  // {wake list, "1"}: the wake-up went to this waiter and was lost; its next call found it.
-  EXPECT_THAT(proxy.dropped_replies()[0], HasSubstr("wake:" + granted->id()));
+  // {inbox, "ID TICKET:SLOT"}: the wake-up went to this waiter and was lost; its next call
+  // found it.
+  EXPECT_THAT(proxy.dropped_replies()[0], HasSubstr(granted->id() + " 2:0"));
   EXPECT_GE(proxy.accepts(), 2u);
   EXPECT_EQ(counter(), 2) << "the waiter took a second ticket";
   EXPECT_THAT(owners(), ElementsAre(Pair(granted->id(), 2)));

@@ -19,7 +19,13 @@ FAIRSEM_INLINE AcquireReply SemaphoreCore::run_acquire(Connection& conn, const s
                                                        std::string_view mode, long long units,
                                                        long long ticket) {
   Reply reply;
-  if (units != 1) {
+  if (mode == "queue") {
+    // A waiter's wake-ups come through its Client's inbox of this semaphore (waker.hpp).
+    const std::string& client = runtime_->waker(slot_, keys_[5])->client();
+    reply =
+        run(conn, "acquire",
+            {id, mode, owner_info_, std::to_string(ticket), std::to_string(units), client}, units);
+  } else if (units != 1) {
     reply = run(conn, "acquire",
                 {id, mode, owner_info_, std::to_string(ticket), std::to_string(units)}, units);
   } else if (ticket != 0) {
@@ -164,7 +170,7 @@ FAIRSEM_INLINE std::optional<Permit> SemaphoreCore::acquire(
     reply = run_acquire(**conn, id, "queue", units);
     turn->done();  // the ticket is drawn: the next request may draw its own
     if (reply.state != AcquireState::granted) {
-      wake_up = runtime_->waker(slot_, keys_[5])->subscribe(keys_[5] + id, **conn);
+      wake_up = runtime_->waker(slot_, keys_[5])->subscribe(keys_[5], id, **conn);
     }
     while (reply.state != AcquireState::granted) {
       conn.reset();

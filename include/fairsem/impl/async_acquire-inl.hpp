@@ -151,7 +151,7 @@ FAIRSEM_INLINE bool AsyncAcquire::queue(AdmissionTurn& turn) {
       granted = core_->make_permit(id_, reply_, sent_);
     } else {
       wake_up_ = core_->runtime_->waker(core_->slot_, core_->keys_[5])
-                     ->subscribe(core_->keys_[5] + id_, *conn,
+                     ->subscribe(core_->keys_[5], id_, *conn,
                                  [weak = weak_from_this(), in_flight = core_->in_flight_] {
                                    const InFlight::Step counted(*in_flight);
                                    if (auto self = weak.lock()) self->post();

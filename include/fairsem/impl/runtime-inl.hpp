@@ -131,8 +131,8 @@ FAIRSEM_INLINE std::shared_ptr<Waker> Runtime::waker(int slot, const std::string
   std::lock_guard<std::mutex> lock(wakers_mu_);
   std::shared_ptr<Waker>& waker = wakers_[slot];
   if (!waker) {
-    waker =
-        std::make_shared<Waker>(options_, discovery_, slot, wake_prefix + "kick-" + random_id());
+    waker = std::make_shared<Waker>(options_, discovery_, slot, wake_prefix + "kick-" + random_id(),
+                                    random_id());
   }
   return waker;
 }

@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -22,6 +23,11 @@ namespace waker_helpers {
 inline constexpr auto kListenSeconds = std::chrono::seconds(1);
 // How long an unpopped kick stays (only when the client is gone before its BRPOP popped it).
 inline constexpr auto kKickLifetime = std::chrono::seconds(10);
+// How long a semaphore's inbox stays in the BRPOP after its last waiter: a semaphore whose
+// queue empties and fills again now and then needs no kick each time.
+inline constexpr auto kInboxLinger = std::chrono::seconds(10);
+// What names a semaphore's inbox among its wake lists (common.lua's INBOX).
+inline constexpr std::string_view kInboxMark = "{inbox}";
 // After a refused BRPOP or a failed reconnect: waiters poll meanwhile.
 inline constexpr auto kRetryPause = std::chrono::milliseconds(200);
 
@@ -30,8 +36,11 @@ inline constexpr auto kRetryPause = std::chrono::milliseconds(200);
 // --- WakeSubscription -----------------------------------------------------------------------
 
 FAIRSEM_INLINE WakeSubscription::WakeSubscription(std::shared_ptr<Waker> waker, std::string key,
-                                                  std::function<void()> hook)
-    : waker_(std::move(waker)), key_(std::move(key)), hook_(std::move(hook)) {}
+                                                  std::string inbox, std::function<void()> hook)
+    : waker_(std::move(waker)),
+      key_(std::move(key)),
+      inbox_(std::move(inbox)),
+      hook_(std::move(hook)) {}
 
 FAIRSEM_INLINE WakeSubscription::~WakeSubscription() { waker_->unsubscribe(*this); }
 
@@ -60,11 +69,17 @@ FAIRSEM_INLINE void WakeSubscription::rearm(Connection& conn) {
 // --- Waker ----------------------------------------------------------------------------------
 
 FAIRSEM_INLINE Waker::Waker(ConnectionOptions options, std::shared_ptr<Discovery> discovery,
-                            int slot, std::string kick_key)
+                            int slot, std::string kick_key, std::string client)
     : options_(std::move(options)),
       discovery_(std::move(discovery)),
       slot_(slot),
-      kick_key_(std::move(kick_key)) {}
+      kick_key_(std::move(kick_key)),
+      client_(std::move(client)),
+      inbox_suffix_(std::string(waker_helpers::kInboxMark) + client_) {}
+
+FAIRSEM_INLINE std::string Waker::inbox(const std::string& wake_prefix) const {
+  return wake_prefix + inbox_suffix_;
+}
 
 FAIRSEM_INLINE Waker::~Waker() { stop(); }
 
@@ -84,11 +99,12 @@ FAIRSEM_INLINE void Waker::stop() noexcept {
   join_or_park(thread);
 }
 
-FAIRSEM_INLINE std::unique_ptr<WakeSubscription> Waker::subscribe(const std::string& key,
+FAIRSEM_INLINE std::unique_ptr<WakeSubscription> Waker::subscribe(const std::string& wake_prefix,
+                                                                  const std::string& id,
                                                                   Connection& conn,
                                                                   std::function<void()> hook) {
-  std::unique_ptr<WakeSubscription> sub(
-      new WakeSubscription(shared_from_this(), key, std::move(hook)));
+  std::unique_ptr<WakeSubscription> sub(new WakeSubscription(shared_from_this(), wake_prefix + id,
+                                                             inbox(wake_prefix), std::move(hook)));
   list(*sub, conn);
   return sub;
 }
@@ -100,9 +116,10 @@ FAIRSEM_INLINE void Waker::list(WakeSubscription& sub, Connection& conn) {
     if (!thread_.joinable() && !stop_) thread_ = std::thread(&Waker::run, this);
     subs_.emplace(sub.key_, &sub);
     sub.listed_ = true;
-    // A BRPOP under way lacks this key: end it with a push to the kick list, its first key.
-    // Otherwise the thread's next BRPOP has it anyway.
-    kick = listening_;
+    ++inboxes_[sub.inbox_].listed;
+    // A BRPOP under way that lacks this inbox: end it with a push to the kick list, its first
+    // key. Otherwise the BRPOP under way has it, or the thread's next one will.
+    kick = listening_ && in_brpop_.count(sub.inbox_) == 0;
   }
   cv_.notify_all();
   if (!kick) return;
@@ -119,9 +136,36 @@ FAIRSEM_INLINE void Waker::unsubscribe(const WakeSubscription& sub) noexcept {
   const auto range = subs_.equal_range(sub.key_);
   for (auto it = range.first; it != range.second; ++it) {
     if (it->second == &sub) {
-      subs_.erase(it);
+      unlist(it);
       return;
     }
+  }
+}
+
+FAIRSEM_INLINE void Waker::unlist(
+    std::unordered_multimap<std::string, WakeSubscription*>::iterator it) {
+  WakeSubscription& sub = *it->second;
+  subs_.erase(it);
+  sub.listed_ = false;
+  const auto inbox = inboxes_.find(sub.inbox_);
+  if (inbox != inboxes_.end() && --inbox->second.listed == 0) {
+    inbox->second.idle_since = std::chrono::steady_clock::now();
+  }
+}
+
+FAIRSEM_INLINE void Waker::collect_keys(std::vector<std::string>& keys) {
+  keys.clear();
+  keys.push_back(kick_key_);
+  in_brpop_.clear();
+  const auto now = std::chrono::steady_clock::now();
+  for (auto it = inboxes_.begin(); it != inboxes_.end();) {
+    if (it->second.listed == 0 && now - it->second.idle_since >= waker_helpers::kInboxLinger) {
+      it = inboxes_.erase(it);
+      continue;
+    }
+    keys.push_back(it->first);
+    in_brpop_.insert(it->first);
+    ++it;
   }
 }
 
@@ -180,12 +224,8 @@ FAIRSEM_INLINE void Waker::run() {
       listening_ = false;
       cv_.wait(lock, [&] { return stop_ || !subs_.empty(); });
       if (stop_) return;
-      keys.clear();
-      keys.push_back(kick_key_);
-      for (const auto& entry : subs_) {
-        if (keys.back() != entry.first) keys.push_back(entry.first);
-      }
-      listening_ = true;  // from here on, a new subscription kicks
+      collect_keys(keys);
+      listening_ = true;  // from here on, a subscription through another inbox kicks
     }
     bool pause_after = false;
     try {
@@ -258,24 +298,36 @@ FAIRSEM_INLINE bool Waker::listen(Connection& conn, const std::vector<std::strin
     return true;
   }
   if (reply.is_nil() || reply.elements.size() != 2) return false;  // timed out
-  const std::string& key = reply.elements[0].str;
-  if (key == kick_key_) return false;  // a new wake list to add: the next BRPOP has it
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    const auto it = subs_.find(key);
-    // Nobody waits for it any more: the waiter left (its release removes the entry and passes
-    // a permit it was just given on) or polls and finds itself promoted.
-    if (it == subs_.end()) return false;
-    // One wake-up ends the listening (a promotion or an eviction is the last word on an
-    // entry), so the next BRPOP goes without this list, and needs no kick to leave it out.
-    WakeSubscription& sub = *it->second;
-    subs_.erase(it);
-    sub.listed_ = false;
-    sub.woken_ = std::move(reply);
-    sub.cv_.notify_all();
-    if (sub.hook_) due_hooks_.push_back(sub.hook_);
-  }
+  if (reply.elements[0].str == kick_key_) return false;  // a new inbox: the next BRPOP has it
+  deliver(std::move(reply));
   return false;
+}
+
+FAIRSEM_INLINE void Waker::deliver(Reply reply) {
+  const std::string& inbox = reply.elements[0].str;
+  const std::string& pushed = reply.elements[1].str;
+  // "ID MESSAGE": a permit id has no whitespace. Anything else was not pushed by fairsem.
+  const std::size_t space = pushed.find(' ');
+  if (space == std::string::npos || inbox.size() < inbox_suffix_.size() ||
+      inbox.compare(inbox.size() - inbox_suffix_.size(), std::string::npos, inbox_suffix_) != 0) {
+    return;
+  }
+  std::string key = inbox.substr(0, inbox.size() - inbox_suffix_.size());
+  key.append(pushed, 0, space);
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto it = subs_.find(key);
+  // Nobody waits for it any more: the waiter left (its release removes the entry and passes
+  // a permit it was just given on) or polls and finds itself promoted.
+  if (it == subs_.end()) return;
+  // One wake-up ends the listening (a promotion or an eviction is the last word on an entry).
+  WakeSubscription& sub = *it->second;
+  unlist(it);
+  std::vector<Reply> woken;
+  woken.push_back(Reply::make_string(std::move(key)));
+  woken.push_back(Reply::make_string(pushed.substr(space + 1)));
+  sub.woken_ = Reply::make_array(std::move(woken));
+  sub.cv_.notify_all();
+  if (sub.hook_) due_hooks_.push_back(sub.hook_);
 }
 
 }  // namespace fairsem::detail

@@ -1,9 +1,10 @@
 #pragma once
 
 // The Client's wake-up path: one thread and one connection (per cluster slot) wait, with one
-// BRPOP over every subscribed wake list, for the wake-ups the semaphore script pushes, and
-// hand each to the waiting thread it is for. A waiting acquire holds no connection of its own.
-// Internal.
+// BRPOP over the Client's inbox of every semaphore it waits on, for the wake-ups the semaphore
+// scripts push there ("ID MESSAGE"), and hand each to the waiting request it is for. The keys
+// of that BRPOP follow the semaphores waited on, never the number of waiters; a waiting acquire
+// holds no connection of its own. Internal.
 
 #include <chrono>
 #include <condition_variable>
@@ -14,6 +15,7 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "fairsem/connection_options.hpp"
@@ -26,8 +28,9 @@ class Waker;
 
 /// What one wait for a wake-up found.
 struct WakeWait {
-  std::optional<Reply> woken;  // the BRPOP reply that popped this subscription's list
-  std::string error;           // the waker's BRPOP was refused (ReplyError::server_message)
+  /// The wake-up, as {its wake list's name, MESSAGE} (what decode_wake reads).
+  std::optional<Reply> woken;
+  std::string error;  // the waker's BRPOP was refused (ReplyError::server_message)
   /// The waker's BRPOP was cut off (its connection broke): a wake-up it popped is lost, so the
   /// waiter polls now rather than at its next poll interval.
   bool interrupted = false;
@@ -55,10 +58,12 @@ class WakeSubscription {
 
  private:
   friend class Waker;
-  WakeSubscription(std::shared_ptr<Waker> waker, std::string key, std::function<void()> hook);
+  WakeSubscription(std::shared_ptr<Waker> waker, std::string key, std::string inbox,
+                   std::function<void()> hook);
 
   std::shared_ptr<Waker> waker_;
-  std::string key_;
+  std::string key_;             // the request's own wake list: its identity in the waker
+  std::string inbox_;           // the inbox its wake-ups come through
   std::function<void()> hook_;  // called (on the waker's thread) when something came
   // Guarded by the waker's mutex.
   bool listed_ = true;  // in the waker's BRPOP; a delivered wake-up ends that
@@ -71,27 +76,47 @@ class WakeSubscription {
 class Waker : public std::enable_shared_from_this<Waker> {
  public:
   /// For commands on cluster slot `slot` (-1 standalone); `kick_key` is a list in that slot,
-  /// under a key prefix the user may write, that nobody else uses.
+  /// under a key prefix the user may write, that nobody else uses. `client`: the name of this
+  /// waker's inboxes (random; no permit id can be one).
   Waker(ConnectionOptions options, std::shared_ptr<Discovery> discovery, int slot,
-        std::string kick_key);
+        std::string kick_key, std::string client);
   /// Stops the thread: interrupts its BRPOP and joins it.
   ~Waker();
   Waker(const Waker&) = delete;
   Waker& operator=(const Waker&) = delete;
 
-  /// Starts listening on wake list `key`, and tells the waker's BRPOP so through `conn` (a
-  /// pool connection in the same slot; if that fails, its next BRPOP, at most a second later,
-  /// includes the key). Throws std::system_error if the thread cannot start.
-  std::unique_ptr<WakeSubscription> subscribe(const std::string& key, Connection& conn,
-                                              std::function<void()> hook = {});
+  /// What the semaphore scripts are told (their CLIENT argument) so that they push a waiter's
+  /// wake-ups to this waker's inbox.
+  const std::string& client() const noexcept { return client_; }
+  /// The inbox of the semaphore whose wake lists are under `wake_prefix`.
+  std::string inbox(const std::string& wake_prefix) const;
+  /// Starts listening for the wake-ups of the request whose wake list is `wake_prefix` + `id`,
+  /// which come through inbox(wake_prefix); when that inbox is new to a BRPOP under way, tells
+  /// it so through `conn` (a pool connection in the same slot; if that fails, its next BRPOP,
+  /// at most a second later, includes the inbox). Throws std::system_error if the thread cannot
+  /// start.
+  std::unique_ptr<WakeSubscription> subscribe(const std::string& wake_prefix, const std::string& id,
+                                              Connection& conn, std::function<void()> hook = {});
   /// Stops the thread (the destructor does); subscriptions left wait out their time.
   void stop() noexcept;
 
  private:
   friend class WakeSubscription;
-  /// Adds `sub` to the next BRPOP, and kicks a BRPOP under way so that it comes at once.
+  /// One semaphore's inbox: how many subscriptions listen through it, and since when none.
+  struct Inbox {
+    std::size_t listed = 0;
+    std::chrono::steady_clock::time_point idle_since;
+  };
+  /// Adds `sub` to the next BRPOP, and kicks a BRPOP under way that lacks its inbox.
   void list(WakeSubscription& sub, Connection& conn);
   void unsubscribe(const WakeSubscription& sub) noexcept;
+  /// With mu_ held: `sub` leaves subs_ (at `it`); its inbox is kept a while after its last.
+  void unlist(std::unordered_multimap<std::string, WakeSubscription*>::iterator it);
+  /// With mu_ held: the kick list, then every inbox listened through or idle for less than
+  /// kInboxLinger (the others are forgotten).
+  void collect_keys(std::vector<std::string>& keys);
+  /// A BRPOP's reply {inbox, "ID MESSAGE"} to the subscription it is for, if any.
+  void deliver(Reply reply);
   void run();
   /// One BRPOP over `keys` (the kick list first); hands a wake-up to its subscription. True
   /// when the BRPOP was refused: the thread pauses before the next.
@@ -112,10 +137,14 @@ class Waker : public std::enable_shared_from_this<Waker> {
   const std::shared_ptr<Discovery> discovery_;
   const int slot_;
   const std::string kick_key_;
+  const std::string client_;
+  const std::string inbox_suffix_;  // "{inbox}" + client_
 
-  std::mutex mu_;  // guards subs_, stop_, thread_ and every subscription's result
+  std::mutex mu_;  // guards subs_, inboxes_, in_brpop_, stop_, thread_ and every result
   std::condition_variable cv_;
   std::unordered_multimap<std::string, WakeSubscription*> subs_;  // by wake list
+  std::unordered_map<std::string, Inbox> inboxes_;                // by key
+  std::unordered_set<std::string> in_brpop_;  // the inboxes of the BRPOP under way
   bool stop_ = false;
   bool listening_ = false;  // a BRPOP is under way with the keys it had when it began
   int fd_ = -1;             // the socket a BRPOP waits on, for stop() to shut down

@@ -2,7 +2,8 @@
 -- queues (mode "queue") in ticket order; run again by a waiter polling with its TICKET, it
 -- renews the entry and reports where it stands (or that it was granted, evicted or removed as
 -- too large for the limit).
---   ARGV: acquire LIMIT LEASE_MS ID MODE OWNER_INFO [TICKET [UNITS]]
+--   ARGV: acquire LIMIT LEASE_MS ID MODE OWNER_INFO [TICKET [UNITS [CLIENT]]]
+--   CLIENT: the Client whose inbox is to wake this waiter (see Wake-ups in common.lua).
 --   Reply {state, ticket, deadline, position, now, slot...} (see common.lua).
 
 local refused = prepare('acquire')
@@ -23,6 +24,7 @@ end
 local id, mode, owner_info = ARGV[4], ARGV[5], ARGV[6]
 local polling = tonumber(ARGV[7] or '0') ~= 0
 local units = tonumber(ARGV[8] or '1')
+local client = ARGV[9]
 local ticket, bad = guarded(1, 'ZSCORE', id)
 if bad then return bad end
 local count
@@ -74,11 +76,18 @@ if mode == 'try' and not granted then return {0, 0, 0, 0, now, -1} end
 -- Writes, each first one to its key guarded, the earlier ones undone on a refusal.
 bad = select(2, guarded(2, 'ZADD', int(deadline), id))
 if bad then return bad end
-if granted or units == 1 then
-  bad = select(2, guarded(5, 'HSET', id, owner_info))
-else
-  bad = select(2, guarded(5, 'HSET', id, owner_info, UNITS .. id, int(units)))
+local fields = {id, owner_info}
+if not granted then
+  if units ~= 1 then
+    fields[#fields + 1] = UNITS .. id
+    fields[#fields + 1] = int(units)
+  end
+  if client then
+    fields[#fields + 1] = INBOX .. id
+    fields[#fields + 1] = client
+  end
 end
+bad = select(2, guarded(5, 'HSET', unpack(fields)))
 if bad then
   call('ZREM', TIME, id)
   return bad
@@ -86,7 +95,7 @@ end
 local counted = pcall_redis('INCR', COUNTER)
 if type(counted) == 'table' then
   call('ZREM', TIME, id)
-  call('HDEL', INFO, id, UNITS .. id)
+  call('HDEL', INFO, id, UNITS .. id, INBOX .. id)
   if string.find(counted.err, 'WRONGTYPE', 1, true) then
     return {-2, COUNTER, call('TYPE', COUNTER)['ok'], 'string'}
   end

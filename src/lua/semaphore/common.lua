@@ -11,9 +11,12 @@
 --   3 P:{NAME}:counter  STRING ticket counter (INCR only; a ticket is the fencing token)
 --   4 P:{NAME}:meta     HASH  limit = the current limit; slots = how many slot numbers have
 --                             been handed out so far (the slots at or above it are free)
---   5 P:{NAME}:info     HASH  permit id -> owner info (who holds or waits); and for a waiter
---                             that asks for more than one unit, {units}ID -> how many
---   6 P:{NAME}:wake:    prefix of the per-waiter wake lists (LIST P:{NAME}:wake:ID)
+--   5 P:{NAME}:info     HASH  permit id -> owner info (who holds or waits); for a waiter
+--                             that asks for more than one unit, {units}ID -> how many; and for
+--                             an entry whose Client has an inbox, {inbox}ID -> CLIENT
+--   6 P:{NAME}:wake:    prefix of the per-waiter wake lists (LIST P:{NAME}:wake:ID) and of the
+--                       Clients' inboxes (LIST P:{NAME}:wake:{inbox}CLIENT, one per Client
+--                       waiting on the semaphore; a permit id has no '{', so none collides)
 --   7 P:{NAME}:released: prefix of release receipts (STRING P:{NAME}:released:ID, one lease)
 --   8 P:{NAME}:slots    HASH  holder id -> its slots, ascending, comma-separated (one per unit
 --                             it holds): the holders are exactly its fields
@@ -25,10 +28,11 @@
 -- ARGV: 1 the operation's name (each script ignores it: every script takes the same first
 -- arguments), 2 limit, 3 lease in ms, then per operation (see each file):
 --   open                          check key types and the limit; store the limit if unset
---   acquire  ID MODE OWNER_INFO [TICKET [UNITS]]
+--   acquire  ID MODE OWNER_INFO [TICKET [UNITS [CLIENT]]]
 --                                 MODE "try" (never queues) or "queue"; TICKET: the ticket a
 --                                 waiter polling again already has (0 or absent: none yet);
---                                 UNITS: how many units (slots) it asks for, 1 when absent
+--                                 UNITS: how many units (slots) it asks for, 1 when absent;
+--                                 CLIENT: the waiter's Client's inbox (see Wake-ups below)
 --   release  ID TICKET RECEIPT_MS [leaving | keep K]
 --                                 TICKET 0: whatever entry ID has; "leaving": a waiter giving up
 --                                 (either clears its wake list); "keep K": a holder gives back
@@ -64,13 +68,17 @@
 -- A permit is ID *and* TICKET: release and renew act only on the entry with that ticket, so a
 -- holder whose entry expired can never touch a later permit that reuses its id.
 --
--- Eviction leaves the marker EVICTED as the only element of the evicted id's wake list, so the
--- waiter blocked on it, a waiter polling with its TICKET, and a holder's next renewal can each
--- tell "evicted" from "expired". A new entry for the id clears the list first. A promotion
--- pushes TICKET:SLOTS (the promoted entry's ticket and slots, e.g. "17:0,3") onto the waiter's
--- wake list: a wake-up popped for an earlier entry of the id, but read only after the waiter
--- queued again (its process was frozen past its lease), carries another ticket and is not
--- taken as a grant.
+-- Wake-ups. A promotion pushes TICKET:SLOTS (the promoted entry's ticket and slots, e.g.
+-- "17:0,3"); an eviction, or a removal as too large for the limit, pushes EVICTED or TOO-LARGE.
+-- A waiter that queued with a CLIENT gets it in its Client's inbox, WAKE .. '{inbox}' .. CLIENT,
+-- as "ID MESSAGE" (a permit id has no whitespace): one list per Client and semaphore, so the
+-- Client's one BRPOP names as many keys as it waits on semaphores, however many waiters it has.
+-- A waiter without one (a client of 0.2.0) gets MESSAGE in its own wake list, WAKE .. ID. A
+-- wake-up popped for an earlier entry of the id, but read only after the waiter queued again
+-- (its process was frozen past its lease), carries another ticket and is not taken as a grant.
+-- Eviction (and removal as too large) also leaves its marker as the only element of the id's
+-- own wake list, so a waiter polling with its TICKET and a holder's next renewal can each tell
+-- "evicted" from "expired". A new entry for the id clears that list first.
 --
 -- Reaping removes members whose deadline has passed and promotes the waiters their removal
 -- lets in, waking each through its own wake list. It runs wherever someone could be kept
@@ -120,6 +128,7 @@
 
 local WANTED = {'zset', 'zset', 'string', 'hash', 'hash', nil, nil, 'hash', 'zset'}
 local UNITS = '{units}'  -- info's field {units}ID: the units waiter ID asks for, when above 1
+local INBOX = '{inbox}'  -- info's field {inbox}ID: the Client whose inbox wakes ID
 
 -- The state of one run, between the two markers: every other top-level name of the shared
 -- parts is a constant or a function. The function library (FCALL) builds those once, at
@@ -178,11 +187,18 @@ local function join(slots)
   return table.concat(slots, ',')
 end
 
-local function wake(id, message)
+-- Wakes waiter `id` with `message`: through its Client's inbox `client` if it has one (a
+-- string; nil or false: none), else through its own wake list.
+local function wake(id, message, client)
+  local list = WAKE .. id
+  if client then
+    list = WAKE .. INBOX .. client
+    message = id .. ' ' .. message
+  end
   -- A foreign key in the way only costs that waiter its wake-up: it polls.
-  if type(pcall_redis('LPUSH', WAKE .. id, message)) == 'number' then
+  if type(pcall_redis('LPUSH', list, message)) == 'number' then
     -- A waiter polls at least every lease/3: a list nobody pops is gone after one lease.
-    call('PEXPIRE', WAKE .. id, int(lease))
+    call('PEXPIRE', list, int(lease))
   end
 end
 

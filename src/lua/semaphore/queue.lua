@@ -4,16 +4,18 @@
 
 -- Removes the entry of `id` (holder or waiter; a holder's slots are the caller's to pass on)
 -- and empties its wake list; `marker`, if given, is then the list's only element (kept
--- `keep_ms`) for the waiter or holder to find.
+-- `keep_ms`) for the waiter or holder to find, and is pushed to its Client's inbox too.
 local function remove_entry(id, marker, keep_ms)
   local list = WAKE .. id
+  local client = marker and call('HGET', INFO, INBOX .. id)
   call('ZREM', OWNER, id)
   call('ZREM', TIME, id)
-  call('HDEL', INFO, id, UNITS .. id)
+  call('HDEL', INFO, id, UNITS .. id, INBOX .. id)
   call('DEL', list)
   if marker then
     call('LPUSH', list, marker)
     call('PEXPIRE', list, int(keep_ms))
+    if client then wake(id, marker, client) end
   end
 end
 
@@ -33,11 +35,14 @@ local function promote(held, freed)
       ids[#ids + 1] = members[i]
       tickets[#tickets + 1] = members[i + 1]
       fields[#fields + 1] = UNITS .. members[i]
+      fields[#fields + 1] = INBOX .. members[i]
     end
+    -- Per waiter: the units it asks for (when above 1) and its Client's inbox (if any).
     local asked = call('HMGET', INFO, unpack(fields))
     local removed = false
     for i, id in ipairs(ids) do
-      local units = tonumber(asked[i] or '1') or 1
+      local units_field, client = asked[2 * i - 1], asked[2 * i]
+      local units = tonumber(units_field or '1') or 1
       if units > limit then
         remove_entry(id, 'too-large', lease)
         removed = true
@@ -46,10 +51,10 @@ local function promote(held, freed)
       else
         local slots = take_slots(units, freed)
         call('HSET', SLOTS, id, slots)
-        if asked[i] then call('HDEL', INFO, fields[i]) end
+        if units_field then call('HDEL', INFO, fields[2 * i - 1]) end
         -- The ticket tells the waiter that this wake-up is for its entry as it is now, not for
         -- an earlier one of its id (reaped while the waiter could not read it).
-        wake(id, tickets[i] .. ':' .. slots)
+        wake(id, tickets[i] .. ':' .. slots, client)
         room = room - units
         held = held + 1
         promoted_count = promoted_count + 1
@@ -105,6 +110,7 @@ local function reap(now, check, held)
     for _, id in ipairs(expired) do
       fields[#fields + 1] = id
       fields[#fields + 1] = UNITS .. id
+      fields[#fields + 1] = INBOX .. id
     end
     bad = select(2, guarded(5, 'HDEL', unpack(fields)))
     if bad then return nil, bad end
@@ -134,16 +140,19 @@ local function reap(now, check, held)
     for j = i, math.min(i + 499, #expired) do
       fields[#fields + 1] = expired[j]
       fields[#fields + 1] = UNITS .. expired[j]
+      fields[#fields + 1] = INBOX .. expired[j]
     end
     call('HDEL', INFO, unpack(fields))
   end
   count = call('ZCARD', OWNER)
   if call('HLEN', INFO) > count then
-    -- Fields of ids no longer queued (a waiter's {units} field counts too, hence the check
-    -- of each field whenever a waiter asks for more than one unit: rare in this pass).
+    -- Fields of ids no longer queued (a waiter's {units} and {inbox} fields count too, hence
+    -- this pass whenever a waiter has one: rare, since expired entries are mostly few).
     for _, field in ipairs(call('HKEYS', INFO)) do
       local id = field
-      if string.sub(field, 1, #UNITS) == UNITS then id = string.sub(field, #UNITS + 1) end
+      for _, prefix in ipairs({UNITS, INBOX}) do
+        if string.sub(field, 1, #prefix) == prefix then id = string.sub(field, #prefix + 1) end
+      end
       if not call('ZSCORE', OWNER, id) then call('HDEL', INFO, field) end
     end
   end

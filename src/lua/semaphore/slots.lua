@@ -57,7 +57,10 @@ local function repair()
       slots_of[id] = nil
       held = held + 1
     end
-    -- Demoted: a wake-up pushed with the slots it had must not be taken as a grant.
+    -- Demoted: a wake-up pushed with the slots it had must not be taken as a grant. (One its
+    -- Client's inbox holds, or its waker popped already, may be: the waiter's next renewal finds
+    -- it waiting, not holding, and the permit is lost. This only follows an edit of the keys
+    -- behind the semaphore's back.)
     for id, slots in pairs(slots_of) do
       call('HDEL', SLOTS, id)
       call('DEL', WAKE .. id)

@@ -1,0 +1,164 @@
+// A semaphore shared with clients of the previous release (0.2.0) during a rolling upgrade:
+// 0.2.0 waiters wait on their own wake lists, this version's on their Client's inbox. Each
+// side's release must keep the other side's waiters served: a 0.2.0 waiter promoted by this
+// version is woken through its own list (it never learns of inboxes), and a waiter of this
+// version promoted by a 0.2.0 client (which pushes to the waiter's own list) finds its grant by
+// polling. The 0.2.0 client here is its released scripts (previous_release/), run with EVAL on
+// a connection of its own, and its BRPOP on its wake list.
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <fstream>
+#include <future>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "fairsem/fairsem.hpp"
+#include "fairsem/impl/connection.hpp"
+#include "semaphore_fixture.hpp"
+#include "test_env.hpp"
+#include "wait.hpp"
+
+namespace fairsem {
+namespace {
+
+using namespace std::chrono_literals;
+using detail::Connection;
+using detail::Reply;
+using test::wait_until;
+
+std::string read_part(const std::string& name) {
+  std::ifstream in(std::string(FAIRSEM_PREVIOUS_RELEASE_DIR) + "/" + name + ".lua");
+  std::ostringstream text;
+  text << in.rdbuf();
+  EXPECT_FALSE(text.str().empty()) << "missing " << name << ".lua";
+  return text.str();
+}
+
+/// A client of 0.2.0 on semaphore `name`: its scripts as it composed them (the shared parts,
+/// then the operation), run with EVAL.
+class PreviousClient {
+ public:
+  PreviousClient(std::vector<std::string> keys, long long limit, std::chrono::milliseconds lease)
+      : keys_(std::move(keys)),
+        limit_(std::to_string(limit)),
+        lease_(std::to_string(lease.count())),
+        shared_(read_part("common") + read_part("slots") + read_part("queue")),
+        acquire_(shared_ + read_part("acquire")),
+        release_(shared_ + read_part("release")) {}
+
+  /// acquire ID queue: {state, ticket, ...} (state 1 granted, 2 queued).
+  Reply queue(const std::string& id) { return eval(acquire_, {"acquire", id, "queue", "v0.2.0"}); }
+  Reply release(const std::string& id, long long ticket) {
+    return eval(release_, {"release", id, std::to_string(ticket), "60000"});
+  }
+  /// What 0.2.0's waker does for one waiter: BRPOP on its own wake list.
+  Reply wait_for_wake_up(const std::string& id) {
+    return waker_.command(detail::Args{"BRPOP", keys_[5] + id, "20"}, 25s);
+  }
+
+ private:
+  Reply eval(const std::string& script, std::vector<std::string> args) {
+    detail::Args argv{"EVAL", script, std::to_string(keys_.size())};
+    for (const std::string& k : keys_) argv.emplace_back(k);
+    argv.emplace_back(args[0]);
+    argv.emplace_back(limit_);
+    argv.emplace_back(lease_);
+    for (std::size_t i = 1; i < args.size(); ++i) argv.emplace_back(args[i]);
+    return conn_.command(argv);
+  }
+
+  const std::vector<std::string> keys_;
+  const std::string limit_;
+  const std::string lease_;
+  const std::string shared_;
+  const std::string acquire_;
+  const std::string release_;
+  Connection conn_{test::redis_options()};
+  Connection waker_{test::redis_options()};
+};
+
+class PreviousReleaseTest : public test::SemaphoreFixture {};
+
+TEST_F(PreviousReleaseTest, WaitersOfBothVersionsAreServedInTicketOrderWhoeverReleases) {
+  // A short lease, so that this version's waiter, promoted by a 0.2.0 release it is not woken
+  // by, polls soon (every lease / 3).
+  const auto lease = 1500ms;
+  FairSemaphore sem(test::redis_options(), "mixed", options(1, lease));
+  PreviousClient old(script_keys("mixed"), 1, 60s);
+
+  Permit holder = sem.acquire();
+  // In line: a 0.2.0 waiter, one of this version, another 0.2.0 waiter.
+  const Reply first = old.queue("old-1");
+  ASSERT_EQ(first.elements.at(0).integer, 2) << "old-1 did not queue";
+  std::future<Permit> second = sem.acquire_async();
+  ASSERT_TRUE(wait_until([&] { return sem.status().waiters.size() == 2; }));
+  const Reply third = old.queue("old-3");
+  ASSERT_EQ(third.elements.at(0).integer, 2) << "old-3 did not queue";
+
+  // This version releases: the 0.2.0 waiter is woken through its own list.
+  std::future<Reply> woken_first =
+      std::async(std::launch::async, [&] { return old.wait_for_wake_up("old-1"); });
+  ASSERT_EQ(holder.release(), ReleaseResult::released);
+  const Reply w1 = woken_first.get();
+  ASSERT_EQ(w1.elements.size(), 2U) << "old-1 was not woken";
+  const long long ticket_1 = first.elements.at(1).integer;
+  EXPECT_EQ(w1.elements[1].str, std::to_string(ticket_1) + ":0");
+
+  // 0.2.0 releases: this version's waiter is not woken (0.2.0 pushes to its own list) but
+  // finds its grant when it polls.
+  EXPECT_EQ(old.release("old-1", ticket_1).elements.at(0).integer, 1);
+  ASSERT_EQ(second.wait_for(20s), std::future_status::ready) << "the waiter never found its grant";
+  Permit granted = second.get();
+  EXPECT_GT(granted.fencing_token(), ticket_1);
+  EXPECT_LT(granted.fencing_token(), third.elements.at(1).integer);
+
+  // And this version's release wakes the last 0.2.0 waiter.
+  std::future<Reply> woken_third =
+      std::async(std::launch::async, [&] { return old.wait_for_wake_up("old-3"); });
+  ASSERT_EQ(granted.release(), ReleaseResult::released);
+  const Reply w3 = woken_third.get();
+  ASSERT_EQ(w3.elements.size(), 2U) << "old-3 was not woken";
+  EXPECT_EQ(w3.elements[1].str, std::to_string(third.elements.at(1).integer) + ":0");
+  EXPECT_EQ(old.release("old-3", third.elements.at(1).integer).elements.at(0).integer, 1);
+
+  const Status s = sem.status();
+  EXPECT_TRUE(s.holders.empty());
+  EXPECT_TRUE(s.waiters.empty());
+  // Nothing of either version is left in the info hash.
+  EXPECT_EQ(0, integer({"EXISTS", key("mixed", "info")}));
+}
+
+TEST_F(PreviousReleaseTest, AFieldThePreviousReleaseLeavesGoesWithTheIdsNextEntry) {
+  // 0.2.0 removes entries without knowing of the {inbox} field: its release of a permit that
+  // queued with this version (a caller-chosen permit_id both use) leaves the field behind; this
+  // version's next removal of an entry of that id takes it away.
+  SemaphoreOptions o = options(1, 60s);
+  o.permit_id = "shared-id";
+  FairSemaphore holder_sem(test::redis_options(), "leftover", options(1, 60s));
+  FairSemaphore sem(test::redis_options(), "leftover", o);
+  PreviousClient old(script_keys("leftover"), 1, 60s);
+  Permit holder = holder_sem.acquire();
+  std::future<Permit> waiting = sem.acquire_async();
+  ASSERT_TRUE(wait_until([&] { return sem.status().waiters.size() == 1; }));
+  EXPECT_EQ(1, integer({"HEXISTS", key("leftover", "info"), "{inbox}shared-id"}));
+  ASSERT_EQ(holder.release(), ReleaseResult::released);
+  ASSERT_EQ(waiting.wait_for(20s), std::future_status::ready);
+  Permit p = waiting.get();
+  // The previous release gives the permit back (as a 0.2.0 process holding that id would).
+  EXPECT_EQ(old.release("shared-id", p.fencing_token()).elements.at(0).integer, 1);
+  EXPECT_EQ(1, integer({"HEXISTS", key("leftover", "info"), "{inbox}shared-id"}));
+  // (This version's handle of that permit finds 0.2.0's receipt: released, and nothing to do.)
+  p.release();
+  // This version takes the id again and releases it: the field goes with the entry.
+  std::optional<Permit> again = sem.try_acquire();
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->release(), ReleaseResult::released);
+  EXPECT_EQ(0, integer({"EXISTS", key("leftover", "info")}));
+}
+
+}  // namespace
+}  // namespace fairsem
