@@ -86,6 +86,8 @@ class PausedWrites {
   void resume() {
     if (std::exchange(paused_, false)) admin_.command({"CLIENT", "UNPAUSE"});
   }
+  /// Leaves the pause to end at its limit.
+  void forget() { paused_ = false; }
 
  private:
   detail::Connection admin_{test::redis_options()};
@@ -377,6 +379,29 @@ TEST(AsioTest, APermitDestroyedWithReleaseInBackgroundDoesNotBlockTheIoContext) 
   granted = Permit();
   ASSERT_EQ(after.wait_for(30s), std::future_status::ready);
   EXPECT_TRUE(after.get().held());
+}
+
+// A FairSemaphore and its Client, destroyed while a release handed off waits in Redis, return
+// only once it is done.
+TEST(AsioTest, TheSemaphoreAndTheClientWaitForHandedOffReleases) {
+  const SemaphoreOptions o = options(1);
+  const std::string holders_key = detail::semaphore_keys(o.key_prefix, "drained").at(0);
+  detail::Connection admin(test::redis_options());
+  std::string id;
+  {
+    ClientOptions background;
+    background.release_in_background = true;
+    Client client(test::redis_options(), background);
+    FairSemaphore sem(client, "drained", o);
+    std::optional<Permit> permit = sem.acquire();
+    id = permit->id();
+    PausedWrites paused(300ms);  // lifted by Redis itself, while the destructors wait
+    permit.reset();
+    ASSERT_NE(admin.command({"ZSCORE", holders_key, id}).type, detail::Reply::Type::nil);
+    paused.forget();
+  }
+  EXPECT_EQ(admin.command({"ZSCORE", holders_key, id}).type, detail::Reply::Type::nil)
+      << "the destructors returned before the release was made";
 }
 
 // A Permit that outlives its FairSemaphore and Client, destroyed with its release handed off,
