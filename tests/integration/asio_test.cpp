@@ -13,6 +13,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <asio/bind_cancellation_slot.hpp>
 #include <asio/bind_executor.hpp>
 #include <asio/cancellation_signal.hpp>
@@ -28,6 +29,7 @@
 #include <string>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "fairsem/asio.hpp"
 #include "fairsem/fairsem.hpp"
@@ -218,6 +220,48 @@ TEST(AsioTest, ACancellationSlotCancelsAWaitingAcquire) {
     ASSERT_EQ(next.wait_for(30s), std::future_status::ready);
     EXPECT_TRUE(next.get().held());
   }
+}
+
+// Many requests on one io_context, every other one cancelled at once while permits come and
+// go: each completes once, every request not cancelled gets a permit (a cancelled one may have
+// been granted first), and the queue ends empty.
+TEST(AsioTest, CancellingSomeRequestsStillServesEveryOther) {
+  constexpr int kRequests = 30;
+  asio::io_context io;
+  FairSemaphore sem(test::redis_options(), "cancel-many", options(2));
+  std::vector<asio::cancellation_signal> signals(kRequests);
+  std::vector<int> completions(kRequests, 0);
+  std::vector<bool> granted(kRequests, false);
+  std::vector<bool> was_cancelled(kRequests, false);
+  for (int i = 0; i < kRequests; ++i) {
+    async_acquire(
+        sem, asio::bind_cancellation_slot(
+                 signals[i].slot(), asio::bind_executor(io, [&, i](std::exception_ptr e, Permit p) {
+                   ++completions[i];
+                   was_cancelled[i] = cancelled(e);
+                   granted[i] = p.held();
+                   // Held for a moment, then released on this thread.
+                   auto timer = std::make_shared<asio::steady_timer>(io, 1ms);
+                   timer->async_wait(
+                       [timer, held = std::make_shared<Permit>(std::move(p))](std::error_code) {});
+                 })));
+    if (i % 2 == 1) asio::post(io, [&, i] { signals[i].emit(asio::cancellation_type::terminal); });
+  }
+  io.run_for(60s);
+  for (int i = 0; i < kRequests; ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(1, completions[i]);
+    if (i % 2 == 0) {
+      EXPECT_TRUE(granted[i]);
+    }
+    EXPECT_NE(granted[i], was_cancelled[i]);  // one or the other
+  }
+  EXPECT_GT(std::count(was_cancelled.begin(), was_cancelled.end(), true), 0)
+      << "no cancellation took effect";
+  EXPECT_TRUE(wait_until([&] {
+    const Status status = sem.status();
+    return status.waiters.empty() && status.holders.empty();
+  }));
 }
 
 // A cancellation that comes once the request was granted, before its handler ran: the handler
