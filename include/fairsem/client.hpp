@@ -35,6 +35,16 @@ struct ClientOptions {
   /// Threads that run asynchronous acquires (their script calls and completion callbacks),
   /// started with the first one. At least 1.
   std::size_t worker_threads = 2;
+  /// Whether a Permit's destructor (and a move-assignment over a held Permit) hands its release
+  /// to the worker threads instead of making the Redis call on the calling thread: for event
+  /// loops (an Asio io_context) whose thread must not wait for Redis. The Permit is empty at
+  /// once; its release runs soon after on a worker thread, which holds what it needs (a Permit
+  /// that outlives its FairSemaphore and Client still releases), and a failure is logged as the
+  /// destructor logs it. ~FairSemaphore and ~Client wait until the Client's handed-off
+  /// releases are done (unless called on fairsem's own threads), so a program that destroys
+  /// them before it exits loses none. Permit::release() is not affected: it still returns what
+  /// it found. Off by default: the destructor then releases before it returns.
+  bool release_in_background = false;
 
   /// Throws InvalidArgument naming the bad field.
   void validate() const;
@@ -57,6 +67,14 @@ class Client {
   /// Validates the options (InvalidArgument naming the bad field). Connects nothing: the first
   /// semaphore opened through the Client does, and reports a bad address or password then.
   explicit Client(ConnectionOptions connection, ClientOptions options = {});
+  Client(const Client&);
+  Client(Client&&) noexcept;
+  Client& operator=(const Client&);
+  Client& operator=(Client&&) noexcept;
+  /// Waits until the releases this Client's Permits handed to its worker threads
+  /// (ClientOptions::release_in_background, Permit::release_async) are done, except on
+  /// fairsem's own threads. The rest lives on while a semaphore or a Permit uses it.
+  ~Client();
 
   /// The options every connection of this Client uses.
   const ConnectionOptions& connection() const noexcept;

@@ -12,6 +12,8 @@
 #endif
 
 #include <chrono>
+#include <exception>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -32,14 +34,21 @@ struct PermitState;
 class AsyncAcquire;
 }  // namespace detail
 
+/// How an asynchronous release ended (Permit::release_async): `error` null and `result` what
+/// release() returns, or `error` set (ConnectionError, TimeoutError...: what release() would
+/// throw) and `result` ReleaseResult::already_released, to be ignored.
+using ReleaseCallback = std::function<void(std::exception_ptr error, ReleaseResult result)>;
+
 /// A granted permit. Move-only; the destructor releases it and never throws (a failed
-/// release is reported to the logger, and the permit then expires with its lease).
+/// release is reported to the logger, and the permit then expires with its lease). With
+/// ClientOptions::release_in_background, the destructor hands the release to the Client's
+/// worker threads instead of waiting for Redis.
 class Permit {
  public:
   /// An empty permit (holds nothing), as left behind by a move.
   Permit() noexcept;
   Permit(Permit&& other) noexcept;
-  /// Releases the permit held before, then takes over `other`'s.
+  /// Releases the permit held before (as the destructor does), then takes over `other`'s.
   Permit& operator=(Permit&& other) noexcept;
   Permit(const Permit&) = delete;
   Permit& operator=(const Permit&) = delete;
@@ -85,12 +94,24 @@ class Permit {
   /// or above count(), and what release() throws. Expired: the permit is dropped, as by
   /// release(). Not thread-safe with other calls on the same Permit.
   ReleaseResult release(long long units);
+  /// release() on one of the Client's worker threads, never on this one: the call takes the
+  /// permit over (this Permit is empty when it returns) and `done` is called once, on that
+  /// worker thread, with what release() returns or throws; like an AcquireCallback it must not
+  /// block. For an empty Permit nothing is sent, and `done(nullptr, already_released)` is called
+  /// before this returns. ~FairSemaphore and ~Client wait for pending ones (see
+  /// ClientOptions::release_in_background). Throws InvalidArgument without a callback, and
+  /// std::system_error if no worker thread can start (the permit is then released as the
+  /// destructor would).
+  void release_async(ReleaseCallback done);
 
  private:
   friend class detail::SemaphoreCore;
   Permit(std::shared_ptr<detail::SemaphoreCore> core,
          std::shared_ptr<detail::PermitState> state) noexcept;
+  /// What the destructor does: releases here, or hands the release to a worker thread.
   void release_quietly() noexcept;
+  /// Releases on this thread, logging a failure.
+  void release_here() noexcept;
 
   std::shared_ptr<detail::SemaphoreCore> core_;
   std::shared_ptr<detail::PermitState> state_;

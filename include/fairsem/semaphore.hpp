@@ -65,10 +65,11 @@ using AcquireCallback = std::function<void(std::exception_ptr error, std::option
 class AcquireRequest {
  public:
   AcquireRequest() noexcept = default;
-  /// Cancels the request unless it has completed: its queue entry is removed (a permit granted
-  /// to it in the last instant passes on to the next waiter), and its callback gets a
-  /// CancelledError. Returns false when the request had completed (or been cancelled) already.
-  /// Never blocks: the removal and the callback happen on a worker thread.
+  /// Cancels the request unless it has completed: its callback gets a CancelledError, and then
+  /// its queue entry is removed (a permit granted to it in the last instant passes on to the
+  /// next waiter). Returns false when the request had completed (or been cancelled) already.
+  /// Never blocks: the callback and the removal happen on a worker thread, the callback first,
+  /// so that it does not wait for Redis; the FairSemaphore's destructor waits for the removal.
   bool cancel();
 
  private:

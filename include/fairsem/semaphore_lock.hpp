@@ -3,6 +3,7 @@
 // SemaphoreLock: a FairSemaphore as a TimedLockable, for std::unique_lock and std::scoped_lock.
 
 #include <chrono>
+#include <string>
 #include <system_error>
 
 #include "fairsem/semaphore.hpp"
@@ -10,29 +11,33 @@
 namespace fairsem {
 
 /// Adapts a FairSemaphore to TimedLockable, for std::unique_lock and std::scoped_lock. One
-/// SemaphoreLock holds at most one permit: use one per thread (it is not itself thread-safe).
+/// SemaphoreLock holds at most one permit, of `units` units: use one per thread (it is not
+/// itself thread-safe).
 class SemaphoreLock {
  public:
-  explicit SemaphoreLock(FairSemaphore& semaphore) noexcept : semaphore_(&semaphore) {}
+  /// Every lock takes `units` units of `semaphore` at once (as acquire(units)). Throws
+  /// InvalidArgument for units below 1 or above the semaphore's limit (options().limit).
+  explicit SemaphoreLock(FairSemaphore& semaphore, long long units = 1)
+      : semaphore_(&semaphore), units_(checked(semaphore, units)) {}
 
   /// Throws std::system_error(resource_deadlock_would_occur) if this lock already holds.
   void lock() {
     check_not_held();
-    permit_ = semaphore_->acquire();
+    permit_ = semaphore_->acquire(units_);
   }
   bool try_lock() {
     check_not_held();
-    return store(semaphore_->try_acquire());
+    return store(semaphore_->try_acquire(units_));
   }
   template <class Rep, class Period>
   bool try_lock_for(const std::chrono::duration<Rep, Period>& timeout) {
     check_not_held();
-    return store(semaphore_->try_acquire_for(timeout));
+    return store(semaphore_->try_acquire_for(units_, timeout));
   }
   template <class Clock, class Duration>
   bool try_lock_until(const std::chrono::time_point<Clock, Duration>& deadline) {
     check_not_held();
-    return store(semaphore_->try_acquire_until(deadline));
+    return store(semaphore_->try_acquire_until(units_, deadline));
   }
   /// Releases the permit (never throws for Redis trouble; see ~Permit). Throws
   /// std::system_error(operation_not_permitted) if nothing is held.
@@ -46,8 +51,19 @@ class SemaphoreLock {
 
   /// The permit held between lock and unlock (empty otherwise), e.g. for its fencing token.
   const Permit& permit() const noexcept { return permit_; }
+  /// The units every lock takes.
+  long long units() const noexcept { return units_; }
 
  private:
+  static long long checked(const FairSemaphore& semaphore, long long units) {
+    const long long limit = semaphore.options().limit;
+    if (units < 1 || units > limit) {
+      throw InvalidArgument("fairsem: semaphore '" + semaphore.name() + "': a SemaphoreLock of " +
+                            std::to_string(units) + " units; a lock takes 1 to " +
+                            std::to_string(limit) + " (the limit)");
+    }
+    return units;
+  }
   void check_not_held() const {
     if (permit_.held()) {
       throw std::system_error(std::make_error_code(std::errc::resource_deadlock_would_occur),
@@ -61,6 +77,7 @@ class SemaphoreLock {
   }
 
   FairSemaphore* semaphore_;
+  long long units_;
   Permit permit_;
 };
 

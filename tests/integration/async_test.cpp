@@ -125,7 +125,8 @@ TEST(AsyncAcquireTest, TheCallbackRunsOnAWorkerThreadAndCancelRemovesTheEntry) {
   EXPECT_THAT(message_of(out.error), HasSubstr("cancelled"));
   EXPECT_THROW(std::rethrow_exception(out.error), CancelledError);
   EXPECT_NE(out.thread, std::this_thread::get_id());
-  EXPECT_TRUE(sem.status().waiters.empty());
+  // The callback comes first; the removal follows on the same step.
+  EXPECT_TRUE(wait_until([&] { return sem.status().waiters.empty(); }));
   EXPECT_FALSE(request.cancel()) << "cancelled twice";
 }
 
@@ -151,11 +152,13 @@ TEST(AsyncAcquireTest, ARequestCancelledAfterItsPromotionPassesThePermitOn) {
   FairSemaphore other(client, "blocker", options(1));
   other.acquire_async([unblocked](std::exception_ptr, std::optional<Permit>) { unblocked.wait(); });
   const std::string request_id = sem.status().waiters.at(0).id;
-  holder.release();  // promotes the request; the waker pops its wake-up, the worker is busy
   Connection admin(test::redis_options());
-  ASSERT_TRUE(wait_until([&] {
-    return admin.command({"EXISTS", o.key_prefix + ":{promoted}:wake:" + request_id}).integer == 0;
-  }));
+  // The inbox the request's wake-up goes to (its entry names its Client).
+  const std::string inbox =
+      o.key_prefix + ":{promoted}:wake:{inbox}" +
+      admin.command({"HGET", o.key_prefix + ":{promoted}:info", "{inbox}" + request_id}).str;
+  holder.release();  // promotes the request; the waker pops its wake-up, the worker is busy
+  ASSERT_TRUE(wait_until([&] { return admin.command({"LLEN", inbox}).integer == 0; }));
   ASSERT_EQ(sem.status().holders.at(0).id, request_id);
   EXPECT_TRUE(request.cancel());
   unblock.set_value();

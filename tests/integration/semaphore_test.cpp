@@ -4,6 +4,7 @@
 // The suite goes on in semaphore_{lease,refusal,eviction,slot}_test.cpp; multi-process
 // guarantees live in process_test.cpp, lost replies in lost_reply_test.cpp.
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -342,6 +343,46 @@ TEST_F(SemaphoreTest, WorksAsATimedLockable) {
   EXPECT_THROW(theirs.unlock(), std::system_error);
   std::unique_lock<SemaphoreLock> timed(mine, 1s);
   EXPECT_TRUE(timed.owns_lock());
+}
+
+// A SemaphoreLock of N units takes N units with every kind of lock, and refuses a unit count
+// no lock could ever take.
+TEST_F(SemaphoreTest, ASemaphoreLockTakesItsUnits) {
+  FairSemaphore sem(redis_options(), "lock-units", options(4));
+  SemaphoreLock three(sem, 3);
+  SemaphoreLock two(sem, 2);
+  EXPECT_EQ(3, three.units());
+  {
+    std::unique_lock<SemaphoreLock> guard(three);
+    EXPECT_EQ(3, three.permit().count());
+    const Status status = sem.status();
+    ASSERT_EQ(1u, status.holders.size());
+    EXPECT_EQ(3, status.holders.at(0).count);
+    EXPECT_FALSE(two.try_lock()) << "2 units taken while only 1 was free";
+    EXPECT_FALSE(two.try_lock_for(50ms));
+    EXPECT_FALSE(two.try_lock_until(std::chrono::steady_clock::now() + 50ms));
+  }
+  ASSERT_TRUE(two.try_lock());
+  EXPECT_EQ(2, two.permit().count());
+  EXPECT_EQ(2, sem.status().holders.at(0).count);
+  two.unlock();
+  SemaphoreLock all(sem, 4);
+  all.lock();
+  EXPECT_EQ(4, all.permit().count());
+  all.unlock();
+  try {
+    SemaphoreLock none(sem, 0);
+    ADD_FAILURE() << "a lock of 0 units was accepted";
+  } catch (const InvalidArgument& e) {
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("of 0 units"));
+  }
+  try {
+    SemaphoreLock too_many(sem, 5);
+    ADD_FAILURE() << "a lock of more units than the limit was accepted";
+  } catch (const InvalidArgument& e) {
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("of 5 units"));
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("1 to 4"));
+  }
 }
 
 TEST_F(SemaphoreTest, ManyThreadsShareOneSemaphore) {

@@ -98,8 +98,11 @@ FAIRSEM_INLINE void AsyncAcquire::advance() {
   }
   if (cancelled) {
     wake_up_.reset();
-    if (queued_) leave();
+    // The callback first: it should not wait for a round trip (or, with Redis unreachable, a
+    // command timeout). The entry is removed right after, by this step, which the semaphore's
+    // destructor waits for.
     finish(cancelled, std::nullopt);
+    if (queued_) leave();
     return;
   }
   if (!queued_) {

@@ -31,7 +31,8 @@ FAIRSEM_INLINE Runtime::Runtime(ConnectionOptions options, ClientOptions client_
     : options_((options.validate(), std::move(options))),
       max_connections_((client_options.validate(), client_options.max_connections)),
       discovery_(options_.routed() ? std::make_shared<Discovery>(options_) : nullptr),
-      executor_(client_options.worker_threads) {}
+      executor_(client_options.worker_threads),
+      release_in_background_(client_options.release_in_background) {}
 
 FAIRSEM_INLINE Runtime::~Runtime() {
   for (auto& entry : wakers_) entry.second->stop();
@@ -43,6 +44,37 @@ FAIRSEM_INLINE Runtime::~Runtime() {
   // The last reference can be dropped on the watchdog thread itself (a permit released in
   // on_lost): that thread is parked, sees the Runtime gone and leaves without touching it again.
   join_or_park(watchdog_);
+}
+
+FAIRSEM_INLINE void Runtime::post_release(Executor::Task release) {
+  {
+    std::lock_guard<std::mutex> lock(releases_->mu);
+    ++releases_->count;
+  }
+  auto done = [pending = releases_] {
+    {
+      std::lock_guard<std::mutex> lock(pending->mu);
+      --pending->count;
+    }
+    pending->cv.notify_all();
+  };
+  try {
+    executor_.post([release = std::move(release), done]() mutable {
+      Executor::Task task = std::move(release);
+      task();
+      task = nullptr;  // the permit (and the semaphore it may keep alive) is let go of first
+      done();
+    });
+  } catch (...) {
+    done();
+    throw;
+  }
+}
+
+FAIRSEM_INLINE void Runtime::wait_for_releases() noexcept {
+  if (on_fairsems_thread() || this_thread_holds_a_connection()) return;
+  std::unique_lock<std::mutex> lock(releases_->mu);
+  releases_->cv.wait(lock, [&] { return releases_->count == 0; });
 }
 
 FAIRSEM_INLINE bool Runtime::this_thread_holds_a_connection() noexcept {
@@ -231,6 +263,15 @@ FAIRSEM_INLINE void ClientOptions::validate() const {
 
 FAIRSEM_INLINE Client::Client(ConnectionOptions connection, ClientOptions options)
     : runtime_(std::make_shared<detail::Runtime>(std::move(connection), options)) {}
+
+FAIRSEM_INLINE Client::Client(const Client&) = default;
+FAIRSEM_INLINE Client::Client(Client&&) noexcept = default;
+FAIRSEM_INLINE Client& Client::operator=(const Client&) = default;
+FAIRSEM_INLINE Client& Client::operator=(Client&&) noexcept = default;
+
+FAIRSEM_INLINE Client::~Client() {
+  if (runtime_) runtime_->wait_for_releases();
+}
 
 FAIRSEM_INLINE const ConnectionOptions& Client::connection() const noexcept {
   return runtime_->options();

@@ -58,6 +58,16 @@ class Runtime : public std::enable_shared_from_this<Runtime> {
   /// long as one of them holds it.
   std::shared_ptr<Admission> admission(const std::string& key);
 
+  /// ClientOptions::release_in_background.
+  bool release_in_background() const noexcept { return release_in_background_; }
+  /// Runs `release` (a task that releases the Permit it holds) on a worker thread, counted as
+  /// pending until it has run and let go of what it held. Throws std::system_error if no
+  /// worker thread can start (nothing is counted then).
+  void post_release(Executor::Task release);
+  /// Returns once no release posted by post_release is pending. Does not wait on fairsem's
+  /// own threads, nor while this thread holds a pool connection: the wait could be for itself.
+  void wait_for_releases() noexcept;
+
   /// The wake-up path of cluster slot `slot` (-1 standalone): one per slot, made on first use,
   /// with a kick list under `wake_prefix` (the wake-list prefix of the semaphore that asks
   /// first, so that the user may write it).
@@ -104,6 +114,16 @@ class Runtime : public std::enable_shared_from_this<Runtime> {
   std::mutex admissions_mu_;
   std::unordered_map<std::string, std::weak_ptr<Admission>> admissions_;
   std::size_t admissions_sweep_at_ = 64;  // entries of handles all gone are dropped then
+
+  /// The releases handed to the worker threads and not done yet. Shared with their tasks: the
+  /// last one may run when the Runtime is gone (its permit held the last reference).
+  struct PendingReleases {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::size_t count = 0;
+  };
+  const bool release_in_background_;
+  const std::shared_ptr<PendingReleases> releases_ = std::make_shared<PendingReleases>();
 
   std::mutex wakers_mu_;
   std::unordered_map<int, std::shared_ptr<Waker>> wakers_;

@@ -151,6 +151,29 @@ FAIRSEM_INLINE Permit::~Permit() { release_quietly(); }
 
 FAIRSEM_INLINE void Permit::release_quietly() noexcept {
   if (!state_ || state_->done.load()) return;
+  if (!core_->runtime().release_in_background()) {
+    release_here();
+    return;
+  }
+  // Handed to a worker thread: the task holds the permit, and with it the semaphore's core and
+  // the Client's runtime, so the release runs whatever is destroyed meanwhile.
+  std::shared_ptr<Permit> held;
+  try {
+    held = std::make_shared<Permit>(std::move(*this));
+  } catch (...) {
+    release_here();  // no memory to hand it off
+    return;
+  }
+  detail::Runtime& runtime = held->core_->runtime();
+  try {
+    runtime.post_release([held] { held->release_here(); });
+  } catch (...) {
+    held->release_here();  // no worker thread could start
+  }
+}
+
+FAIRSEM_INLINE void Permit::release_here() noexcept {
+  if (!state_ || state_->done.load()) return;
   try {
     release();
   } catch (const std::exception& e) {
@@ -211,6 +234,36 @@ FAIRSEM_INLINE ReleaseResult Permit::release(long long units) {
   return core->release_units(*state, units);
 }
 
+FAIRSEM_INLINE void Permit::release_async(ReleaseCallback done) {
+  if (!done) throw InvalidArgument("fairsem: an asynchronous release needs a callback");
+  if (!state_) {
+    done(nullptr, ReleaseResult::already_released);
+    return;
+  }
+  auto held = std::make_shared<Permit>(std::move(*this));
+  detail::Runtime& runtime = held->core_->runtime();
+  runtime.post_release([held, done = std::move(done)] {
+    std::exception_ptr error;
+    ReleaseResult result = ReleaseResult::already_released;
+    try {
+      result = held->release();
+    } catch (...) {
+      error = std::current_exception();
+    }
+    const auto core = held->core_;
+    try {
+      done(error, result);
+    } catch (const std::exception& e) {
+      core->log(LogLevel::error,
+                fmt::format("fairsem: semaphore '{}': a release callback threw: {}", core->name(),
+                            e.what()));
+    } catch (...) {
+      core->log(LogLevel::error,
+                fmt::format("fairsem: semaphore '{}': a release callback threw", core->name()));
+    }
+  });
+}
+
 // --- FairSemaphore --------------------------------------------------------------------------
 
 FAIRSEM_INLINE FairSemaphore::FairSemaphore(const Client& client, std::string name,
@@ -230,6 +283,11 @@ namespace semaphore_helpers {
 /// their callbacks (see SemaphoreCore::end_requests).
 FAIRSEM_INLINE void cancel_pending(const std::shared_ptr<detail::SemaphoreCore>& core) noexcept {
   if (!core) return;  // moved from
+  // Then the releases handed to the worker threads (the cancelled requests' among them).
+  struct WaitForReleases {
+    detail::Runtime& runtime;
+    ~WaitForReleases() { runtime.wait_for_releases(); }
+  } releases{core->runtime()};
   try {
     core->end_requests(std::make_exception_ptr(
         CancelledError(fmt::format("fairsem: semaphore '{}': the FairSemaphore was destroyed "

@@ -244,6 +244,8 @@ class SemaphoreCore : public std::enable_shared_from_this<SemaphoreCore> {
   void log(LogLevel level, const std::string& message) const noexcept;
   /// "semaphore 'NAME' on ENDPOINT", for messages (built once: every script call needs it).
   const std::string& where() const noexcept { return where_; }
+  /// The Client's shared part (its worker threads release permits handed to them).
+  Runtime& runtime() const noexcept { return *runtime_; }
 
   // For the watchdog (Runtime): what it renews, on which slot's connection, and the counter a
   // reconnect of that connection counts in.

@@ -120,6 +120,8 @@ FAIRSEM_INLINE void Waker::list(WakeSubscription& sub, Connection& conn) {
     // A BRPOP under way that lacks this inbox: end it with a push to the kick list, its first
     // key. Otherwise the BRPOP under way has it, or the thread's next one will.
     kick = listening_ && in_brpop_.count(sub.inbox_) == 0;
+    // Once: the subscriptions through this inbox that come before the next BRPOP need none.
+    if (kick) in_brpop_.insert(sub.inbox_);
   }
   cv_.notify_all();
   if (!kick) return;

@@ -144,7 +144,8 @@ class Waker : public std::enable_shared_from_this<Waker> {
   std::condition_variable cv_;
   std::unordered_multimap<std::string, WakeSubscription*> subs_;  // by wake list
   std::unordered_map<std::string, Inbox> inboxes_;                // by key
-  std::unordered_set<std::string> in_brpop_;  // the inboxes of the BRPOP under way
+  // The inboxes of the BRPOP under way, and those it was kicked for (the next one has them).
+  std::unordered_set<std::string> in_brpop_;
   bool stop_ = false;
   bool listening_ = false;  // a BRPOP is under way with the keys it had when it began
   int fd_ = -1;             // the socket a BRPOP waits on, for stop() to shut down
