@@ -106,24 +106,7 @@ FAIRSEM_INLINE void AsyncAcquire::advance() {
     return;
   }
   if (!queued_) {
-    std::optional<AdmissionTurn> turn = take_turn();
-    if (!turn) {
-      // Still in line behind requests made before it: nothing sent yet, and only its
-      // deadline (a later step) or a cancel can end it before its turn.
-      const bool waits = deadline_ && *deadline_ > started_;
-      if (waits && Clock::now() >= *deadline_) {
-        finish(nullptr, std::nullopt);
-        return;
-      }
-      if (waits) arm_timer();
-      return;
-    }
-    // No time to wait: like try_acquire, never queue.
-    if (deadline_ && *deadline_ <= started_) {
-      finish(nullptr, core_->try_acquire_admitted(units_, *turn));
-      return;
-    }
-    if (queue(*turn)) return;
+    if (first_call()) return;
   } else {
     bool poll_now = false;
     if (woken(poll_now)) return;
@@ -137,6 +120,27 @@ FAIRSEM_INLINE void AsyncAcquire::advance() {
     if ((poll_now || now >= next_poll_) && poll()) return;
   }
   arm_timer();
+}
+
+FAIRSEM_INLINE bool AsyncAcquire::first_call() {
+  std::optional<AdmissionTurn> turn = take_turn();
+  if (!turn) {
+    // Still in line behind requests made before it: nothing sent yet, and only its deadline
+    // (a later step) or a cancel can end it before its turn.
+    const bool waits = deadline_ && *deadline_ > started_;
+    if (waits && Clock::now() >= *deadline_) {
+      finish(nullptr, std::nullopt);
+    } else if (waits) {
+      arm_timer();
+    }
+    return true;
+  }
+  // No time to wait: like try_acquire, never queue.
+  if (deadline_ && *deadline_ <= started_) {
+    finish(nullptr, core_->try_acquire_admitted(units_, *turn));
+    return true;
+  }
+  return queue(*turn);
 }
 
 FAIRSEM_INLINE bool AsyncAcquire::queue(AdmissionTurn& turn) {

@@ -52,6 +52,9 @@ class AsyncAcquire : public std::enable_shared_from_this<AsyncAcquire> {
   void step();
   /// What one step does. Throws what the blocking acquire would.
   void advance();
+  /// The step before the request has an entry: waits for its turn (true: nothing more to do
+  /// in this step), then queues it, or tries (no time to wait). True when it finished.
+  bool first_call();
   /// Queues; true when granted at once. `turn` is done once the call is answered.
   bool queue(AdmissionTurn& turn);
   /// True when a wake-up came that grants the permit as the last call left it.
