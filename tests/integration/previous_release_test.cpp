@@ -62,7 +62,8 @@ class PreviousClient {
 
  private:
   Reply eval(const std::string& script, std::vector<std::string> args) {
-    detail::Args argv{"EVAL", script, std::to_string(keys_.size())};
+    const std::string key_count = std::to_string(keys_.size());  // outlives argv's views
+    detail::Args argv{"EVAL", script, key_count};
     for (const std::string& k : keys_) argv.emplace_back(k);
     argv.emplace_back(args[0]);
     argv.emplace_back(limit_);
