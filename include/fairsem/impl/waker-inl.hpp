@@ -28,6 +28,10 @@ inline constexpr auto kKickLifetime = std::chrono::seconds(10);
 inline constexpr auto kInboxLinger = std::chrono::seconds(10);
 // What names a semaphore's inbox among its wake lists (common.lua's INBOX).
 inline constexpr std::string_view kInboxMark = "{inbox}";
+// How long a wake-up popped before its waiter listened is kept for it (the waiter subscribes
+// right after its call's reply; it polls anyway within one poll interval), and how many are.
+inline constexpr auto kUnclaimedLifetime = std::chrono::seconds(5);
+inline constexpr std::size_t kMaxUnclaimed = 10'000;
 // After a refused BRPOP or a failed reconnect: waiters poll meanwhile.
 inline constexpr auto kRetryPause = std::chrono::milliseconds(200);
 
@@ -111,19 +115,41 @@ FAIRSEM_INLINE std::unique_ptr<WakeSubscription> Waker::subscribe(const std::str
 
 FAIRSEM_INLINE void Waker::list(WakeSubscription& sub, Connection& conn) {
   bool kick = false;
+  bool hook_due = false;
+  bool handed = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!thread_.joinable() && !stop_) thread_ = std::thread(&Waker::run, this);
-    subs_.emplace(sub.key_, &sub);
+    const auto it = subs_.emplace(sub.key_, &sub);
     sub.listed_ = true;
     ++inboxes_[sub.inbox_].listed;
-    // A BRPOP under way that lacks this inbox: end it with a push to the kick list, its first
-    // key. Otherwise the BRPOP under way has it, or the thread's next one will.
-    kick = listening_ && in_brpop_.count(sub.inbox_) == 0;
-    // Once: the subscriptions through this inbox that come before the next BRPOP need none.
-    if (kick) in_brpop_.insert(sub.inbox_);
+    // Its promotion may have been popped already: between the reply that queued it and this
+    // call, or since the wake-up that ended its listening.
+    const auto early = unclaimed_.find(sub.key_);
+    if (early != unclaimed_.end()) {
+      std::string message = std::move(early->second.message);
+      unclaimed_.erase(early);
+      hook_due = hand_over(it, std::move(message));
+      handed = true;
+    } else {
+      // A BRPOP under way that lacks this inbox: end it with a push to the kick list, its
+      // first key. Otherwise the BRPOP under way has it, or the thread's next one will.
+      kick = listening_ && in_brpop_.count(sub.inbox_) == 0;
+      // Once: the subscriptions through this inbox that come before the next BRPOP need none.
+      if (kick) in_brpop_.insert(sub.inbox_);
+    }
   }
   cv_.notify_all();
+  if (handed) {
+    if (hook_due) {
+      try {
+        sub.hook_();
+      } catch (...) {
+        // As on the waker's thread: that waiter learns of it at its next poll.
+      }
+    }
+    return;
+  }
   if (!kick) return;
   try {
     conn.eval(scripts::kick, {kick_key_},
@@ -160,6 +186,7 @@ FAIRSEM_INLINE void Waker::collect_keys(std::vector<std::string>& keys) {
   keys.push_back(kick_key_);
   in_brpop_.clear();
   const auto now = std::chrono::steady_clock::now();
+  forget_unclaimed(now);
   for (auto it = inboxes_.begin(); it != inboxes_.end();) {
     if (it->second.listed == 0 && now - it->second.idle_since >= waker_helpers::kInboxLinger) {
       it = inboxes_.erase(it);
@@ -307,7 +334,7 @@ FAIRSEM_INLINE bool Waker::listen(Connection& conn, const std::vector<std::strin
 
 FAIRSEM_INLINE void Waker::deliver(Reply reply) {
   const std::string& inbox = reply.elements[0].str;
-  const std::string& pushed = reply.elements[1].str;
+  std::string& pushed = reply.elements[1].str;
   // "ID MESSAGE": a permit id has no whitespace. Anything else was not pushed by fairsem.
   const std::size_t space = pushed.find(' ');
   if (space == std::string::npos || inbox.size() < inbox_suffix_.size() ||
@@ -316,20 +343,50 @@ FAIRSEM_INLINE void Waker::deliver(Reply reply) {
   }
   std::string key = inbox.substr(0, inbox.size() - inbox_suffix_.size());
   key.append(pushed, 0, space);
+  std::string message = pushed.substr(space + 1);
   std::lock_guard<std::mutex> lock(mu_);
   const auto it = subs_.find(key);
-  // Nobody waits for it any more: the waiter left (its release removes the entry and passes
-  // a permit it was just given on) or polls and finds itself promoted.
-  if (it == subs_.end()) return;
+  if (it == subs_.end()) {
+    // Its waiter is not listening: not yet (its call's reply and this promotion crossed), or
+    // between a wake-up and its next poll, or never again (it left; the entry is gone).
+    keep_unclaimed(std::move(key), std::move(message));
+    return;
+  }
+  WakeSubscription& sub = *it->second;
+  if (hand_over(it, std::move(message))) due_hooks_.push_back(sub.hook_);
+}
+
+FAIRSEM_INLINE bool Waker::hand_over(
+    std::unordered_multimap<std::string, WakeSubscription*>::iterator it, std::string message) {
   // One wake-up ends the listening (a promotion or an eviction is the last word on an entry).
   WakeSubscription& sub = *it->second;
-  unlist(it);
   std::vector<Reply> woken;
-  woken.push_back(Reply::make_string(std::move(key)));
-  woken.push_back(Reply::make_string(pushed.substr(space + 1)));
+  woken.push_back(Reply::make_string(it->first));
+  woken.push_back(Reply::make_string(std::move(message)));
+  unlist(it);
   sub.woken_ = Reply::make_array(std::move(woken));
   sub.cv_.notify_all();
-  if (sub.hook_) due_hooks_.push_back(sub.hook_);
+  return static_cast<bool>(sub.hook_);
+}
+
+FAIRSEM_INLINE void Waker::forget_unclaimed(std::chrono::steady_clock::time_point now) {
+  for (auto it = unclaimed_.begin(); it != unclaimed_.end();) {
+    if (now - it->second.at >= waker_helpers::kUnclaimedLifetime) {
+      it = unclaimed_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+FAIRSEM_INLINE void Waker::keep_unclaimed(std::string key, std::string message) {
+  const auto now = std::chrono::steady_clock::now();
+  if (unclaimed_.size() >= waker_helpers::kMaxUnclaimed) {
+    forget_unclaimed(now);
+    // Still full of recent ones: one makes room (its waiter, if any, polls).
+    if (unclaimed_.size() >= waker_helpers::kMaxUnclaimed) unclaimed_.erase(unclaimed_.begin());
+  }
+  unclaimed_.insert_or_assign(std::move(key), Unclaimed{std::move(message), now});
 }
 
 }  // namespace fairsem::detail

@@ -107,13 +107,28 @@ class Waker : public std::enable_shared_from_this<Waker> {
     std::size_t listed = 0;
     std::chrono::steady_clock::time_point idle_since;
   };
-  /// Adds `sub` to the next BRPOP, and kicks a BRPOP under way that lacks its inbox.
+  /// A wake-up popped while no subscription listened for it, and when.
+  struct Unclaimed {
+    std::string message;
+    std::chrono::steady_clock::time_point at;
+  };
+  /// Adds `sub` to the next BRPOP, and kicks a BRPOP under way that lacks its inbox; or hands
+  /// it the wake-up that came for it before it listened.
   void list(WakeSubscription& sub, Connection& conn);
+  /// With mu_ held: `sub` (at `it` in subs_) gets {its wake list, `message`} and stops listening;
+  /// its waiter wakes. True when its hook is due.
+  bool hand_over(std::unordered_multimap<std::string, WakeSubscription*>::iterator it,
+                 std::string message);
+  /// With mu_ held: keeps a wake-up nobody listens for (yet) for kUnclaimedLifetime, for a
+  /// waiter that subscribes after its promotion was popped.
+  void keep_unclaimed(std::string key, std::string message);
+  /// With mu_ held: forgets the unclaimed wake-ups kept kUnclaimedLifetime or longer.
+  void forget_unclaimed(std::chrono::steady_clock::time_point now);
   void unsubscribe(const WakeSubscription& sub) noexcept;
   /// With mu_ held: `sub` leaves subs_ (at `it`); its inbox is kept a while after its last.
   void unlist(std::unordered_multimap<std::string, WakeSubscription*>::iterator it);
   /// With mu_ held: the kick list, then every inbox listened through or idle for less than
-  /// kInboxLinger (the others are forgotten).
+  /// kInboxLinger (the others are forgotten); forgets the unclaimed wake-ups past their time.
   void collect_keys(std::vector<std::string>& keys);
   /// A BRPOP's reply {inbox, "ID MESSAGE"} to the subscription it is for, if any.
   void deliver(Reply reply);
@@ -140,12 +155,15 @@ class Waker : public std::enable_shared_from_this<Waker> {
   const std::string client_;
   const std::string inbox_suffix_;  // "{inbox}" + client_
 
-  std::mutex mu_;  // guards subs_, inboxes_, in_brpop_, stop_, thread_ and every result
+  std::mutex mu_;  // guards subs_, inboxes_, in_brpop_, unclaimed_, stop_, thread_, results
   std::condition_variable cv_;
   std::unordered_multimap<std::string, WakeSubscription*> subs_;  // by wake list
   std::unordered_map<std::string, Inbox> inboxes_;                // by key
   // The inboxes of the BRPOP under way, and those it was kicked for (the next one has them).
   std::unordered_set<std::string> in_brpop_;
+  // Wake-ups popped before their waiter listened (by wake list): a promotion between a first
+  // call's reply and its subscribe(), or between a delivered wake-up and rearm().
+  std::unordered_map<std::string, Unclaimed> unclaimed_;
   bool stop_ = false;
   bool listening_ = false;  // a BRPOP is under way with the keys it had when it began
   int fd_ = -1;             // the socket a BRPOP waits on, for stop() to shut down

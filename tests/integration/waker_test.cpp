@@ -1,0 +1,109 @@
+// The waker hands every wake-up it pops to the request it is for, even one popped before that
+// request listened: a promotion can reach a Client's inbox between the reply that queued the
+// request and its subscribe(), or between a wake-up that ended its listening and its rearm()
+// after the next poll. Such a wake-up is kept (for a few seconds) and handed over when the
+// request listens; dropped, its waiter would wait a whole poll interval for a permit it holds.
+// Driven against a real server, with pushes made as the semaphore scripts make them.
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "fairsem/impl/connection.hpp"
+#include "fairsem/impl/waker.hpp"
+#include "redis_server.hpp"
+#include "test_env.hpp"
+#include "wait.hpp"
+
+namespace fairsem {
+namespace {
+
+using namespace std::chrono_literals;
+using detail::Connection;
+using detail::Waker;
+using detail::WakeSubscription;
+using detail::WakeWait;
+using test::RedisServer;
+using test::wait_until;
+
+class WakerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    waker_ = std::make_shared<Waker>(server_.options(), nullptr, -1, wake_prefix_ + "kick-test",
+                                     "c0ffee");
+    // Another request keeps the inbox in the waker's BRPOP, so what is pushed there is popped
+    // at once, whoever listens for it.
+    keeper_ = waker_->subscribe(wake_prefix_, "keeper", conn_);
+    ASSERT_TRUE(wait_until([&] {
+      return admin_.command({"INFO", "clients"}).str.find("blocked_clients:1\r") !=
+             std::string::npos;
+    }));
+  }
+
+  /// Pushes "ID MESSAGE" to the inbox as a promoting script does, and waits until the waker
+  /// has handled it: a wake-up for the keeper pushed after it reaches the keeper.
+  void push_and_wait_handled(const std::string& id, const std::string& message) {
+    // BRPOP pops from the tail: the wake-up first, then the keeper's.
+    admin_.command({"LPUSH", waker_->inbox(wake_prefix_), id + " " + message, "keeper sync"});
+    const WakeWait synced = keeper_->wait_for(30s);
+    ASSERT_TRUE(synced.woken.has_value()) << "the waker never reached the keeper's wake-up";
+    ASSERT_EQ(synced.woken->elements.size(), 2U);
+    ASSERT_EQ(synced.woken->elements[1].str, "sync") << "the keeper got another's wake-up";
+    keeper_->rearm(conn_);
+  }
+
+  static void expect_woken(const WakeWait& w, const std::string& key, const std::string& message) {
+    ASSERT_TRUE(w.woken.has_value()) << "the wake-up popped before the request listened is lost";
+    ASSERT_EQ(w.woken->elements.size(), 2U);
+    EXPECT_EQ(w.woken->elements[0].str, key);
+    EXPECT_EQ(w.woken->elements[1].str, message);
+  }
+
+  RedisServer server_;
+  Connection admin_{server_.options()};
+  Connection conn_{server_.options()};
+  const std::string wake_prefix_ = test::unique_prefix() + "{s}:wake:";
+  std::shared_ptr<Waker> waker_;
+  std::unique_ptr<WakeSubscription> keeper_;
+};
+
+TEST_F(WakerTest, AWakeUpPoppedBeforeTheRequestSubscribedIsHandedToIt) {
+  push_and_wait_handled("early", "promoted 7");
+  const auto sub = waker_->subscribe(wake_prefix_, "early", conn_);
+  expect_woken(sub->take(), wake_prefix_ + "early", "promoted 7");
+  // Handed over once: the next request of that id does not get it again.
+  const auto again = waker_->subscribe(wake_prefix_, "early", conn_);
+  EXPECT_FALSE(again->take().woken.has_value());
+}
+
+TEST_F(WakerTest, AnAsynchronousRequestsHookRunsForAWakeUpThatCameBeforeIt) {
+  push_and_wait_handled("early", "promoted 8");
+  std::atomic<int> hooked{0};
+  const auto sub = waker_->subscribe(wake_prefix_, "early", conn_, [&] { ++hooked; });
+  EXPECT_EQ(hooked.load(), 1) << "the request's step was never posted";
+  expect_woken(sub->take(), wake_prefix_ + "early", "promoted 8");
+}
+
+TEST_F(WakerTest, AWakeUpPoppedBetweenTheLastOneAndRearmIsHandedToIt) {
+  const auto sub = waker_->subscribe(wake_prefix_, "r", conn_);
+  push_and_wait_handled("r", "promoted 1");
+  expect_woken(sub->wait_for(30s), wake_prefix_ + "r", "promoted 1");
+  // The wake-up ended its listening; before its poll's reply rearms it, another comes.
+  push_and_wait_handled("r", "promoted 2");
+  sub->rearm(conn_);
+  expect_woken(sub->take(), wake_prefix_ + "r", "promoted 2");
+}
+
+// (The keeper, listening all along, gets only its own: push_and_wait_handled checks.)
+TEST_F(WakerTest, ARequestListeningGetsItsWakeUpAndNobodyElses) {
+  const auto sub = waker_->subscribe(wake_prefix_, "mine", conn_);
+  push_and_wait_handled("other", "promoted 3");
+  push_and_wait_handled("mine", "promoted 4");
+  expect_woken(sub->wait_for(30s), wake_prefix_ + "mine", "promoted 4");
+}
+
+}  // namespace
+}  // namespace fairsem
