@@ -32,6 +32,7 @@
 #include "fairsem/impl/connect-inl.hpp"
 #include "fairsem/impl/connection-inl.hpp"
 #include "fairsem/impl/connection_options-inl.hpp"
+#include "fairsem/impl/connection_pool-inl.hpp"
 #include "fairsem/impl/discovery-inl.hpp"
 #include "fairsem/impl/errors-inl.hpp"
 #include "fairsem/impl/executor-inl.hpp"
@@ -50,3 +51,4 @@
 #include "fairsem/impl/tls-inl.hpp"
 #include "fairsem/impl/url_parser-inl.hpp"
 #include "fairsem/impl/waker-inl.hpp"
+#include "fairsem/impl/watchdog-inl.hpp"

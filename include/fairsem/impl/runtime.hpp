@@ -1,26 +1,27 @@
 #pragma once
 
-// What a Client shares among its semaphores: the options, the Discovery of a Cluster or
-// Sentinel deployment, a pool of idle connections per cluster slot, the wake-up path of waiting
-// acquires (waker.hpp, one per slot), and one watchdog thread that renews every watched
-// semaphore's permits at that semaphore's own interval. Internal.
+// What a Client shares among its semaphores, each part a unit of its own: the options, the
+// Discovery of a Cluster or Sentinel deployment, the connection pool (connection_pool.hpp), the
+// worker threads (executor.hpp), the wake-up path of waiting acquires (waker.hpp, one per
+// slot), the watchdog that renews held permits (watchdog.hpp), the admission lines
+// (admission.hpp) and the count of releases handed to the workers. Internal.
 
 #include <chrono>
 #include <condition_variable>
-#include <cstdint>
 #include <memory>
 #include <mutex>
-#include <thread>
+#include <string>
 #include <unordered_map>
-#include <vector>
 
 #include "fairsem/client.hpp"
 #include "fairsem/connection_options.hpp"
 #include "fairsem/impl/admission.hpp"
 #include "fairsem/impl/connection.hpp"
+#include "fairsem/impl/connection_pool.hpp"
 #include "fairsem/impl/discovery.hpp"
 #include "fairsem/impl/executor.hpp"
 #include "fairsem/impl/waker.hpp"
+#include "fairsem/impl/watchdog.hpp"
 
 namespace fairsem::detail {
 
@@ -30,7 +31,7 @@ class Runtime : public std::enable_shared_from_this<Runtime> {
  public:
   /// Validates the options (InvalidArgument); connects nothing.
   Runtime(ConnectionOptions options, ClientOptions client_options);
-  /// Stops the watchdog (joined, or parked when the last reference is dropped on it).
+  /// Stops the wakers, then the watchdog; the executor's threads stop as it is destroyed.
   ~Runtime();
   Runtime(const Runtime&) = delete;
   Runtime& operator=(const Runtime&) = delete;
@@ -39,16 +40,14 @@ class Runtime : public std::enable_shared_from_this<Runtime> {
   /// Cluster and Sentinel: where connections go (shared by all of them); null standalone.
   const std::shared_ptr<Discovery>& discovery() const noexcept { return discovery_; }
 
-  /// A connection for commands on cluster hash slot `slot` (-1 standalone): an idle one from the
-  /// pool, else a new one (which may throw what connecting throws), waiting while
-  /// max_connections are taken unless this thread holds one already. Give it back with
-  /// give_back, on the same thread.
-  std::unique_ptr<Connection> take(int slot);
-  /// Back to the pool (closed if the pool of its slot holds enough idle ones).
-  void give_back(std::unique_ptr<Connection> conn) noexcept;
-  /// True while this thread holds a pool connection (of any Client): waiting then for work that
-  /// needs one could wait for ever at max_connections.
-  static bool this_thread_holds_a_connection() noexcept;
+  /// A pool connection for cluster hash slot `slot` (-1 standalone): ConnectionPool::take.
+  std::unique_ptr<Connection> take(int slot) { return pool_.take(slot); }
+  /// ConnectionPool::give_back.
+  void give_back(std::unique_ptr<Connection> conn) noexcept { pool_.give_back(std::move(conn)); }
+  /// ConnectionPool::this_thread_holds_a_connection.
+  static bool this_thread_holds_a_connection() noexcept {
+    return ConnectionPool::this_thread_holds_a_connection();
+  }
 
   /// The worker threads of asynchronous acquires.
   Executor& executor() noexcept { return executor_; }
@@ -73,43 +72,19 @@ class Runtime : public std::enable_shared_from_this<Runtime> {
   /// first, so that the user may write it).
   std::shared_ptr<Waker> waker(int slot, const std::string& wake_prefix);
 
-  /// From now on the watchdog renews `core`'s held permits every `interval` (the thread starts
-  /// with the first semaphore watched; throws std::system_error if it cannot). Watching the
-  /// same semaphore again changes nothing; a semaphore destroyed is no longer watched.
-  void watch(const std::shared_ptr<SemaphoreCore>& core, std::chrono::milliseconds interval);
+  /// Watchdog::watch.
+  void watch(const std::shared_ptr<SemaphoreCore>& core, std::chrono::milliseconds interval) {
+    watchdog_->watch(core, interval);
+  }
 
  private:
-  struct Watched {
-    std::weak_ptr<SemaphoreCore> core;
-    const SemaphoreCore* key;  // identity only, never dereferenced
-    std::chrono::milliseconds interval;
-    std::chrono::steady_clock::time_point next;
-  };
-  /// The watchdog's connection per slot, and whether it ever had one (a new one after that is a
-  /// reconnect).
-  struct WatchdogConnection {
-    std::unique_ptr<Connection> conn;
-    bool connected = false;
-  };
-
-  static void watchdog_main(const std::weak_ptr<Runtime>& weak, Runtime* runtime);
-  /// One round for `core`: a connection of its slot (new in place of a broken one, counted as
-  /// a reconnect of `core`), then its permits renewed.
-  void renew(SemaphoreCore& core, std::unordered_map<int, WatchdogConnection>& connections);
-
-  /// With pool_mu_ held: closes an idle connection of any slot; false if there is none.
-  bool close_an_idle_one();
-
   const ConnectionOptions options_;
-  const std::size_t max_connections_;
   const std::shared_ptr<Discovery> discovery_;
-
-  std::mutex pool_mu_;  // guards idle_ and open_
-  std::condition_variable pool_cv_;
-  std::unordered_map<int, std::vector<std::unique_ptr<Connection>>> idle_;
-  std::size_t open_ = 0;  // connections of the pool, idle or taken
-
+  ConnectionPool pool_;
   Executor executor_;
+  // Shared with its thread, which keeps it alive through a round (a renewal's callback may
+  // drop the last reference to the Client).
+  const std::shared_ptr<Watchdog> watchdog_;
 
   std::mutex admissions_mu_;
   std::unordered_map<std::string, std::weak_ptr<Admission>> admissions_;
@@ -127,13 +102,6 @@ class Runtime : public std::enable_shared_from_this<Runtime> {
 
   std::mutex wakers_mu_;
   std::unordered_map<int, std::shared_ptr<Waker>> wakers_;
-
-  std::mutex mu_;  // guards watched_, generation_, stop_, watchdog_
-  std::condition_variable cv_;
-  std::vector<Watched> watched_;
-  std::uint64_t generation_ = 0;  // counts watch() calls, so that the watchdog sees them
-  bool stop_ = false;
-  std::thread watchdog_;
 };
 
 }  // namespace fairsem::detail
