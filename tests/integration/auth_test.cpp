@@ -1,14 +1,17 @@
-// AUTH on connect: password-only (requirepass) and ACL users; wrong credentials are an
-// AuthError that is not retried; no error text ever contains the password.
+// AUTH on connect: password-only (requirepass) and ACL users; wrong or missing credentials are
+// an AuthError that is not retried, whatever command meets the refusal; no error text ever
+// contains the password.
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <fairsem/fairsem.hpp>
 #include <fairsem/impl/connection.hpp>
 
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "fake_peer.hpp"
 #include "test_env.hpp"
@@ -17,7 +20,6 @@ namespace {
 
 using fairsem::AuthError;
 using fairsem::ConnectionError;
-using fairsem::ReplyError;
 using fairsem::detail::Connection;
 using fairsem::test::FakePeer;
 using fairsem::test::redis_options;
@@ -87,15 +89,62 @@ TEST(AuthTest, RequirepassServerAcceptsThePasswordAndRejectsOthers) {
   o.password = "not-it-SECRET";
   EXPECT_THROW(Connection c(o), AuthError);
 
-  // Without a password the connection opens but every command is refused by the server.
+  // Without a password the connection opens but every command is refused by the server: an
+  // AuthError, like wrong credentials, not a ReplyError.
   o.password.clear();
   Connection anonymous(o);
   try {
     anonymous.command({"PING"});
     FAIL();
-  } catch (const ReplyError& e) {
-    EXPECT_THAT(e.server_message(), ::testing::StartsWith("NOAUTH"));
+  } catch (const AuthError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("requires authentication"));
+    EXPECT_THAT(e.what(), HasSubstr("NOAUTH"));
   }
+}
+
+// Redis answers an unauthenticated command of more than 10 arguments with "ERR Protocol error:
+// unauthenticated multibulk length" before it would say NOAUTH; a semaphore's first script
+// call is such a command. Whatever comes first, a missing password is an AuthError.
+TEST(AuthTest, AMissingPasswordIsAnAuthErrorWhateverTheFirstCommand) {
+  RedisServer server({"--requirepass", kSecret});
+  const auto o = fairsem::ConnectionOptions::from_url(server.url());
+  EXPECT_THROW(fairsem::FairSemaphore(o, "s", fairsem::SemaphoreOptions{}), AuthError);
+  fairsem::Client client(o);
+  EXPECT_THROW(fairsem::FairSemaphore(client, "s", fairsem::SemaphoreOptions{}), AuthError);
+  Connection anonymous(o);
+  std::vector<std::string> many(12, "k");
+  fairsem::detail::Args argv{"EVAL", "return 1", "11"};
+  for (const std::string& k : many) argv.emplace_back(k);
+  try {
+    anonymous.command(argv);
+    FAIL();
+  } catch (const AuthError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("unauthenticated"));
+  }
+  // With a database to SELECT, the handshake itself meets the refusal.
+  auto with_db = o;
+  with_db.db = 1;
+  EXPECT_THROW(Connection c(with_db), AuthError);
+  // Nothing was written meanwhile.
+  auto admin = o;
+  admin.password = kSecret;
+  EXPECT_EQ(Connection(admin).command({"DBSIZE"}).integer, 0);
+}
+
+// An ACL deployment whose default user is off: a Client without a user and password is refused
+// with an AuthError too.
+TEST(AuthTest, AClientWithoutCredentialsOnAnAclServerGetsAnAuthError) {
+  RedisServer server;
+  Connection admin(fairsem::ConnectionOptions::from_url(server.url()));
+  admin.command({"ACL", "SETUSER", "ops", "on", std::string(">") + kSecret, "~*", "+@all"});
+  admin.command({"ACL", "SETUSER", "default", "off"});
+  const auto o = fairsem::ConnectionOptions::from_url(server.url());
+  EXPECT_THROW(fairsem::FairSemaphore(o, "s", fairsem::SemaphoreOptions{}), AuthError);
+  auto ops = o;
+  ops.user = "ops";
+  ops.password = kSecret;
+  fairsem::FairSemaphore works(ops, "s", fairsem::SemaphoreOptions{});
+  EXPECT_TRUE(works.try_acquire().has_value());
 }
 
 TEST(AuthTest, AuthErrorIsNotRetriedByReconnect) {

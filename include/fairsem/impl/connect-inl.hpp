@@ -160,8 +160,11 @@ FAIRSEM_INLINE void Connection::handshake() {
     Reply reply = receive("SELECT");
     if (reply.is_error()) {
       ctx_.reset();
-      throw ConnectionError(
-          fmt::format("fairsem: SELECT {} on {} failed: {}", options_.db, endpoint_, reply.str));
+      std::string message =
+          fmt::format("fairsem: SELECT {} on {} failed: {}", options_.db, endpoint_, reply.str);
+      // Without a password against a server that wants one: not worth another attempt.
+      if (is_unauthenticated(reply.str)) throw AuthError(message + "; set the password");
+      throw ConnectionError(message);
     }
   }
   if (discovery_ && discovery_->sentinel()) {

@@ -12,12 +12,19 @@
 #include <hiredis/hiredis.h>
 
 #include <cerrno>
+#include <string_view>
 #include <vector>
 
+#include "fairsem/errors.hpp"
 #include "fairsem/impl/hiredis_context.hpp"
 #include "fairsem/impl/hiredis_reply.hpp"
+#include "fairsem/impl/text.hpp"
 
 namespace fairsem::detail {
+
+FAIRSEM_INLINE bool is_unauthenticated(std::string_view error) noexcept {
+  return starts_with(error, "NOAUTH") || starts_with(error, "ERR Protocol error: unauthenticated");
+}
 
 FAIRSEM_INLINE int Connection::socket_fd() const noexcept { return ctx_ ? ctx_->fd : -1; }
 
@@ -87,6 +94,17 @@ FAIRSEM_INLINE Reply Connection::roundtrip(const Args& argv, std::chrono::millis
     throw;
   }
   if (longer) set_socket_timeout(options_.command_timeout);
+  if (reply.is_error() && is_unauthenticated(reply.str)) {
+    // After "Protocol error" the server closes the connection; after NOAUTH nothing on it can
+    // run either. Retrying cannot help: the credentials are the caller's to fix.
+    broken_ = true;
+    const bool has_password = !options_.password.empty();
+    throw AuthError(fmt::format(
+        "fairsem: {} on {} was refused: the server requires authentication{} ({}); set the "
+        "password (and the user for an ACL user) in ConnectionOptions or the URL",
+        argv[0], endpoint_, has_password ? " and did not take the credentials given" : "",
+        reply.str));
+  }
   return reply;
 }
 

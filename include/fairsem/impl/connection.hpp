@@ -32,10 +32,18 @@ using ContextPtr = std::unique_ptr<redisContext, ContextDeleter>;
 /// A view of one command's arguments; each argument is sent as a binary-safe bulk string.
 using Args = std::vector<std::string_view>;
 
+/// True for an error reply that says the connection is not authenticated: NOAUTH, or the
+/// protocol error a server sends instead, before it would say NOAUTH, to an unauthenticated
+/// command of more than 10 arguments (or a large one). Every command meeting one throws
+/// AuthError.
+bool is_unauthenticated(std::string_view error) noexcept;
+
 /// Move-only. Not thread-safe: one user at a time (the semaphore keeps a pool).
 ///
-/// Error model: a server error reply to `command()` throws ReplyError; a broken socket or a
-/// timeout throws ConnectionError/TimeoutError and marks the connection broken. A broken
+/// Error model: a server error reply to `command()` throws ReplyError, except that a refusal
+/// for want of authentication (is_unauthenticated) throws AuthError from every command; a
+/// broken socket or a timeout throws ConnectionError/TimeoutError and marks the connection
+/// broken. A broken
 /// connection reconnects (bounded exponential backoff, AUTH and SELECT re-applied) at the start
 /// of the next command; the failed command itself is never re-sent, since it may have run.
 ///
