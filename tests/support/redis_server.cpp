@@ -259,9 +259,11 @@ void RedisServer::wait_ready() {
       }
       check_expected_server(info, binary_ + " on 127.0.0.1:" + std::to_string(port_));
       return;
+    } catch (const AuthError&) {
+      // Refusing an unauthenticated command (started with --requirepass) means it is up.
+      return;
     } catch (const ReplyError& e) {
-      // Answering at all (e.g. NOAUTH when started with --requirepass) means it is up,
-      // unless it is still loading its data set.
+      // Answering at all means it is up, unless it is still loading its data set.
       if (!detail::starts_with(e.server_message(), "LOADING")) return;
     } catch (const Error&) {
       // not accepting connections yet
