@@ -100,8 +100,8 @@ FAIRSEM_INLINE AcquireEvent AcquireEvent::cancelled(Clock::time_point at) {
 
 // --- AcquireFsm -------------------------------------------------------------------------------
 
-FAIRSEM_INLINE AcquireFsm::AcquireFsm(AcquireParams params)
-    : params_(std::move(params)),
+FAIRSEM_INLINE AcquireFsm::AcquireFsm(const AcquireParams& params)
+    : params_(params),
       // No time to wait: like try_acquire, never queue.
       tries_(!params_.wait || (params_.deadline && *params_.deadline <= params_.started)) {}
 

@@ -146,7 +146,7 @@ class AcquireFsm {
  public:
   using Clock = std::chrono::steady_clock;
 
-  explicit AcquireFsm(AcquireParams params);
+  explicit AcquireFsm(const AcquireParams& params);
 
   /// Tells the machine what happened; returns what to do next.
   AcquireAction resume(const AcquireEvent& event);
