@@ -155,8 +155,6 @@ class AcquireFsm {
   bool tries() const noexcept { return tries_; }
   /// True once nothing is left to do (the request finished, and left the queue if it had to).
   bool over() const noexcept { return stage_ == Stage::over; }
-  /// The last reply of an acquire call (a default one before any).
-  const AcquireReply& reply() const noexcept { return reply_; }
 
  private:
   enum class Stage {
