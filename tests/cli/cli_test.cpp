@@ -744,6 +744,20 @@ TEST_F(CliTest, RefusedLoginExits69WithoutShowingThePassword) {
   EXPECT_EQ(std::string::npos, o.err.find("wrong-password")) << o;
 }
 
+// A server that wants a password, and a URL without one: refused like a login (69), for the
+// command that opens a semaphore (its first script call has more than 10 arguments, which Redis
+// refuses unauthenticated with a protocol error rather than NOAUTH) and for status.
+TEST_F(CliTest, AMissingPasswordExits69) {
+  test::RedisServer server({"--requirepass", "needed-pw"});
+  const std::string url = server.url();
+  for (const auto& args : {cmd({"status"}, {"--url", url}),
+                           cmd({"run"}, {"--limit", "1", "--url", url, "--", "true"})}) {
+    const Outcome o = run(args);
+    EXPECT_EQ(69, o.code) << o;
+    EXPECT_NE(std::string::npos, o.err.find("requires authentication")) << o;
+  }
+}
+
 constexpr const char* kAclPassword = "s3cr3t-pw-9q1z";
 
 /// True if the output holds a piece of kAclPassword (or of its percent-encoded form).

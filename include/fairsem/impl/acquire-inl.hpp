@@ -1,19 +1,198 @@
 #pragma once
 
-// Acquiring: a try (never queues), or a place in the queue and the wait for its wake-up, polled
-// when no wake-up comes; giving up leaves the queue. Part of SemaphoreCore (semaphore_core.hpp).
+// Acquiring: the blocking acquire, which drives an acquire's state machine (acquire_fsm.hpp) on
+// the calling thread; the I/O that machine asks for (AcquireIo, acquire.hpp), shared with
+// AsyncAcquire; and the calls of SemaphoreCore that I/O makes (semaphore_core.hpp).
 
 #include <fmt/format.h>
 #include "fairsem/impl/config.hpp"
 
-#include <algorithm>
+#include <stdexcept>
 #include <utility>
 
+#include "fairsem/impl/acquire.hpp"
 #include "fairsem/impl/semaphore_core.hpp"
 #include "fairsem/impl/server_support.hpp"
 #include "fairsem/impl/thread_reaper.hpp"
 
 namespace fairsem::detail {
+
+// --- The blocking acquire -----------------------------------------------------------------
+
+FAIRSEM_INLINE std::optional<Permit> SemaphoreCore::measured_acquire(
+    long long units, bool wait, std::optional<Clock::time_point> deadline) {
+  using Kind = AcquireAction::Kind;
+  check_units(units);
+  const auto start = Clock::now();
+  count_attempt();
+  AcquireFsm fsm(acquire_params(units, wait, deadline, start));
+  AcquireIo io(*this, units);
+  AcquireOutcome outcome = AcquireOutcome::failed;
+  AcquireAction action = fsm.resume(AcquireEvent::start(start));
+  while (action.kind != Kind::none) {
+    AcquireEvent event;
+    if (action.kind == Kind::wait_turn) {
+      // Behind the asynchronous requests made before this one (admission.hpp).
+      std::optional<AdmissionTurn> turn = wait_turn(action.until);
+      if (turn) io.set_turn(std::move(*turn));
+      event = turn ? AcquireEvent::admitted(Clock::now()) : AcquireEvent::tick(Clock::now());
+    } else if (action.kind == Kind::wait) {
+      event = io.wait(action.until.value_or(Clock::now()));
+    } else if (action.kind == Kind::finish) {
+      outcome = action.outcome;
+      io.let_go();
+      event = AcquireEvent::done(Clock::now());
+    } else {
+      event = io.perform(action);
+    }
+    action = fsm.resume(event);
+  }
+  count_outcome(outcome, Clock::now() - start, units);
+  if (outcome == AcquireOutcome::granted) return io.take_permit();
+  if (const std::exception_ptr error = io.error(outcome)) std::rethrow_exception(error);
+  return std::nullopt;  // rejected, or timed out
+}
+
+FAIRSEM_INLINE std::optional<AdmissionTurn> SemaphoreCore::wait_turn(
+    std::optional<Clock::time_point> deadline) {
+  if (on_fairsems_thread() || Runtime::this_thread_holds_a_connection()) return AdmissionTurn();
+  return admission_->wait(deadline);
+}
+
+// --- AcquireIo ----------------------------------------------------------------------------
+
+FAIRSEM_INLINE AcquireIo::AcquireIo(SemaphoreCore& core, long long units)
+    : core_(core), units_(units), id_(core.next_id()) {}
+
+FAIRSEM_INLINE AcquireIo::~AcquireIo() = default;
+
+FAIRSEM_INLINE AcquireEvent AcquireIo::perform(const AcquireAction& action) {
+  using Kind = AcquireAction::Kind;
+  if (action.kind == Kind::send_try || action.kind == Kind::send_queue ||
+      action.kind == Kind::poll) {
+    return call(action);
+  }
+  try {
+    switch (action.kind) {
+      case Kind::subscribe:
+        wake_up_ = core_.subscribe(id_, conn(), hook_);
+        break;
+      case Kind::rearm:
+        // A wake-up delivered while the poll was out stays (WakeSubscription::rearm): the next
+        // wait reads it, against the ticket the poll's reply gave.
+        wake_up_->rearm(conn());
+        break;
+      case Kind::await_replicas:
+        wake_up_.reset();
+        acked_ = core_.wait_replicas(conn());
+        return AcquireEvent::replicas(acked_, Clock::now());
+      case Kind::grant:
+        wake_up_.reset();
+        permit_ = core_.make_permit(id_, action.reply, action.sent);
+        break;
+      case Kind::leave:
+        wake_up_.reset();
+        core_.leave(conn_, id_, action.ticket);
+        break;
+      case Kind::report:
+        core_.wake_up_refused(action.error);
+        break;
+      default:
+        break;  // waiting and finishing are the driver's
+    }
+  } catch (...) {
+    error_ = std::current_exception();
+    return AcquireEvent::failed(true, Clock::now());
+  }
+  return AcquireEvent::done(Clock::now());
+}
+
+FAIRSEM_INLINE AcquireEvent AcquireIo::call(const AcquireAction& action) {
+  bool reached = false;
+  try {
+    // A connection of the pool for each call, none while waiting: the wake-up comes through the
+    // Client's waker. Borrowed first, so that a failure to connect leaves nothing to undo.
+    if (!conn_) conn_.emplace(core_);
+    reached = true;
+    const auto sent = Clock::now();
+    AcquireReply reply = core_.run_acquire(
+        **conn_, id_, action.kind == AcquireAction::Kind::send_try ? "try" : "queue", units_,
+        action.ticket);
+    turn_.reset();  // the ticket is drawn: the next request may draw its own
+    return AcquireEvent::replied(std::move(reply), sent, Clock::now());
+  } catch (...) {
+    turn_.reset();  // the first call failed: the next request need not wait for the clean-up
+    error_ = std::current_exception();
+    return AcquireEvent::failed(reached, Clock::now());
+  }
+}
+
+FAIRSEM_INLINE Connection& AcquireIo::conn() {
+  if (!conn_) conn_.emplace(core_);
+  return **conn_;
+}
+
+FAIRSEM_INLINE AcquireEvent AcquireIo::wait(Clock::time_point until) {
+  let_go();
+  // Woken by the release (or reap) that promotes this waiter; when nothing comes the machine
+  // polls, which renews the queue entry and reports promotion, so a lost wake-up costs one poll.
+  const auto left = std::chrono::ceil<std::chrono::milliseconds>(until - Clock::now());
+  if (wake_up_ && left > std::chrono::milliseconds(0)) {
+    if (auto came = event_of(wake_up_->wait_for(left))) return std::move(*came);
+  } else if (auto came = take()) {
+    return std::move(*came);
+  }
+  return AcquireEvent::tick(Clock::now());
+}
+
+FAIRSEM_INLINE std::optional<AcquireEvent> AcquireIo::take() {
+  if (!wake_up_) return std::nullopt;
+  return event_of(wake_up_->take());
+}
+
+FAIRSEM_INLINE std::optional<AcquireEvent> AcquireIo::event_of(WakeWait waited) {
+  const auto now = Clock::now();
+  if (waited.woken) {
+    try {
+      return AcquireEvent::woken(detail::decode_wake(*waited.woken), now);
+    } catch (...) {
+      error_ = std::current_exception();
+      return AcquireEvent::failed(true, now);
+    }
+  }
+  if (waited.interrupted) return AcquireEvent::interrupted(now);
+  if (waited.error.empty()) return std::nullopt;
+  const bool transient = is_transient(waited.error);
+  return AcquireEvent::refused(std::move(waited.error), transient, now);
+}
+
+FAIRSEM_INLINE void AcquireIo::let_go() noexcept {
+  conn_.reset();
+  turn_.reset();
+}
+
+FAIRSEM_INLINE std::exception_ptr AcquireIo::error(AcquireOutcome outcome) const {
+  if (outcome != AcquireOutcome::failed) return core_.acquire_error(outcome, id_, units_, acked_);
+  if (error_) return error_;
+  return std::make_exception_ptr(std::logic_error("fairsem: an acquire failed with no error"));
+}
+
+// --- SemaphoreCore's part -------------------------------------------------------------------
+
+FAIRSEM_INLINE AcquireParams
+SemaphoreCore::acquire_params(long long units, bool wait, std::optional<Clock::time_point> deadline,
+                              Clock::time_point started) const {
+  AcquireParams p;
+  p.units = units;
+  p.wait = wait;
+  p.deadline = deadline;
+  p.started = started;
+  p.poll_interval = poll_interval_;
+  p.direct_grant_margin = direct_grant_margin_;
+  p.min_replicas = options_.min_replicas;
+  p.chosen_id = !options_.permit_id.empty();
+  return p;
+}
 
 FAIRSEM_INLINE AcquireReply SemaphoreCore::run_acquire(Connection& conn, const std::string& id,
                                                        std::string_view mode, long long units,
@@ -51,25 +230,10 @@ FAIRSEM_INLINE void SemaphoreCore::check_units(long long units) const {
   }
 }
 
-FAIRSEM_INLINE void SemaphoreCore::throw_evicted(const std::string& id) const {
-  throw EvictedError(
-      fmt::format("fairsem: {}: the queued request {} was evicted (removed on purpose)", where(),
-                  id),
-      id);
-}
-
-FAIRSEM_INLINE void SemaphoreCore::throw_if_removed(const AcquireReply& reply,
-                                                    const std::string& id, long long units) const {
-  if (reply.state == AcquireState::evicted) throw_evicted(id);
-  if (reply.state == AcquireState::too_large) throw_too_large(id, units);
-}
-
-FAIRSEM_INLINE void SemaphoreCore::throw_too_large(const std::string& id, long long units) const {
-  throw RequestTooLargeError(
-      fmt::format("fairsem: {}: the queued request {} for {} units was removed from the queue: "
-                  "the semaphore was resized to a limit below that, so it could never be granted",
-                  where(), id, units),
-      id, units);
+FAIRSEM_INLINE std::unique_ptr<WakeSubscription> SemaphoreCore::subscribe(
+    const std::string& id, Connection& conn, std::function<void()> hook) {
+  // A waiter's wake-ups come through its Client's inbox of this semaphore (waker.hpp).
+  return runtime_->waker(slot_, keys_[5])->subscribe(keys_[5], id, conn, std::move(hook));
 }
 
 FAIRSEM_INLINE long long SemaphoreCore::wait_replicas(Connection& conn) {
@@ -85,21 +249,6 @@ FAIRSEM_INLINE long long SemaphoreCore::wait_replicas(Connection& conn) {
     return 0;
   }
   return detail::expect_integer(acked, "the WAIT reply");
-}
-
-FAIRSEM_INLINE void SemaphoreCore::await_replicas(Connection& conn, const std::string& id) {
-  if (options_.min_replicas == 0) return;
-  const long long acked = wait_replicas(conn);
-  if (acked >= options_.min_replicas) return;
-  throw ReplicationError(
-      fmt::format("fairsem: {}: permit {} was granted, but only {} of {} replicas acknowledged "
-                  "it within {} ms, so a failover could lose it; {}",
-                  where(), id, acked, options_.min_replicas, options_.replica_timeout.count(),
-                  options_.permit_id.empty()
-                      ? "it was given back and the acquire did not happen"
-                      : "the acquire failed, and the caller-chosen permit id is left as it is "
-                        "(it expires with its lease unless a holder of that id renews it)"),
-      acked, options_.min_replicas);
 }
 
 FAIRSEM_INLINE Permit SemaphoreCore::make_permit(const std::string& id, const AcquireReply& reply,
@@ -119,104 +268,6 @@ FAIRSEM_INLINE Permit SemaphoreCore::make_permit(const std::string& id, const Ac
   return {shared_from_this(), std::move(state)};
 }
 
-FAIRSEM_INLINE std::optional<AdmissionTurn> SemaphoreCore::wait_turn(
-    std::optional<Clock::time_point> deadline) {
-  if (on_fairsems_thread() || Runtime::this_thread_holds_a_connection()) return AdmissionTurn();
-  return admission_->wait(deadline);
-}
-
-FAIRSEM_INLINE std::optional<Permit> SemaphoreCore::try_acquire(long long units) {
-  std::optional<AdmissionTurn> turn = wait_turn(std::nullopt);
-  return try_acquire_admitted(units, *turn);
-}
-
-FAIRSEM_INLINE std::optional<Permit> SemaphoreCore::try_acquire_admitted(long long units,
-                                                                         AdmissionTurn& turn) {
-  const std::string id = next_id();
-  Borrowed conn(*this);
-  const auto sent = Clock::now();
-  AcquireReply reply;
-  try {
-    reply = run_acquire(*conn, id, "try", units);
-    turn.done();
-    if (reply.state != AcquireState::granted) return std::nullopt;
-    await_replicas(*conn, id);
-    return make_permit(id, reply, sent);
-  } catch (...) {
-    turn.done();
-    // The grant may have happened with its reply lost, or the permit could not be set up.
-    if (options_.permit_id.empty()) give_up(*conn, id, reply.ticket);
-    throw;
-  }
-}
-
-FAIRSEM_INLINE std::optional<Permit> SemaphoreCore::acquire(
-    long long units, std::optional<Clock::time_point> deadline) {
-  // No time to wait: like try_acquire, never queue.
-  if (deadline && *deadline <= Clock::now()) return try_acquire(units);
-  // Behind the requests made before this one (admission.hpp); the deadline may pass in line,
-  // before anything was sent.
-  std::optional<AdmissionTurn> turn = wait_turn(deadline);
-  if (!turn) return std::nullopt;
-  const std::string id = next_id();
-  // A connection of the pool for each call, none while waiting: the wake-up comes through the
-  // Client's waker. Borrowed here first, so that a failure to connect leaves nothing to undo.
-  std::optional<Borrowed> conn;
-  conn.emplace(*this);
-  auto sent = Clock::now();
-  AcquireReply reply;
-  std::unique_ptr<WakeSubscription> wake_up;
-  try {
-    reply = run_acquire(**conn, id, "queue", units);
-    turn->done();  // the ticket is drawn: the next request may draw its own
-    if (reply.state != AcquireState::granted) {
-      wake_up = runtime_->waker(slot_, keys_[5])->subscribe(keys_[5], id, **conn);
-    }
-    while (reply.state != AcquireState::granted) {
-      conn.reset();
-      const auto now = Clock::now();
-      if (deadline && now >= *deadline) {
-        wake_up.reset();
-        leave(conn, id, reply.ticket);
-        return std::nullopt;
-      }
-      milliseconds wait = poll_interval_;
-      if (deadline) {
-        const auto left = std::chrono::ceil<milliseconds>(*deadline - now);
-        wait = std::max(milliseconds(1), std::min(wait, left));
-      }
-      if (wait_for_wake_up(*wake_up, id, units, wait, reply, sent)) {
-        return make_permit(id, reply, sent);
-      }
-      conn.emplace(*this);
-      sent = Clock::now();
-      reply = run_acquire(**conn, id, "queue", units, reply.ticket);
-      throw_if_removed(reply, id, units);
-      // Still queued: a wake-up popped before this reply is older than what the poll saw.
-      if (reply.state != AcquireState::granted) wake_up->rearm(**conn);
-    }
-    wake_up.reset();
-    // With min_replicas, on the connection whose call granted (or confirmed) the permit.
-    await_replicas(**conn, id);
-    return make_permit(id, reply, sent);
-  } catch (const EvictedError&) {
-    throw;  // the entry is gone already
-  } catch (const RequestTooLargeError&) {
-    throw;  // likewise
-  } catch (const ReplicationError&) {
-    // A caller-chosen id may be another handle's permit, granted to this call as well: it is
-    // left to its lease (as try_acquire does), never given up here.
-    if (options_.permit_id.empty()) leave(conn, id, reply.ticket);
-    throw;
-  } catch (...) {
-    turn->done();  // the first call failed: the next request need not wait for the clean-up
-    // Without a ticket (the first call failed) only a random id is surely this call's own: a
-    // caller-chosen one may name another handle's entry, which then must not be removed.
-    if (reply.ticket != 0 || options_.permit_id.empty()) leave(conn, id, reply.ticket);
-    throw;
-  }
-}
-
 FAIRSEM_INLINE void SemaphoreCore::leave(std::optional<Borrowed>& conn, const std::string& id,
                                          long long ticket) noexcept {
   try {
@@ -228,76 +279,6 @@ FAIRSEM_INLINE void SemaphoreCore::leave(std::optional<Borrowed>& conn, const st
     return;
   }
   give_up(**conn, id, ticket);
-}
-
-FAIRSEM_INLINE std::optional<Permit> SemaphoreCore::measured_acquire(
-    long long units, bool wait, std::optional<Clock::time_point> deadline) {
-  check_units(units);
-  const auto start = Clock::now();
-  MetricCounters::add(metrics_.acquire_attempts);
-  // A deadline already passed leaves no time to wait (acquire() does not queue then either):
-  // finding no permit is a rejection, as for try_acquire, not a timeout.
-  const bool queue = wait && !(deadline && *deadline <= start);
-  try {
-    std::optional<Permit> permit = queue ? acquire(units, deadline) : try_acquire(units);
-    if (permit) {
-      metrics_.record_grant(Clock::now() - start, units);
-    } else {
-      MetricCounters::add(queue ? metrics_.timeouts : metrics_.rejections);
-    }
-    return permit;
-  } catch (const EvictedError&) {
-    MetricCounters::add(metrics_.evictions_seen);
-    throw;
-  } catch (...) {
-    MetricCounters::add(metrics_.errors);
-    throw;
-  }
-}
-
-FAIRSEM_INLINE bool SemaphoreCore::wait_for_wake_up(WakeSubscription& wake_up,
-                                                    const std::string& id, long long units,
-                                                    milliseconds wait, AcquireReply& reply,
-                                                    Clock::time_point sent) {
-  // Woken by the release (or reap) that promotes this waiter; on timeout the acquire after it
-  // renews the queue entry and reports promotion, so a lost wake-up costs one poll.
-  const auto until = Clock::now() + wait;
-  bool reported = false;
-  for (;;) {
-    const auto left = std::chrono::ceil<milliseconds>(until - Clock::now());
-    if (left <= milliseconds(0)) return false;
-    const WakeWait waited = wake_up.wait_for(left);
-    if (waited.woken) return take_wake_up(*waited.woken, id, units, reply, sent);
-    if (waited.interrupted) return false;    // a wake-up may be lost: poll now
-    if (waited.error.empty()) return false;  // no wake-up within `wait`: poll
-    // A transient refusal goes straight to the poll; after any other the wait goes on: a
-    // wake-up can still come, and the poll follows as on a timeout.
-    if (is_transient(waited.error)) return false;
-    if (!std::exchange(reported, true)) wake_up_refused(waited.error);
-  }
-}
-
-FAIRSEM_INLINE bool SemaphoreCore::take_wake_up(const Reply& woken_reply, const std::string& id,
-                                                long long units, AcquireReply& reply,
-                                                Clock::time_point sent) {
-  detail::WakeUp woken = detail::decode_wake(woken_reply);
-  // An eviction already removed the entry; its marker was consumed by the waker.
-  if (woken.reason == detail::WakeReason::evicted) throw_evicted(id);
-  if (woken.reason == detail::WakeReason::too_large) throw_too_large(id, units);
-  // A wake-up for another ticket is an earlier entry's, popped before this one was queued but
-  // read only now: poll (the poll tells where this entry stands). So is one with another
-  // number of slots.
-  if (woken.ticket != reply.ticket || static_cast<long long>(woken.slots.size()) != units) {
-    return false;
-  }
-  reply.slots = std::move(woken.slots);
-  // Promoted: the permit is this entry, with the deadline its last call set (estimated from
-  // when that call was sent). Taken as it is when the watchdog's next round surely comes with
-  // half the usual margin left; otherwise the poll renews it first. With min_replicas the poll
-  // always comes first: its WAIT must follow a write of the connection it runs on, and the
-  // wake-up was popped on the waker's.
-  return woken.reason == detail::WakeReason::promoted && options_.min_replicas == 0 &&
-         sent + reply.lease - Clock::now() > direct_grant_margin_;
 }
 
 FAIRSEM_INLINE void SemaphoreCore::wake_up_refused(const std::string& error) {
@@ -334,6 +315,64 @@ FAIRSEM_INLINE void SemaphoreCore::give_up(Connection& conn, const std::string& 
     log(LogLevel::warning, fmt::format("fairsem: {}: could not leave the queue ({}); the entry "
                                        "expires within one lease",
                                        where(), e.what()));
+  }
+}
+
+FAIRSEM_INLINE std::exception_ptr SemaphoreCore::acquire_error(AcquireOutcome outcome,
+                                                               const std::string& id,
+                                                               long long units,
+                                                               long long acked) const {
+  switch (outcome) {
+    case AcquireOutcome::evicted:
+      return std::make_exception_ptr(EvictedError(
+          fmt::format("fairsem: {}: the queued request {} was evicted (removed on purpose)",
+                      where(), id),
+          id));
+    case AcquireOutcome::too_large:
+      return std::make_exception_ptr(RequestTooLargeError(
+          fmt::format("fairsem: {}: the queued request {} for {} units was removed from the "
+                      "queue: the semaphore was resized to a limit below that, so it could never "
+                      "be granted",
+                      where(), id, units),
+          id, units));
+    case AcquireOutcome::replication:
+      return std::make_exception_ptr(ReplicationError(
+          fmt::format("fairsem: {}: permit {} was granted, but only {} of {} replicas "
+                      "acknowledged it within {} ms, so a failover could lose it; {}",
+                      where(), id, acked, options_.min_replicas, options_.replica_timeout.count(),
+                      options_.permit_id.empty()
+                          ? "it was given back and the acquire did not happen"
+                          : "the acquire failed, and the caller-chosen permit id is left as it is "
+                            "(it expires with its lease unless a holder of that id renews it)"),
+          acked, options_.min_replicas));
+    default:
+      return nullptr;
+  }
+}
+
+FAIRSEM_INLINE void SemaphoreCore::count_attempt() noexcept {
+  MetricCounters::add(metrics_.acquire_attempts);
+}
+
+FAIRSEM_INLINE void SemaphoreCore::count_outcome(AcquireOutcome outcome, Clock::duration waited,
+                                                 long long units) noexcept {
+  switch (outcome) {
+    case AcquireOutcome::granted:
+      metrics_.record_grant(waited, units);
+      break;
+    case AcquireOutcome::rejected:
+      MetricCounters::add(metrics_.rejections);
+      break;
+    case AcquireOutcome::timed_out:
+      MetricCounters::add(metrics_.timeouts);
+      break;
+    case AcquireOutcome::evicted:
+      MetricCounters::add(metrics_.evictions_seen);
+      break;
+    case AcquireOutcome::cancelled:
+      break;  // not the semaphore's doing: counted as neither
+    default:
+      MetricCounters::add(metrics_.errors);
   }
 }
 

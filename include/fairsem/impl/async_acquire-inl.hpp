@@ -5,7 +5,6 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <utility>
 
 #include "fairsem/impl/semaphore_core.hpp"
@@ -16,14 +15,31 @@ namespace fairsem::detail {
 FAIRSEM_INLINE AsyncAcquire::AsyncAcquire(std::shared_ptr<SemaphoreCore> core, long long units,
                                           std::optional<Clock::time_point> deadline,
                                           AcquireCallback done)
-    : core_(std::move(core)), units_(units), deadline_(deadline), done_(std::move(done)) {}
+    : core_(std::move(core)),
+      units_(units),
+      done_(std::move(done)),
+      fsm_(core_->acquire_params(units, true, deadline, started_)),
+      io_(*core_, units) {}
 
 FAIRSEM_INLINE AsyncAcquire::~AsyncAcquire() = default;
 
 FAIRSEM_INLINE void AsyncAcquire::start() {
-  MetricCounters::add(core_->metrics_.acquire_attempts);
-  core_->admission_->submit(
-      [weak = weak_from_this(), in_flight = core_->in_flight_](AdmissionTurn turn) {
+  core_->count_attempt();
+  io_.set_hook([weak = weak_from_this(), in_flight = core_->in_flight()] {
+    const InFlight::Step counted(*in_flight);
+    if (auto self = weak.lock()) self->post();
+  });
+  // Before any step can run: the machine starts in line. Its start is the request's own time,
+  // which a deadline can have passed only for a try (that waits for its turn with no timer), so
+  // it finishes nothing here, on the caller's thread. A deadline ends the wait in line.
+  const AcquireAction in_line = fsm_.resume(AcquireEvent::start(started_));
+  waits_for_ = in_line.kind;
+  if (in_line.until) {
+    timer_ = *in_line.until;
+    core_->runtime().executor().post_at(*in_line.until, task());
+  }
+  core_->admission().submit(
+      [weak = weak_from_this(), in_flight = core_->in_flight()](AdmissionTurn turn) {
         const InFlight::Step counted(*in_flight);  // until `self` is gone too
         // A request that is gone (it ended in line) hands its turn on as `turn` goes.
         if (auto self = weak.lock()) self->admitted(std::move(turn));
@@ -54,10 +70,10 @@ FAIRSEM_INLINE bool AsyncAcquire::cancel(std::exception_ptr why) {
   return true;
 }
 
-FAIRSEM_INLINE void AsyncAcquire::post() { core_->runtime_->executor().post(task()); }
+FAIRSEM_INLINE void AsyncAcquire::post() { core_->runtime().executor().post(task()); }
 
 FAIRSEM_INLINE std::function<void()> AsyncAcquire::task() {
-  return [weak = weak_from_this(), in_flight = core_->in_flight_] {
+  return [weak = weak_from_this(), in_flight = core_->in_flight()] {
     const InFlight::Step counted(*in_flight);  // until `self` is gone too
     if (auto self = weak.lock()) self->step();
   };
@@ -77,7 +93,10 @@ FAIRSEM_INLINE void AsyncAcquire::step() {
     try {
       advance();
     } catch (...) {
-      fail(std::current_exception());
+      // Not the I/O's (it fails as an event): out of memory, say. Completed with the error;
+      // an entry left behind expires within one lease.
+      io_.keep_error(std::current_exception());
+      finish(AcquireOutcome::failed);
     }
     std::lock_guard<std::mutex> lock(mu_);
     if (!again_ || finished_) {
@@ -89,183 +108,92 @@ FAIRSEM_INLINE void AsyncAcquire::step() {
 }
 
 FAIRSEM_INLINE void AsyncAcquire::advance() {
-  // The timer that ran this step (or one due anyway) is spent: arm_timer sets the next.
+  // The timer that ran this step (or one due anyway) is spent: the next wait arms another.
   if (timer_ && Clock::now() >= *timer_) timer_.reset();
-  std::exception_ptr cancelled;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    cancelled = cancelled_;
-  }
-  if (cancelled) {
-    wake_up_.reset();
-    // The callback first: it should not wait for a round trip (or, with Redis unreachable, a
-    // command timeout). The entry is removed right after, by this step, which the semaphore's
-    // destructor waits for.
-    finish(cancelled, std::nullopt);
-    if (queued_) leave();
-    return;
-  }
-  if (!queued_) {
-    if (first_call()) return;
-  } else {
-    bool poll_now = false;
-    if (woken(poll_now)) return;
-    const auto now = Clock::now();
-    if (deadline_ && now >= *deadline_) {
-      wake_up_.reset();
-      leave();
-      finish(nullptr, std::nullopt);
-      return;
-    }
-    if ((poll_now || now >= next_poll_) && poll()) return;
-  }
-  arm_timer();
+  run(fsm_.resume(what_came()));
 }
 
-FAIRSEM_INLINE bool AsyncAcquire::first_call() {
-  std::optional<AdmissionTurn> turn = take_turn();
-  if (!turn) {
-    // Still in line behind requests made before it: nothing sent yet, and only its deadline
-    // (a later step) or a cancel can end it before its turn.
-    const bool waits = deadline_ && *deadline_ > started_;
-    if (waits && Clock::now() >= *deadline_) {
-      finish(nullptr, std::nullopt);
-    } else if (waits) {
-      arm_timer();
+FAIRSEM_INLINE AcquireEvent AsyncAcquire::what_came() {
+  const auto now = Clock::now();
+  // The cancel first: a wake-up that came with it grants nothing any more.
+  if (hear_cancel()) return AcquireEvent::cancelled(now);
+  if (waits_for_ == AcquireAction::Kind::wait_turn) {
+    if (std::optional<AdmissionTurn> turn = take_turn()) {
+      io_.set_turn(std::move(*turn));
+      return AcquireEvent::admitted(now);
     }
-    return true;
+  } else if (waits_for_ == AcquireAction::Kind::wait) {
+    if (std::optional<AcquireEvent> came = io_.take()) return std::move(*came);
   }
-  // No time to wait: like try_acquire, never queue.
-  if (deadline_ && *deadline_ <= started_) {
-    finish(nullptr, core_->try_acquire_admitted(units_, *turn));
-    return true;
-  }
-  return queue(*turn);
+  return AcquireEvent::tick(now);
 }
 
-FAIRSEM_INLINE bool AsyncAcquire::queue(AdmissionTurn& turn) {
-  id_ = core_->next_id();
-  std::optional<Permit> granted;
-  {
-    SemaphoreCore::Borrowed conn(*core_);
-    sent_ = Clock::now();
-    asked_ = true;
-    reply_ = core_->run_acquire(*conn, id_, "queue", units_);
-    turn.done();  // the ticket is drawn: the next request may draw its own
-    queued_ = true;
-    if (reply_.state == AcquireState::granted) {
-      core_->await_replicas(*conn, id_);
-      granted = core_->make_permit(id_, reply_, sent_);
+FAIRSEM_INLINE void AsyncAcquire::run(AcquireAction action) {
+  using Kind = AcquireAction::Kind;
+  while (action.kind != Kind::none) {
+    if (action.kind == Kind::wait_turn || action.kind == Kind::wait) {
+      // Until the turn, the wake-up or cancel() posts a step, or the timer runs one.
+      waits_for_ = action.kind;
+      io_.let_go();
+      const std::exception_ptr trouble = action.until ? arm_timer(*action.until) : nullptr;
+      if (!trouble) return;
+      io_.keep_error(trouble);
+      action = fsm_.resume(AcquireEvent::failed(true, Clock::now()));
+    } else if (hear_cancel()) {
+      // cancel() came while this step ran: the machine hears it in place of this action,
+      // which is dropped (a grant not made yet, say, is given back by leaving instead).
+      action = fsm_.resume(AcquireEvent::cancelled(Clock::now()));
+    } else if (action.kind == Kind::finish) {
+      io_.let_go();  // the callback may use the semaphore
+      finish(action.outcome);
+      action = fsm_.resume(AcquireEvent::done(Clock::now()));
     } else {
-      wake_up_ = core_->runtime_->waker(core_->slot_, core_->keys_[5])
-                     ->subscribe(core_->keys_[5], id_, *conn,
-                                 [weak = weak_from_this(), in_flight = core_->in_flight_] {
-                                   const InFlight::Step counted(*in_flight);
-                                   if (auto self = weak.lock()) self->post();
-                                 });
+      action = fsm_.resume(io_.perform(action));
     }
   }
-  if (!granted) {
-    next_poll_ = Clock::now() + core_->poll_interval_;
-    return false;
-  }
-  // After the connection went back to the pool: the callback may use the semaphore.
-  finish(nullptr, std::move(granted));
+}
+
+FAIRSEM_INLINE bool AsyncAcquire::hear_cancel() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!cancelled_ || cancel_heard_) return false;
+  cancel_heard_ = true;
   return true;
 }
 
-FAIRSEM_INLINE bool AsyncAcquire::woken(bool& poll_now) {
-  const WakeWait waited = wake_up_->take();
-  if (waited.woken) {
-    if (core_->take_wake_up(*waited.woken, id_, units_, reply_, sent_)) {
-      wake_up_.reset();
-      finish(nullptr, core_->make_permit(id_, reply_, sent_));
-      return true;
-    }
-    poll_now = true;  // promoted, with too little of the lease left to take it as it is
-  } else if (waited.interrupted) {
-    poll_now = true;  // the waker's BRPOP was cut off: a wake-up may be lost
-  } else if (!waited.error.empty()) {
-    if (is_transient(waited.error)) {
-      poll_now = true;
-    } else if (!std::exchange(reported_, true)) {
-      core_->wake_up_refused(waited.error);
-    }
+FAIRSEM_INLINE std::exception_ptr AsyncAcquire::arm_timer(Clock::time_point when) noexcept {
+  if (timer_ && *timer_ <= when) return nullptr;  // an earlier timer comes first, and arms again
+  const std::optional<Clock::time_point> before = std::exchange(timer_, when);
+  try {
+    core_->runtime().executor().post_at(when, task());
+  } catch (...) {
+    timer_ = before;
+    return std::current_exception();
   }
-  return false;
+  return nullptr;
 }
 
-FAIRSEM_INLINE bool AsyncAcquire::poll() {
-  std::optional<Permit> granted;
-  {
-    SemaphoreCore::Borrowed conn(*core_);
-    sent_ = Clock::now();
-    reply_ = core_->run_acquire(*conn, id_, "queue", units_, reply_.ticket);
-    core_->throw_if_removed(reply_, id_, units_);
-    if (reply_.state == AcquireState::granted) {
-      wake_up_.reset();
-      core_->await_replicas(*conn, id_);
-      granted = core_->make_permit(id_, reply_, sent_);
-    } else {
-      // Still queued: a wake-up popped before this reply is older than what the poll saw.
-      wake_up_->rearm(*conn);
-    }
-  }
-  if (!granted) {
-    reported_ = false;
-    next_poll_ = Clock::now() + core_->poll_interval_;
-    return false;
-  }
-  finish(nullptr, std::move(granted));  // the connection is back in the pool
-  return true;
-}
-
-FAIRSEM_INLINE void AsyncAcquire::arm_timer() {
-  Clock::time_point when = next_poll_;
-  if (deadline_) when = std::min(when, *deadline_);
-  if (when == Clock::time_point::max()) return;  // in line, with no deadline: nothing to time
-  if (timer_ && *timer_ <= when) return;         // an earlier timer comes first, and arms again
-  timer_ = when;
-  core_->runtime_->executor().post_at(when, task());
-}
-
-FAIRSEM_INLINE void AsyncAcquire::leave() noexcept {
-  std::optional<SemaphoreCore::Borrowed> conn;
-  core_->leave(conn, id_, reply_.ticket);
-}
-
-FAIRSEM_INLINE void AsyncAcquire::finish(const std::exception_ptr& outcome,
-                                         std::optional<Permit> permit) {
-  std::exception_ptr error = outcome;
+FAIRSEM_INLINE void AsyncAcquire::finish(AcquireOutcome outcome) {
   std::optional<AdmissionTurn> turn;  // a turn that came but was not taken passes on as it goes
+  std::exception_ptr cancelled;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (finished_) return;
     finished_ = true;
     turn = std::exchange(turn_, std::nullopt);
-    // cancel() came first (it returned true) while this step granted or gave up: the request
-    // ends cancelled all the same, and a permit it got is released (passed on) at once.
-    if (cancelled_ && !error) error = cancelled_;
+    cancelled = cancelled_;
+  }
+  // cancel() came first (it returned true) while this step granted or gave up: the request
+  // ends cancelled all the same, and a permit it got is released (passed on) at once.
+  if (cancelled && (outcome == AcquireOutcome::granted || outcome == AcquireOutcome::rejected ||
+                    outcome == AcquireOutcome::timed_out)) {
+    outcome = AcquireOutcome::cancelled;
   }
   turn.reset();  // before the callback, which may take its time
-  if (error) permit.reset();
-  wake_up_.reset();
-  MetricCounters& m = core_->metrics_;
-  if (permit) {
-    m.record_grant(Clock::now() - started_, units_);
-  } else if (!error) {
-    MetricCounters::add(deadline_ && *deadline_ <= started_ ? m.rejections : m.timeouts);
-  } else {
-    try {
-      std::rethrow_exception(error);
-    } catch (const EvictedError&) {
-      MetricCounters::add(m.evictions_seen);
-    } catch (const CancelledError&) {
-      // Not the semaphore's doing: counted as neither.
-    } catch (...) {
-      MetricCounters::add(m.errors);
-    }
-  }
+  std::optional<Permit> permit = io_.take_permit();
+  if (outcome != AcquireOutcome::granted) permit.reset();
+  const std::exception_ptr error =
+      outcome == AcquireOutcome::cancelled ? cancelled : io_.error(outcome);
+  core_->count_outcome(outcome, Clock::now() - started_, units_);
   core_->forget_request(this);
   AcquireCallback done = std::move(done_);
   try {
@@ -277,24 +205,6 @@ FAIRSEM_INLINE void AsyncAcquire::finish(const std::exception_ptr& outcome,
     core_->log(LogLevel::error,
                fmt::format("fairsem: {}: an acquire callback threw", core_->where()));
   }
-}
-
-FAIRSEM_INLINE void AsyncAcquire::fail(const std::exception_ptr& error) {
-  wake_up_.reset();
-  try {
-    std::rethrow_exception(error);
-  } catch (const EvictedError&) {
-    // The entry is gone already.
-  } catch (const RequestTooLargeError&) {
-    // Likewise.
-  } catch (const ReplicationError&) {
-    // A caller-chosen id may be another handle's permit: left to its lease.
-    if (asked_ && core_->options_.permit_id.empty()) leave();
-  } catch (...) {
-    // Without a ticket only a random id is surely this request's own.
-    if (asked_ && (reply_.ticket != 0 || core_->options_.permit_id.empty())) leave();
-  }
-  finish(error, std::nullopt);
 }
 
 // --- SemaphoreCore's part ---------------------------------------------------------------------

@@ -1,8 +1,10 @@
 #pragma once
 
-// One asynchronous acquire: the blocking acquire's steps (queue, wait for the wake-up, poll,
-// give up) as a state machine that runs on the Client's worker threads, a step at a time,
-// moved on by its wake-up, its timer and cancel(). Internal.
+// One asynchronous acquire: the acquire's state machine (acquire_fsm.hpp) driven on the Client's
+// worker threads, a step at a time, moved on by its admission turn, its wake-up, its timer and
+// cancel(). The I/O it asks for is AcquireIo's, as for the blocking acquire; what is this
+// driver's own is threading: one step at a time, the turn, the timer, the callback once.
+// Internal.
 
 #include <chrono>
 #include <exception>
@@ -10,16 +12,15 @@
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <string>
 
+#include "fairsem/impl/acquire.hpp"
+#include "fairsem/impl/acquire_fsm.hpp"
 #include "fairsem/impl/admission.hpp"
-#include "fairsem/impl/replies.hpp"
 #include "fairsem/semaphore.hpp"
 
 namespace fairsem::detail {
 
 class SemaphoreCore;
-class WakeSubscription;
 
 class AsyncAcquire : public std::enable_shared_from_this<AsyncAcquire> {
  public:
@@ -50,32 +51,24 @@ class AsyncAcquire : public std::enable_shared_from_this<AsyncAcquire> {
   std::function<void()> task();
   /// One step; a step asked for while one runs is run right after it, on the same thread.
   void step();
-  /// What one step does. Throws what the blocking acquire would.
+  /// What came since the last step (a cancel, the turn, what the subscription got, or only
+  /// time), told to the machine; then its actions, until it waits or is over.
   void advance();
-  /// The step before the request has an entry: waits for its turn (true: nothing more to do
-  /// in this step), then queues it, or tries (no time to wait). True when it finished.
-  bool first_call();
-  /// Queues; true when granted at once. `turn` is done once the call is answered.
-  bool queue(AdmissionTurn& turn);
-  /// True when a wake-up came that grants the permit as the last call left it.
-  bool woken(bool& poll_now);
-  /// Polls; true when granted.
-  bool poll();
-  /// A timer for the next poll or the deadline, unless one comes soon enough.
-  void arm_timer();
-  void leave() noexcept;
-  /// Completes the request (once): the callback runs on this thread. A request cancelled
-  /// meanwhile completes with its cancellation instead.
-  void finish(const std::exception_ptr& outcome, std::optional<Permit> permit);
-  /// advance() threw: leaves the queue as the blocking acquire would, then completes.
-  void fail(const std::exception_ptr& error);
+  AcquireEvent what_came();
+  /// Does what the machine asks for, from `action` on, until it waits or is over.
+  void run(AcquireAction action);
+  /// True once, when cancel() came and the machine was not told yet.
+  bool hear_cancel();
+  /// A timer at `when`, unless one comes sooner; the error if none could be armed.
+  std::exception_ptr arm_timer(Clock::time_point when) noexcept;
+  /// Completes the request (once) with `outcome`: the callback runs on this thread. A request
+  /// cancelled meanwhile completes with its cancellation instead, unless it ended in an error.
+  void finish(AcquireOutcome outcome);
 
   const std::shared_ptr<SemaphoreCore> core_;
   const long long units_;
-  const std::optional<Clock::time_point> deadline_;
   const Clock::time_point started_ = Clock::now();
   AcquireCallback done_;
-  std::string id_;
 
   std::mutex mu_;  // guards the five below
   bool running_ = false;
@@ -84,15 +77,12 @@ class AsyncAcquire : public std::enable_shared_from_this<AsyncAcquire> {
   std::exception_ptr cancelled_;
   std::optional<AdmissionTurn> turn_;  // given by admitted(), taken by the next step
 
-  // Touched only by the step that runs.
-  bool asked_ = false;   // the first call was sent (it may have queued even if it threw)
-  bool queued_ = false;  // the first call answered: the request has an entry
-  AcquireReply reply_;
-  Clock::time_point sent_;
-  Clock::time_point next_poll_ = Clock::time_point::max();  // none before the first call
-  std::optional<Clock::time_point> timer_;                  // the earliest timer still to fire
-  bool reported_ = false;  // a refused BRPOP was logged for this wait
-  std::unique_ptr<WakeSubscription> wake_up_;
+  // Touched only by the step that runs (and by start(), before any can).
+  AcquireFsm fsm_;
+  AcquireIo io_;
+  bool cancel_heard_ = false;  // the machine was told of cancelled_ (read under mu_)
+  AcquireAction::Kind waits_for_ = AcquireAction::Kind::none;  // wait_turn or wait
+  std::optional<Clock::time_point> timer_;                     // the earliest timer still to fire
 };
 
 }  // namespace fairsem::detail

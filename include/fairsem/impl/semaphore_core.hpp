@@ -4,7 +4,8 @@
 // semaphore (open, acquire, release, renew, status, evict, resize), its held permits and their
 // renewal, and its counters. Internal: nothing public includes this header. Defined in
 // semaphore_core-inl.hpp (set-up, script calls, release and the admin calls), acquire-inl.hpp (the
-// queue and its wake-ups) and renewal-inl.hpp (renewing held permits). Its connections and the
+// calls an acquire makes, and the blocking acquire) and renewal-inl.hpp (renewing held permits).
+// An acquire's decisions are its state machine's (acquire_fsm.hpp). Its connections and the
 // watchdog thread that renews its permits are its Client's (runtime.hpp).
 
 #include <array>
@@ -12,6 +13,8 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <exception>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <mutex>
@@ -21,6 +24,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "fairsem/impl/acquire_fsm.hpp"
 #include "fairsem/impl/admission.hpp"
 #include "fairsem/impl/connection.hpp"
 #include "fairsem/impl/replies.hpp"
@@ -198,8 +202,6 @@ struct InFlight {
 
 class SemaphoreCore : public std::enable_shared_from_this<SemaphoreCore> {
  public:
-  friend class AsyncAcquire;  // the asynchronous acquire, step by step (async_acquire-inl.hpp)
-
   /// `admin`: for SemaphoreAdmin, whose calls pass limit 0 ("whatever Redis stores"); the
   /// script then accepts only status and evict.
   SemaphoreCore(std::shared_ptr<Runtime> runtime, std::string name, SemaphoreOptions options,
@@ -210,11 +212,10 @@ class SemaphoreCore : public std::enable_shared_from_this<SemaphoreCore> {
 
   void open();
   void connect();
-  std::optional<Permit> try_acquire(long long units);
-  std::optional<Permit> acquire(long long units, std::optional<Clock::time_point> deadline);
   /// What the public calls run: try_acquire (`wait` false), or acquire until `deadline` (none:
-  /// no limit), of `units` units, counted in the metrics. Throws InvalidArgument for units
-  /// below 1 or above the limit.
+  /// no limit), of `units` units, counted in the metrics; the acquire's state machine
+  /// (acquire_fsm.hpp) driven on this thread. Throws InvalidArgument for units below 1 or above
+  /// the limit.
   std::optional<Permit> measured_acquire(long long units, bool wait,
                                          std::optional<Clock::time_point> deadline);
   ReleaseResult release(PermitState& state);
@@ -258,7 +259,9 @@ class SemaphoreCore : public std::enable_shared_from_this<SemaphoreCore> {
     return metrics_.reconnects;
   }
 
- private:
+  // For the drivers of an acquire (acquire.hpp, async_acquire.hpp): the I/O its state machine
+  // (acquire_fsm.hpp) asks for, and what frames it. They decide nothing: the machine does.
+
   /// A connection borrowed from the pool for one operation; returned by the destructor.
   class Borrowed {
    public:
@@ -274,6 +277,49 @@ class SemaphoreCore : public std::enable_shared_from_this<SemaphoreCore> {
     std::unique_ptr<Connection> conn_;
   };
 
+  /// The machine's parameters for an acquire of `units` (`wait` false: a try) until `deadline`
+  /// (none: no limit), made at `started`.
+  AcquireParams acquire_params(long long units, bool wait,
+                               std::optional<Clock::time_point> deadline,
+                               Clock::time_point started) const;
+  /// The permit id of a new acquire: random, or the caller's (SemaphoreOptions::permit_id).
+  std::string next_id() const {
+    return options_.permit_id.empty() ? random_id() : options_.permit_id;
+  }
+  /// Units below 1 or above the limit: InvalidArgument.
+  void check_units(long long units) const;
+  /// The acquire call in `mode` ("try" or "queue"); `ticket`: the ticket a polling waiter
+  /// already has (0 on its first call). Throws InvalidArgument when `id` is granted already
+  /// with another number of units (a caller-chosen permit_id).
+  AcquireReply run_acquire(Connection& conn, const std::string& id, std::string_view mode,
+                           long long units, long long ticket = 0);
+  /// Listens, through the Client's waker, for the wake-ups of the request `id` that `conn`
+  /// queued; `hook` as for Waker::subscribe.
+  std::unique_ptr<WakeSubscription> subscribe(const std::string& id, Connection& conn,
+                                              std::function<void()> hook);
+  /// WAIT for min_replicas replicas to have what this connection wrote; returns how many did.
+  long long wait_replicas(Connection& conn);
+  Permit make_permit(const std::string& id, const AcquireReply& reply, Clock::time_point sent);
+  /// give_up on `conn`, borrowed first if it is not (a failure to connect is logged).
+  void leave(std::optional<Borrowed>& conn, const std::string& id, long long ticket) noexcept;
+  /// Logs that the waker's BRPOP was refused with `error` (transient refusals are not).
+  void wake_up_refused(const std::string& error);
+  /// What an acquire of `id` for `units` that ended with `outcome` throws: EvictedError,
+  /// RequestTooLargeError, or ReplicationError (with `acked` replicas). Null for the others.
+  std::exception_ptr acquire_error(AcquireOutcome outcome, const std::string& id, long long units,
+                                   long long acked) const;
+  /// Counts an acquire made.
+  void count_attempt() noexcept;
+  /// Counts an acquire of `units` that ended with `outcome` after `waited`.
+  void count_outcome(AcquireOutcome outcome, Clock::duration waited, long long units) noexcept;
+  /// The line this semaphore's requests send their first call in (admission.hpp).
+  Admission& admission() const noexcept { return *admission_; }
+  /// The asynchronous requests pending, and their steps under way.
+  const std::shared_ptr<InFlight>& in_flight() const noexcept { return in_flight_; }
+  /// An asynchronous request completed: no longer pending.
+  void forget_request(AsyncAcquire* request);
+
+ private:
   /// A connection of the Client's pool whose reconnects count in this semaphore's metrics.
   std::unique_ptr<Connection> take_connection();
   void give_back(std::unique_ptr<Connection> conn) noexcept {
@@ -287,42 +333,8 @@ class SemaphoreCore : public std::enable_shared_from_this<SemaphoreCore> {
   /// it have had theirs answered; nullopt when `deadline` passes first. At once on fairsem's own
   /// threads and while this thread holds a pool connection, where the wait could be for itself.
   std::optional<AdmissionTurn> wait_turn(std::optional<Clock::time_point> deadline);
-  /// try_acquire with its turn: `turn` is done once the call is answered.
-  std::optional<Permit> try_acquire_admitted(long long units, AdmissionTurn& turn);
-  /// `ticket`: the ticket a polling waiter already has (0 on its first call).
-  AcquireReply run_acquire(Connection& conn, const std::string& id, std::string_view mode,
-                           long long units, long long ticket = 0);
-  /// Units below 1 or above the limit: InvalidArgument.
-  void check_units(long long units) const;
-  [[noreturn]] void throw_evicted(const std::string& id) const;
-  /// The queued request `id` for `units` was removed: a resize left the limit below them.
-  [[noreturn]] void throw_too_large(const std::string& id, long long units) const;
-  /// A poll found the queued request `id` removed (evicted, or too large): throws as above.
-  void throw_if_removed(const AcquireReply& reply, const std::string& id, long long units) const;
-  /// WAIT for min_replicas replicas to have what this connection wrote; returns how many did.
-  long long wait_replicas(Connection& conn);
-  /// One wait (up to `wait`) for the wake-up of the queued request `id`, whose last call got
-  /// `reply` and was sent at `sent`. True: promoted, and the permit can be taken as that call
-  /// left it (its slot filled in). False: poll. Throws EvictedError.
-  bool wait_for_wake_up(WakeSubscription& wake_up, const std::string& id, long long units,
-                        milliseconds wait, AcquireReply& reply, Clock::time_point sent);
-  /// A wake-up popped for the queued request `id`, whose last call got `reply` and was sent at
-  /// `sent`: as wait_for_wake_up's result. Throws EvictedError.
-  bool take_wake_up(const Reply& woken, const std::string& id, long long units, AcquireReply& reply,
-                    Clock::time_point sent);
-  /// Logs that the waker's BRPOP was refused with `error` (transient refusals are not).
-  void wake_up_refused(const std::string& error);
-  /// give_up on `conn`, borrowed first if it is not (a failure to connect is logged).
-  void leave(std::optional<Borrowed>& conn, const std::string& id, long long ticket) noexcept;
-  /// After a grant: throws ReplicationError unless min_replicas acknowledged it.
-  void await_replicas(Connection& conn, const std::string& id);
-  Permit make_permit(const std::string& id, const AcquireReply& reply, Clock::time_point sent);
   /// Leaves the queue: removes the entry of `id` with `ticket` (0: whatever entry it has).
   void give_up(Connection& conn, const std::string& id, long long ticket) noexcept;
-  std::string next_id() const {
-    return options_.permit_id.empty() ? random_id() : options_.permit_id;
-  }
-  void forget_request(AsyncAcquire* request);
   void mark_lost(PermitState& state, const std::string& reason);
   void forget(PermitState& state);
   /// One renew call for `permits`; marks those found gone as lost. Throws what run() throws.

@@ -1,0 +1,392 @@
+#pragma once
+
+#include "fairsem/impl/acquire_fsm.hpp"
+#include "fairsem/impl/config.hpp"
+
+#include <algorithm>
+#include <utility>
+
+namespace fairsem::detail {
+
+namespace acquire_fsm_helpers {
+
+FAIRSEM_INLINE AcquireEvent event(AcquireEvent::Kind kind, AcquireEvent::Clock::time_point now) {
+  AcquireEvent e;
+  e.kind = kind;
+  e.now = now;
+  return e;
+}
+
+FAIRSEM_INLINE AcquireAction action(AcquireAction::Kind kind) {
+  AcquireAction a;
+  a.kind = kind;
+  return a;
+}
+
+/// A cancel that comes before the outcome was delivered wins over a grant (the permit made is
+/// dropped, which releases it), a rejection and a timeout; an error stands.
+FAIRSEM_INLINE AcquireOutcome cancel_wins(AcquireOutcome outcome) noexcept {
+  switch (outcome) {
+    case AcquireOutcome::granted:
+    case AcquireOutcome::rejected:
+    case AcquireOutcome::timed_out:
+      return AcquireOutcome::cancelled;
+    default:
+      return outcome;
+  }
+}
+
+}  // namespace acquire_fsm_helpers
+
+// --- AcquireEvent -----------------------------------------------------------------------------
+
+FAIRSEM_INLINE AcquireEvent AcquireEvent::start(Clock::time_point at) {
+  return acquire_fsm_helpers::event(Kind::start, at);
+}
+
+FAIRSEM_INLINE AcquireEvent AcquireEvent::admitted(Clock::time_point at) {
+  return acquire_fsm_helpers::event(Kind::admitted, at);
+}
+
+FAIRSEM_INLINE AcquireEvent AcquireEvent::replied(AcquireReply answer, Clock::time_point sent_at,
+                                                  Clock::time_point at) {
+  AcquireEvent e = acquire_fsm_helpers::event(Kind::replied, at);
+  e.reply = std::move(answer);
+  e.sent = sent_at;
+  return e;
+}
+
+FAIRSEM_INLINE AcquireEvent AcquireEvent::failed(bool may_have_reached, Clock::time_point at) {
+  AcquireEvent e = acquire_fsm_helpers::event(Kind::failed, at);
+  e.reached = may_have_reached;
+  return e;
+}
+
+FAIRSEM_INLINE AcquireEvent AcquireEvent::woken(WakeUp wake_up, Clock::time_point at) {
+  AcquireEvent e = acquire_fsm_helpers::event(Kind::woken, at);
+  e.wake = std::move(wake_up);
+  return e;
+}
+
+FAIRSEM_INLINE AcquireEvent AcquireEvent::interrupted(Clock::time_point at) {
+  return acquire_fsm_helpers::event(Kind::interrupted, at);
+}
+
+FAIRSEM_INLINE AcquireEvent AcquireEvent::refused(std::string message, bool passes,
+                                                  Clock::time_point at) {
+  AcquireEvent e = acquire_fsm_helpers::event(Kind::refused, at);
+  e.error = std::move(message);
+  e.transient = passes;
+  return e;
+}
+
+FAIRSEM_INLINE AcquireEvent AcquireEvent::replicas(long long count, Clock::time_point at) {
+  AcquireEvent e = acquire_fsm_helpers::event(Kind::replicas, at);
+  e.acked = count;
+  return e;
+}
+
+FAIRSEM_INLINE AcquireEvent AcquireEvent::done(Clock::time_point at) {
+  return acquire_fsm_helpers::event(Kind::done, at);
+}
+
+FAIRSEM_INLINE AcquireEvent AcquireEvent::tick(Clock::time_point at) {
+  return acquire_fsm_helpers::event(Kind::tick, at);
+}
+
+FAIRSEM_INLINE AcquireEvent AcquireEvent::cancelled(Clock::time_point at) {
+  return acquire_fsm_helpers::event(Kind::cancelled, at);
+}
+
+// --- AcquireFsm -------------------------------------------------------------------------------
+
+FAIRSEM_INLINE AcquireFsm::AcquireFsm(const AcquireParams& params)
+    : params_(params),
+      // No time to wait: like try_acquire, never queue.
+      tries_(!params_.wait || (params_.deadline && *params_.deadline <= params_.started)) {}
+
+FAIRSEM_INLINE AcquireAction AcquireFsm::resume(const AcquireEvent& event) {
+  if (stage_ == Stage::over) return {};
+  using Kind = AcquireEvent::Kind;
+  switch (event.kind) {
+    case Kind::start:
+      return on_start(event.now);
+    case Kind::admitted:
+      return on_admitted(event.now);
+    case Kind::replied:
+      return on_replied(event);
+    case Kind::failed:
+      return on_failed(event);
+    case Kind::woken:
+      return on_woken(event);
+    case Kind::interrupted:
+    case Kind::refused:
+      return on_trouble(event);
+    case Kind::replicas:
+      return on_replicas(event.acked);
+    case Kind::done:
+      return on_done(event.now);
+    case Kind::tick:
+      return on_tick(event.now);
+    case Kind::cancelled:
+      return on_cancelled();
+  }
+  return {};
+}
+
+FAIRSEM_INLINE AcquireAction AcquireFsm::on_start(Clock::time_point now) {
+  if (stage_ != Stage::idle) return {};
+  stage_ = Stage::in_line;
+  return in_line(now);
+}
+
+FAIRSEM_INLINE AcquireAction AcquireFsm::in_line(Clock::time_point now) {
+  // Behind the requests made before this one (admission.hpp). The deadline may pass in line,
+  // before anything was sent: nothing to leave then. A try waits for its turn however long.
+  if (!tries_ && past_deadline(now)) return finish(AcquireOutcome::timed_out);
+  AcquireAction a = acquire_fsm_helpers::action(AcquireAction::Kind::wait_turn);
+  if (!tries_) a.until = params_.deadline;
+  return a;
+}
+
+FAIRSEM_INLINE AcquireAction AcquireFsm::on_admitted(Clock::time_point now) {
+  if (stage_ != Stage::in_line) return {};
+  // The turn came after the deadline (it was not checked in time): as if it passed in line.
+  if (!tries_ && past_deadline(now)) return finish(AcquireOutcome::timed_out);
+  stage_ = Stage::calling;
+  return acquire_fsm_helpers::action(tries_ ? AcquireAction::Kind::send_try
+                                            : AcquireAction::Kind::send_queue);
+}
+
+FAIRSEM_INLINE AcquireAction AcquireFsm::on_replied(const AcquireEvent& event) {
+  if (stage_ != Stage::calling && stage_ != Stage::polling) return {};
+  const bool first = stage_ == Stage::calling;
+  if (first) sent_first_ = true;
+  reply_ = event.reply;
+  sent_ = event.sent;
+  if (!tries_) return queue_reply(first);
+  if (reply_.state == AcquireState::granted) return granted();
+  return finish(AcquireOutcome::rejected);
+}
+
+FAIRSEM_INLINE AcquireAction AcquireFsm::queue_reply(bool first) {
+  // Removed on purpose (evicted, or too large after a resize): the entry is gone already, so
+  // there is nothing to leave.
+  if (reply_.state == AcquireState::evicted) return end(AcquireOutcome::evicted, false);
+  if (reply_.state == AcquireState::too_large) return end(AcquireOutcome::too_large, false);
+  if (reply_.state == AcquireState::granted) {
+    // A wake-up kept while the call was out announced this same grant: one permit, not two.
+    kept_wake_.reset();
+    return granted();
+  }
+  // Still queued: listen (again). A wake-up that came while the poll was out is kept: it may
+  // be for the entry the poll saw, promoted after the poll ran.
+  stage_ = first ? Stage::subscribing : Stage::rearming;
+  return acquire_fsm_helpers::action(first ? AcquireAction::Kind::subscribe
+                                           : AcquireAction::Kind::rearm);
+}
+
+FAIRSEM_INLINE AcquireAction AcquireFsm::on_failed(const AcquireEvent& event) {
+  // Nothing can fail before the start, and leaving and finishing never fail.
+  if (stage_ == Stage::idle || stage_ == Stage::leaving || stage_ == Stage::finishing) return {};
+  if (stage_ == Stage::calling) sent_first_ = event.reached;
+  kept_wake_.reset();
+  return end(AcquireOutcome::failed, leaves_after_error());
+}
+
+FAIRSEM_INLINE bool AcquireFsm::leaves_after_error() const noexcept {
+  // Nothing sent, nothing to undo.
+  if (!sent_first_) return false;
+  // A try may have been granted with its reply lost, or its permit could not be set up: given
+  // up when its id is surely its own, a random one.
+  if (tries_) return !params_.chosen_id;
+  // Without a ticket (the first call failed) only a random id is surely this call's own: a
+  // caller-chosen one may name another handle's entry, which then must not be removed.
+  return reply_.ticket != 0 || !params_.chosen_id;
+}
+
+FAIRSEM_INLINE AcquireAction AcquireFsm::on_woken(const AcquireEvent& event) {
+  if (tries_) return {};  // a try never listens
+  switch (stage_) {
+    case Stage::waiting:
+      return wake_up(event.wake, event.now);
+    case Stage::calling:
+    case Stage::subscribing:
+    case Stage::polling:
+    case Stage::rearming:
+    case Stage::reporting:
+      // Read once the call is answered, against the entry its reply describes (listen()).
+      kept_wake_ = event.wake;
+      return {};
+    default:
+      return {};  // granted, given up or finished: nothing to wake any more
+  }
+}
+
+FAIRSEM_INLINE AcquireAction AcquireFsm::on_trouble(const AcquireEvent& event) {
+  // Only while listening: a poll out (or done) answers what a lost wake-up would have said.
+  if (stage_ != Stage::waiting) return {};
+  // The waker's BRPOP was cut off: a wake-up it popped may be lost, so poll now rather than at
+  // the next poll interval.
+  if (event.kind == AcquireEvent::Kind::interrupted) return next_step(event.now, true);
+  // A transient refusal goes straight to the poll; after any other the wait goes on: a
+  // wake-up can still come, and the poll follows when due. Said once per wait.
+  if (event.transient) return next_step(event.now, true);
+  if (reported_) return next_step(event.now, false);
+  reported_ = true;
+  stage_ = Stage::reporting;
+  AcquireAction a = acquire_fsm_helpers::action(AcquireAction::Kind::report);
+  a.error = event.error;
+  return a;
+}
+
+FAIRSEM_INLINE AcquireAction AcquireFsm::on_replicas(long long acked) {
+  if (stage_ != Stage::replicating) return {};
+  if (acked >= params_.min_replicas) return grant();
+  // A caller-chosen id may be another handle's permit, granted to this call as well: it is
+  // left to its lease, never given up here. A random one is given back.
+  return end(AcquireOutcome::replication, !params_.chosen_id);
+}
+
+FAIRSEM_INLINE AcquireAction AcquireFsm::on_done(Clock::time_point now) {
+  switch (stage_) {
+    case Stage::subscribing:
+    case Stage::rearming:
+      // A new wait: the next poll is one interval away, and a refused BRPOP is said again.
+      reported_ = false;
+      next_poll_ = now + params_.poll_interval;
+      return listen(now);
+    case Stage::reporting:
+      return listen(now);
+    case Stage::granting:
+      return finish(AcquireOutcome::granted);
+    case Stage::leaving:
+      if (!finished_) return finish(outcome_);
+      stage_ = Stage::over;
+      return {};
+    case Stage::finishing:
+      finished_ = true;
+      if (leave_after_finish_) return leave();
+      stage_ = Stage::over;
+      return {};
+    default:
+      return {};
+  }
+}
+
+FAIRSEM_INLINE AcquireAction AcquireFsm::on_tick(Clock::time_point now) {
+  if (stage_ == Stage::in_line) return in_line(now);
+  if (stage_ == Stage::waiting) return next_step(now, false);
+  return {};  // a timer of an earlier wait: what runs now answers
+}
+
+FAIRSEM_INLINE AcquireAction AcquireFsm::on_cancelled() {
+  if (cancel_heard_) return {};
+  cancel_heard_ = true;
+  kept_wake_.reset();
+  // The outcome first: the caller should not wait for a round trip (or, with Redis unreachable,
+  // a command timeout). The entry is given up right after.
+  switch (stage_) {
+    case Stage::finishing:
+      // Decided, not delivered yet. Left already if it had to be.
+      return finish(acquire_fsm_helpers::cancel_wins(outcome_));
+    case Stage::leaving:
+      // The leave dropped for the cancel comes after the outcome.
+      leave_after_finish_ = true;
+      return finish(acquire_fsm_helpers::cancel_wins(outcome_));
+    default:
+      // Queued (or granted by a reply or a wake-up not acted on yet): the entry, a permit or
+      // not, is given up, which passes a promotion on to the next waiter.
+      leave_after_finish_ = reply_.ticket != 0;
+      return finish(AcquireOutcome::cancelled);
+  }
+}
+
+FAIRSEM_INLINE AcquireAction AcquireFsm::listen(Clock::time_point now) {
+  stage_ = Stage::waiting;
+  if (kept_wake_) {
+    WakeUp wake = std::move(*kept_wake_);
+    kept_wake_.reset();
+    return wake_up(wake, now);
+  }
+  return next_step(now, false);
+}
+
+FAIRSEM_INLINE AcquireAction AcquireFsm::wake_up(const WakeUp& wake, Clock::time_point now) {
+  // An eviction already removed the entry; its marker was consumed by the waker.
+  if (wake.reason == WakeReason::evicted) return end(AcquireOutcome::evicted, false);
+  if (wake.reason == WakeReason::too_large) return end(AcquireOutcome::too_large, false);
+  // A wake-up for another ticket is an earlier entry's, popped before this one was queued but
+  // read only now: poll (the poll tells where this entry stands). So is one with another
+  // number of slots.
+  const bool ours = wake.reason == WakeReason::promoted && wake.ticket == reply_.ticket &&
+                    static_cast<long long>(wake.slots.size()) == params_.units;
+  // Promoted: the permit is this entry, with the deadline its last call set (counted from when
+  // that call was sent). Taken as it is when the watchdog's next round surely comes with half
+  // the usual margin left; otherwise the poll renews it first. With min_replicas the poll
+  // always comes first: its WAIT must follow a write of the connection it runs on, and the
+  // wake-up was popped on the waker's.
+  if (ours && params_.min_replicas == 0 &&
+      sent_ + reply_.lease - now > params_.direct_grant_margin) {
+    reply_.state = AcquireState::granted;
+    reply_.slots = wake.slots;
+    return grant();
+  }
+  return next_step(now, true);
+}
+
+FAIRSEM_INLINE AcquireAction AcquireFsm::next_step(Clock::time_point now, bool poll_now) {
+  if (past_deadline(now)) return end(AcquireOutcome::timed_out, true);
+  if (poll_now || now >= next_poll_) {
+    stage_ = Stage::polling;
+    AcquireAction a = acquire_fsm_helpers::action(AcquireAction::Kind::poll);
+    a.ticket = reply_.ticket;
+    return a;
+  }
+  stage_ = Stage::waiting;
+  AcquireAction a = acquire_fsm_helpers::action(AcquireAction::Kind::wait);
+  a.until = params_.deadline ? std::min(next_poll_, *params_.deadline) : next_poll_;
+  return a;
+}
+
+FAIRSEM_INLINE AcquireAction AcquireFsm::granted() {
+  if (params_.min_replicas == 0) return grant();
+  // On the connection whose call granted (or confirmed) the permit.
+  stage_ = Stage::replicating;
+  return acquire_fsm_helpers::action(AcquireAction::Kind::await_replicas);
+}
+
+FAIRSEM_INLINE AcquireAction AcquireFsm::grant() {
+  stage_ = Stage::granting;
+  AcquireAction a = acquire_fsm_helpers::action(AcquireAction::Kind::grant);
+  a.reply = reply_;
+  a.sent = sent_;
+  return a;
+}
+
+FAIRSEM_INLINE AcquireAction AcquireFsm::end(AcquireOutcome outcome, bool leave_first) {
+  if (!leave_first) return finish(outcome);
+  outcome_ = outcome;
+  return leave();
+}
+
+FAIRSEM_INLINE AcquireAction AcquireFsm::finish(AcquireOutcome outcome) {
+  stage_ = Stage::finishing;
+  outcome_ = outcome;
+  AcquireAction a = acquire_fsm_helpers::action(AcquireAction::Kind::finish);
+  a.outcome = outcome;
+  return a;
+}
+
+FAIRSEM_INLINE AcquireAction AcquireFsm::leave() {
+  stage_ = Stage::leaving;
+  AcquireAction a = acquire_fsm_helpers::action(AcquireAction::Kind::leave);
+  a.ticket = reply_.ticket;
+  return a;
+}
+
+FAIRSEM_INLINE bool AcquireFsm::past_deadline(Clock::time_point now) const noexcept {
+  return params_.deadline && now >= *params_.deadline;
+}
+
+}  // namespace fairsem::detail

@@ -1,0 +1,630 @@
+// AcquireFsm, with no server: one acquire's protocol fed replies, wake-ups, time-outs, cancels
+// and errors, with its actions checked one by one. Time is made up (no clock is read), so the
+// races the drivers can only meet by chance are spelled out here: a cancel at the instant of
+// promotion, a wake-up that arrives before the poll's reply.
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <optional>
+#include <ostream>
+#include <vector>
+
+#include "fairsem/impl/acquire_fsm.hpp"
+
+namespace fairsem::detail {
+
+// GoogleTest prints what it compares; names read better than numbers.
+void PrintTo(AcquireAction::Kind kind, std::ostream* os) {
+  static const char* const kNames[] = {
+      "none",  "wait_turn",      "send_try", "send_queue", "subscribe", "wait",  "poll",
+      "rearm", "await_replicas", "grant",    "leave",      "report",    "finish"};
+  *os << kNames[static_cast<int>(kind)];
+}
+
+void PrintTo(AcquireOutcome outcome, std::ostream* os) {
+  static const char* const kNames[] = {"granted", "rejected",  "timed_out",   "cancelled",
+                                       "evicted", "too_large", "replication", "failed"};
+  *os << kNames[static_cast<int>(outcome)];
+}
+
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+using Kind = AcquireAction::Kind;
+using Event = AcquireEvent;
+
+const Clock::time_point kT0{std::chrono::hours(1)};
+constexpr long long kTicket = 7;
+constexpr auto kLease = 10s;
+constexpr auto kPoll = 1000ms;
+constexpr auto kMargin = 6000ms;
+
+AcquireParams queue_params() {
+  AcquireParams p;
+  p.units = 1;
+  p.wait = true;
+  p.started = kT0;
+  p.poll_interval = kPoll;
+  p.direct_grant_margin = kMargin;
+  return p;
+}
+
+AcquireReply queued(long long ticket = kTicket) {
+  AcquireReply r;
+  r.state = AcquireState::queued;
+  r.ticket = ticket;
+  r.lease = kLease;
+  r.position = 1;
+  return r;
+}
+
+AcquireReply granted(long long ticket = kTicket, std::vector<long long> slots = {0}) {
+  AcquireReply r;
+  r.state = AcquireState::granted;
+  r.ticket = ticket;
+  r.lease = kLease;
+  r.slots = std::move(slots);
+  return r;
+}
+
+AcquireReply in_state(AcquireState state) {
+  AcquireReply r;
+  r.state = state;
+  return r;
+}
+
+WakeUp woken(WakeReason reason, long long ticket = kTicket, std::vector<long long> slots = {0}) {
+  WakeUp w;
+  w.reason = reason;
+  w.ticket = ticket;
+  w.slots = std::move(slots);
+  return w;
+}
+
+WakeUp promoted(long long ticket = kTicket, std::vector<long long> slots = {0}) {
+  return woken(WakeReason::promoted, ticket, std::move(slots));
+}
+
+// One acquire and the time its events are told at.
+class AcquireFsmTest : public ::testing::Test {
+ protected:
+  void make(const AcquireParams& params) { fsm.emplace(params); }
+
+  AcquireAction feed(const AcquireEvent& event) { return fsm->resume(event); }
+  AcquireAction start() { return feed(Event::start(now)); }
+  AcquireAction admitted() { return feed(Event::admitted(now)); }
+  AcquireAction reply(const AcquireReply& r) { return feed(Event::replied(r, now, now)); }
+  AcquireAction failed(bool reached = true) { return feed(Event::failed(reached, now)); }
+  AcquireAction wake(const WakeUp& w) { return feed(Event::woken(w, now)); }
+  AcquireAction done() { return feed(Event::done(now)); }
+  AcquireAction tick() { return feed(Event::tick(now)); }
+  AcquireAction cancel() { return feed(Event::cancelled(now)); }
+
+  // A queue request made with `params`, answered queued with kTicket at kT0 and listening:
+  // the action is the first wait.
+  AcquireAction queue_up(const AcquireParams& params = queue_params()) {
+    make(params);
+    EXPECT_EQ(start().kind, Kind::wait_turn);
+    EXPECT_EQ(admitted().kind, Kind::send_queue);
+    EXPECT_EQ(reply(queued()).kind, Kind::subscribe);
+    return done();
+  }
+
+  // Expects the action to finish with `outcome`, and the machine to be over after it.
+  void expect_finish(const AcquireAction& action, AcquireOutcome outcome) {
+    ASSERT_EQ(action.kind, Kind::finish);
+    EXPECT_EQ(action.outcome, outcome);
+    EXPECT_EQ(done().kind, Kind::none);
+    EXPECT_TRUE(fsm->over());
+  }
+
+  // Expects the action to give kTicket's entry up, then to finish with `outcome`.
+  void expect_leave_then_finish(const AcquireAction& action, AcquireOutcome outcome,
+                                long long ticket = kTicket) {
+    ASSERT_EQ(action.kind, Kind::leave);
+    EXPECT_EQ(action.ticket, ticket);
+    expect_finish(done(), outcome);
+  }
+
+  // Expects a cancelled outcome now, then kTicket's entry given up, then nothing.
+  void expect_cancelled_then_leave(const AcquireAction& action) {
+    ASSERT_EQ(action.kind, Kind::finish);
+    EXPECT_EQ(action.outcome, AcquireOutcome::cancelled);
+    const AcquireAction after = done();
+    ASSERT_EQ(after.kind, Kind::leave);
+    EXPECT_EQ(after.ticket, kTicket);
+    EXPECT_EQ(done().kind, Kind::none);
+    EXPECT_TRUE(fsm->over());
+  }
+
+  std::optional<AcquireFsm> fsm;
+  Clock::time_point now = kT0;
+};
+
+TEST_F(AcquireFsmTest, GrantedAtOnce) {
+  make(queue_params());
+  const AcquireAction turn = start();
+  EXPECT_EQ(turn.kind, Kind::wait_turn);
+  EXPECT_FALSE(turn.until);  // no deadline: in line for as long as it takes
+  EXPECT_EQ(admitted().kind, Kind::send_queue);
+  now += 5ms;
+  const AcquireAction grant = feed(Event::replied(granted(kTicket, {2}), kT0, now));
+  ASSERT_EQ(grant.kind, Kind::grant);
+  EXPECT_EQ(grant.reply.ticket, kTicket);
+  EXPECT_EQ(grant.reply.slots, std::vector<long long>{2});
+  EXPECT_EQ(grant.sent, kT0);  // the lease counts from when the call left
+  expect_finish(done(), AcquireOutcome::granted);
+}
+
+TEST_F(AcquireFsmTest, QueuedThenWokenIsGrantedDirectly) {
+  const AcquireAction wait = queue_up();
+  ASSERT_EQ(wait.kind, Kind::wait);
+  EXPECT_EQ(wait.until, kT0 + kPoll);
+  now += 300ms;
+  const AcquireAction grant = wake(promoted(kTicket, {3}));
+  ASSERT_EQ(grant.kind, Kind::grant);  // no poll: the wake-up is the grant
+  EXPECT_EQ(grant.reply.slots, std::vector<long long>{3});
+  EXPECT_EQ(grant.reply.ticket, kTicket);
+  EXPECT_EQ(grant.sent, kT0);  // the lease the queueing call set
+  expect_finish(done(), AcquireOutcome::granted);
+}
+
+TEST_F(AcquireFsmTest, WokenWithTooLittleLeaseLeftPolls) {
+  queue_up();
+  // 10 s lease sent at kT0: at kT0 + 4.5 s, 5.5 s are left, under the 6 s margin.
+  now = kT0 + 4500ms;
+  const AcquireAction poll = wake(promoted());
+  ASSERT_EQ(poll.kind, Kind::poll);
+  EXPECT_EQ(poll.ticket, kTicket);
+  // The poll's fresh lease makes it a grant.
+  const AcquireAction grant = reply(granted());
+  ASSERT_EQ(grant.kind, Kind::grant);
+  EXPECT_EQ(grant.sent, now);
+}
+
+TEST_F(AcquireFsmTest, WokenWithJustEnoughLeaseLeftIsGrantedDirectly) {
+  queue_up();
+  now = kT0 + 3900ms;  // 6.1 s left
+  EXPECT_EQ(wake(promoted()).kind, Kind::grant);
+}
+
+TEST_F(AcquireFsmTest, WokenForAnotherTicketPolls) {
+  queue_up();
+  now += 10ms;
+  const AcquireAction poll = wake(promoted(kTicket - 1));  // an earlier entry's
+  ASSERT_EQ(poll.kind, Kind::poll);
+  EXPECT_EQ(poll.ticket, kTicket);
+}
+
+TEST_F(AcquireFsmTest, WokenWithAnotherSlotCountPolls) {
+  AcquireParams p = queue_params();
+  p.units = 2;
+  queue_up(p);
+  now += 10ms;
+  EXPECT_EQ(wake(promoted(kTicket, {1})).kind, Kind::poll);
+}
+
+TEST_F(AcquireFsmTest, WokenWithTheRightSlotCountOfSeveralIsGranted) {
+  AcquireParams p = queue_params();
+  p.units = 2;
+  queue_up(p);
+  now += 10ms;
+  const AcquireAction grant = wake(promoted(kTicket, {1, 4}));
+  ASSERT_EQ(grant.kind, Kind::grant);
+  EXPECT_EQ(grant.reply.slots, (std::vector<long long>{1, 4}));
+}
+
+TEST_F(AcquireFsmTest, PollFindsGranted) {
+  queue_up();
+  now = kT0 + kPoll;  // no wake-up came: the timer
+  const AcquireAction poll = tick();
+  ASSERT_EQ(poll.kind, Kind::poll);
+  EXPECT_EQ(poll.ticket, kTicket);
+  const Clock::time_point sent = now;
+  now += 3ms;
+  const AcquireAction grant = feed(Event::replied(granted(kTicket, {1}), sent, now));
+  ASSERT_EQ(grant.kind, Kind::grant);
+  EXPECT_EQ(grant.sent, sent);
+  EXPECT_EQ(grant.reply.slots, std::vector<long long>{1});
+  expect_finish(done(), AcquireOutcome::granted);
+}
+
+TEST_F(AcquireFsmTest, PollFindsStillQueuedRearmsAndWaits) {
+  queue_up();
+  now = kT0 + 400ms;
+  EXPECT_EQ(tick().kind, Kind::wait);  // a stale timer: not due yet
+  now = kT0 + kPoll;
+  ASSERT_EQ(tick().kind, Kind::poll);
+  EXPECT_EQ(reply(queued()).kind, Kind::rearm);
+  now += 2ms;
+  const AcquireAction wait = done();
+  ASSERT_EQ(wait.kind, Kind::wait);
+  EXPECT_EQ(wait.until, now + kPoll);  // the next poll counts from this one
+  EXPECT_FALSE(fsm->over());
+}
+
+TEST_F(AcquireFsmTest, DeadlinePassesWhileQueuedLeavesAndTimesOut) {
+  AcquireParams p = queue_params();
+  p.deadline = kT0 + 1500ms;
+  const AcquireAction first = queue_up(p);
+  EXPECT_EQ(first.until, kT0 + kPoll);  // the poll comes before the deadline
+  now = kT0 + kPoll;
+  ASSERT_EQ(tick().kind, Kind::poll);
+  ASSERT_EQ(reply(queued()).kind, Kind::rearm);
+  const AcquireAction wait = done();
+  ASSERT_EQ(wait.kind, Kind::wait);
+  EXPECT_EQ(wait.until, kT0 + 1500ms);  // the deadline before the next poll
+  now = kT0 + 1500ms;
+  expect_leave_then_finish(tick(), AcquireOutcome::timed_out);
+}
+
+TEST_F(AcquireFsmTest, ADeadlinePassedInLineEndsWithNothingToLeave) {
+  AcquireParams p = queue_params();
+  p.deadline = kT0 + 50ms;
+  make(p);
+  const AcquireAction turn = start();
+  ASSERT_EQ(turn.kind, Kind::wait_turn);
+  EXPECT_EQ(turn.until, kT0 + 50ms);
+  now += 50ms;
+  expect_finish(tick(), AcquireOutcome::timed_out);
+  EXPECT_EQ(admitted().kind, Kind::none);  // the turn came too late: nothing is sent
+}
+
+TEST_F(AcquireFsmTest, DeadlineAlreadyPassedAtStartTries) {
+  AcquireParams p = queue_params();
+  p.deadline = kT0 - 1ms;
+  make(p);
+  EXPECT_TRUE(fsm->tries());
+  const AcquireAction turn = start();
+  ASSERT_EQ(turn.kind, Kind::wait_turn);
+  EXPECT_FALSE(turn.until);  // a try waits for its turn however long
+  now += 1s;
+  EXPECT_EQ(admitted().kind, Kind::send_try);
+  expect_finish(reply(in_state(AcquireState::full)), AcquireOutcome::rejected);
+}
+
+TEST_F(AcquireFsmTest, TryRejected) {
+  AcquireParams p = queue_params();
+  p.wait = false;
+  make(p);
+  EXPECT_TRUE(fsm->tries());
+  start();
+  EXPECT_EQ(admitted().kind, Kind::send_try);
+  expect_finish(reply(in_state(AcquireState::full)), AcquireOutcome::rejected);
+}
+
+TEST_F(AcquireFsmTest, TryGranted) {
+  AcquireParams p = queue_params();
+  p.wait = false;
+  make(p);
+  start();
+  admitted();
+  EXPECT_EQ(reply(granted()).kind, Kind::grant);
+  expect_finish(done(), AcquireOutcome::granted);
+}
+
+TEST_F(AcquireFsmTest, EvictedByReplyEndsWithoutLeaving) {
+  queue_up();
+  now = kT0 + kPoll;
+  ASSERT_EQ(tick().kind, Kind::poll);
+  expect_finish(reply(in_state(AcquireState::evicted)), AcquireOutcome::evicted);
+}
+
+TEST_F(AcquireFsmTest, EvictedByWakeUpEndsWithoutLeaving) {
+  queue_up();
+  now += 10ms;
+  expect_finish(wake(woken(WakeReason::evicted, 0, {})), AcquireOutcome::evicted);
+}
+
+TEST_F(AcquireFsmTest, TooLargeByReplyEndsWithoutLeaving) {
+  queue_up();
+  now = kT0 + kPoll;
+  ASSERT_EQ(tick().kind, Kind::poll);
+  expect_finish(reply(in_state(AcquireState::too_large)), AcquireOutcome::too_large);
+}
+
+TEST_F(AcquireFsmTest, TooLargeByWakeUpEndsWithoutLeaving) {
+  queue_up();
+  now += 10ms;
+  expect_finish(wake(woken(WakeReason::too_large, 0, {})), AcquireOutcome::too_large);
+}
+
+TEST_F(AcquireFsmTest, AnInterruptedWakePollsNow) {
+  queue_up();
+  now += 10ms;  // long before the poll is due
+  const AcquireAction poll = feed(Event::interrupted(now));
+  ASSERT_EQ(poll.kind, Kind::poll);
+  EXPECT_EQ(poll.ticket, kTicket);
+}
+
+TEST_F(AcquireFsmTest, ATransientRefusalPollsNow) {
+  queue_up();
+  now += 10ms;
+  EXPECT_EQ(feed(Event::refused("LOADING", true, now)).kind, Kind::poll);
+}
+
+TEST_F(AcquireFsmTest, ARefusalIsReportedOnceAWaitAndTheWaitGoesOn) {
+  queue_up();
+  now += 10ms;
+  const AcquireAction report = feed(Event::refused("NOPERM brpop", false, now));
+  ASSERT_EQ(report.kind, Kind::report);
+  EXPECT_EQ(report.error, "NOPERM brpop");
+  const AcquireAction wait = done();
+  ASSERT_EQ(wait.kind, Kind::wait);
+  EXPECT_EQ(wait.until, kT0 + kPoll);  // the same wait, not a poll
+  now += 10ms;
+  EXPECT_EQ(feed(Event::refused("NOPERM brpop", false, now)).kind, Kind::wait);  // not again
+  // A wake-up can still come after a refusal.
+  EXPECT_EQ(wake(promoted()).kind, Kind::grant);
+}
+
+TEST_F(AcquireFsmTest, ARefusalIsReportedAgainInTheWaitAfterAPoll) {
+  queue_up();
+  now += 10ms;
+  ASSERT_EQ(feed(Event::refused("NOPERM", false, now)).kind, Kind::report);
+  ASSERT_EQ(done().kind, Kind::wait);
+  now = kT0 + kPoll;
+  ASSERT_EQ(tick().kind, Kind::poll);
+  ASSERT_EQ(reply(queued()).kind, Kind::rearm);
+  ASSERT_EQ(done().kind, Kind::wait);
+  now += 10ms;
+  EXPECT_EQ(feed(Event::refused("NOPERM", false, now)).kind, Kind::report);
+}
+
+TEST_F(AcquireFsmTest, AFirstCallThatFailsWithARandomIdLeavesWhateverEntryItMadeIt) {
+  make(queue_params());
+  start();
+  admitted();
+  // The call may have queued before its reply was lost: ticket 0 names any entry of the id.
+  expect_leave_then_finish(failed(), AcquireOutcome::failed, 0);
+}
+
+TEST_F(AcquireFsmTest, AFirstCallThatFailsWithACallerChosenIdLeavesNothing) {
+  AcquireParams p = queue_params();
+  p.chosen_id = true;
+  make(p);
+  start();
+  admitted();
+  expect_finish(failed(), AcquireOutcome::failed);
+}
+
+TEST_F(AcquireFsmTest, AFirstCallThatNeverLeftLeavesNothing) {
+  make(queue_params());
+  start();
+  admitted();
+  expect_finish(failed(/*reached=*/false), AcquireOutcome::failed);
+}
+
+TEST_F(AcquireFsmTest, AnErrorAfterQueueingLeavesTheTicketEvenWithACallerChosenId) {
+  AcquireParams p = queue_params();
+  p.chosen_id = true;
+  queue_up(p);
+  now = kT0 + kPoll;
+  ASSERT_EQ(tick().kind, Kind::poll);
+  expect_leave_then_finish(failed(), AcquireOutcome::failed);
+}
+
+TEST_F(AcquireFsmTest, AWakeUpThatCannotBeReadEndsInAnErrorAndLeaves) {
+  queue_up();
+  now += 10ms;
+  expect_leave_then_finish(failed(), AcquireOutcome::failed);
+}
+
+TEST_F(AcquireFsmTest, ATryThatFailsLeavesOnlyARandomId) {
+  AcquireParams p = queue_params();
+  p.wait = false;
+  make(p);
+  start();
+  admitted();
+  ASSERT_EQ(reply(granted()).kind, Kind::grant);
+  expect_leave_then_finish(failed(), AcquireOutcome::failed);  // the permit could not be made
+
+  p.chosen_id = true;
+  make(p);
+  start();
+  admitted();
+  ASSERT_EQ(reply(granted()).kind, Kind::grant);
+  expect_finish(failed(), AcquireOutcome::failed);
+}
+
+TEST_F(AcquireFsmTest, TooFewReplicasGiveARandomIdBack) {
+  AcquireParams p = queue_params();
+  p.min_replicas = 2;
+  make(p);
+  start();
+  admitted();
+  ASSERT_EQ(reply(granted()).kind, Kind::await_replicas);
+  expect_leave_then_finish(feed(Event::replicas(1, now)), AcquireOutcome::replication);
+}
+
+TEST_F(AcquireFsmTest, TooFewReplicasLeaveACallerChosenIdToItsLease) {
+  AcquireParams p = queue_params();
+  p.min_replicas = 2;
+  p.chosen_id = true;
+  make(p);
+  start();
+  admitted();
+  ASSERT_EQ(reply(granted()).kind, Kind::await_replicas);
+  expect_finish(feed(Event::replicas(0, now)), AcquireOutcome::replication);
+}
+
+TEST_F(AcquireFsmTest, MinReplicasAwaitsReplicasAndNeverGrantsDirectlyFromAWakeUp) {
+  AcquireParams p = queue_params();
+  p.min_replicas = 1;
+  queue_up(p);
+  now += 10ms;  // a fresh lease: without min_replicas this would be the grant
+  ASSERT_EQ(wake(promoted()).kind, Kind::poll);
+  ASSERT_EQ(reply(granted()).kind, Kind::await_replicas);
+  const AcquireAction grant = feed(Event::replicas(1, now));
+  ASSERT_EQ(grant.kind, Kind::grant);
+  expect_finish(done(), AcquireOutcome::granted);
+}
+
+// --- Cancels ----------------------------------------------------------------------------------
+
+TEST_F(AcquireFsmTest, ACancelInLineSendsNothingAndLeavesNothing) {
+  make(queue_params());
+  start();
+  expect_finish(cancel(), AcquireOutcome::cancelled);
+  EXPECT_EQ(admitted().kind, Kind::none);
+}
+
+TEST_F(AcquireFsmTest, ACancelWhileQueuedFinishesFirstThenLeaves) {
+  queue_up();
+  now += 10ms;
+  expect_cancelled_then_leave(cancel());
+}
+
+TEST_F(AcquireFsmTest, ACancelAtTheInstantOfPromotionGivesThePromotionBack) {
+  // The promoted wake-up arrived and asked for the grant; the cancel comes before it is made.
+  queue_up();
+  now += 10ms;
+  ASSERT_EQ(wake(promoted()).kind, Kind::grant);
+  expect_cancelled_then_leave(cancel());
+}
+
+TEST_F(AcquireFsmTest, ACancelBeforeAPromotionIsReadGivesItBackAndIgnoresTheWakeUp) {
+  queue_up();
+  now += 10ms;
+  const AcquireAction finish = cancel();  // the wake-up waits unread in the subscription
+  ASSERT_EQ(finish.kind, Kind::finish);
+  EXPECT_EQ(wake(promoted()).kind, Kind::none);  // told meanwhile: not a grant any more
+  const AcquireAction leave = done();
+  ASSERT_EQ(leave.kind, Kind::leave);  // the leave passes the promotion on
+  EXPECT_EQ(leave.ticket, kTicket);
+  EXPECT_EQ(done().kind, Kind::none);
+}
+
+TEST_F(AcquireFsmTest, ACancelRacingAPollReplyThatSaysGrantedGivesThePermitBack) {
+  queue_up();
+  now = kT0 + kPoll;
+  ASSERT_EQ(tick().kind, Kind::poll);
+  ASSERT_EQ(reply(granted()).kind, Kind::grant);
+  expect_cancelled_then_leave(cancel());
+}
+
+TEST_F(AcquireFsmTest, ACancelRacingAGrantWaitingForReplicasGivesItBack) {
+  AcquireParams p = queue_params();
+  p.min_replicas = 1;
+  queue_up(p);
+  now = kT0 + kPoll;
+  ASSERT_EQ(tick().kind, Kind::poll);
+  ASSERT_EQ(reply(granted()).kind, Kind::await_replicas);
+  expect_cancelled_then_leave(cancel());
+}
+
+TEST_F(AcquireFsmTest, ACancelInPlaceOfAPollLeaves) {
+  queue_up();
+  now = kT0 + kPoll;
+  ASSERT_EQ(tick().kind, Kind::poll);
+  expect_cancelled_then_leave(cancel());  // the poll was never sent
+}
+
+TEST_F(AcquireFsmTest, ACancelAfterThePermitWasMadeWinsAndLeavesTheReleaseToTheDriver) {
+  queue_up();
+  now += 10ms;
+  ASSERT_EQ(wake(promoted()).kind, Kind::grant);
+  ASSERT_EQ(done().kind, Kind::finish);  // the permit is made; its delivery is cancelled
+  // The driver drops the permit it made (its release gives the units back): no leave.
+  expect_finish(cancel(), AcquireOutcome::cancelled);
+}
+
+TEST_F(AcquireFsmTest, ACancelWhileATimedOutRequestLeavesStillLeaves) {
+  AcquireParams p = queue_params();
+  p.deadline = kT0 + 500ms;
+  queue_up(p);
+  now = kT0 + 500ms;
+  ASSERT_EQ(tick().kind, Kind::leave);
+  expect_cancelled_then_leave(cancel());  // the leave dropped for the cancel comes after
+}
+
+TEST_F(AcquireFsmTest, AnErrorStandsAgainstALaterCancel) {
+  queue_up();
+  now += 10ms;
+  ASSERT_EQ(wake(woken(WakeReason::evicted, 0, {})).kind, Kind::finish);
+  expect_finish(cancel(), AcquireOutcome::evicted);
+}
+
+TEST_F(AcquireFsmTest, ACancelIsHeardOnce) {
+  queue_up();
+  ASSERT_EQ(cancel().kind, Kind::finish);
+  EXPECT_EQ(cancel().kind, Kind::none);
+}
+
+// --- A wake-up that arrives before the poll's reply -------------------------------------------
+
+TEST_F(AcquireFsmTest, AWakeUpBeforeAStillQueuedPollReplyIsNotLost) {
+  queue_up();
+  now = kT0 + kPoll;
+  ASSERT_EQ(tick().kind, Kind::poll);
+  const Clock::time_point sent = now;
+  // Promoted just after the poll ran: its wake-up overtakes the poll's reply.
+  now += 1ms;
+  EXPECT_EQ(wake(promoted(kTicket, {5})).kind, Kind::none);  // kept until the reply
+  now += 1ms;
+  ASSERT_EQ(feed(Event::replied(queued(), sent, now)).kind, Kind::rearm);
+  const AcquireAction grant = done();
+  ASSERT_EQ(grant.kind, Kind::grant);  // not a wait until the next poll
+  EXPECT_EQ(grant.reply.slots, std::vector<long long>{5});
+  EXPECT_EQ(grant.sent, sent);
+  expect_finish(done(), AcquireOutcome::granted);
+}
+
+TEST_F(AcquireFsmTest, AWakeUpBeforeAGrantedPollReplyGrantsOnce) {
+  queue_up();
+  now = kT0 + kPoll;
+  ASSERT_EQ(tick().kind, Kind::poll);
+  EXPECT_EQ(wake(promoted()).kind, Kind::none);
+  ASSERT_EQ(reply(granted()).kind, Kind::grant);
+  ASSERT_EQ(done().kind, Kind::finish);
+  EXPECT_EQ(done().kind, Kind::none);
+  EXPECT_TRUE(fsm->over());
+  EXPECT_EQ(wake(promoted()).kind, Kind::none);  // a copy of it, later: nothing more
+}
+
+TEST_F(AcquireFsmTest, AnOldWakeUpBeforeAPollThatRequeuedPolls) {
+  queue_up();
+  now = kT0 + kPoll;
+  ASSERT_EQ(tick().kind, Kind::poll);
+  EXPECT_EQ(wake(promoted(kTicket)).kind, Kind::none);
+  // The entry had expired: the poll queued it again with a new ticket.
+  ASSERT_EQ(reply(queued(kTicket + 5)).kind, Kind::rearm);
+  const AcquireAction poll = done();
+  ASSERT_EQ(poll.kind, Kind::poll);  // the old entry's wake-up grants nothing
+  EXPECT_EQ(poll.ticket, kTicket + 5);
+}
+
+TEST_F(AcquireFsmTest, AWakeUpBeforeThePollsReplyIsNoGrantAfterAnEviction) {
+  queue_up();
+  now = kT0 + kPoll;
+  ASSERT_EQ(tick().kind, Kind::poll);
+  EXPECT_EQ(wake(promoted()).kind, Kind::none);
+  expect_finish(reply(in_state(AcquireState::evicted)), AcquireOutcome::evicted);
+}
+
+TEST_F(AcquireFsmTest, AWakeUpBeforeTheSubscriptionIsMadeIsNotLost) {
+  make(queue_params());
+  start();
+  admitted();
+  ASSERT_EQ(reply(queued()).kind, Kind::subscribe);
+  EXPECT_EQ(wake(promoted()).kind, Kind::none);
+  EXPECT_EQ(done().kind, Kind::grant);
+}
+
+TEST_F(AcquireFsmTest, StrayEventsChangeNothing) {
+  queue_up();
+  now = kT0 + kPoll;
+  ASSERT_EQ(tick().kind, Kind::poll);
+  // While the poll is out: a timer, a cut-off BRPOP, another start or turn.
+  EXPECT_EQ(tick().kind, Kind::none);
+  EXPECT_EQ(feed(Event::interrupted(now)).kind, Kind::none);
+  EXPECT_EQ(start().kind, Kind::none);
+  EXPECT_EQ(admitted().kind, Kind::none);
+  EXPECT_EQ(feed(Event::replicas(3, now)).kind, Kind::none);
+  EXPECT_EQ(reply(granted()).kind, Kind::grant);
+}
+
+}  // namespace
+}  // namespace fairsem::detail
