@@ -1,8 +1,9 @@
 #pragma once
 
-// Command lines of the example programs and of the `fairsem` tool: exit codes, the Redis URL's
-// default chain, whole numbers in a range, and parsing with CLI11 into values or an exit code.
-// Public fairsem API only, like the programs themselves.
+// Command lines of the example programs and of the `fairsem` tool: the Redis URL's default
+// chain, whole numbers in a range, and parsing with CLI11 into values or an exit code (the
+// codes are in exit_codes.hpp). Public fairsem API only, like the programs themselves. Only
+// the file that parses a program's arguments includes it: CLI11 takes seconds to compile.
 
 #include <CLI/CLI.hpp>
 
@@ -10,13 +11,9 @@
 #include <string>
 #include <string_view>
 
-namespace fairsem::examples {
+#include "exit_codes.hpp"
 
-// sysexits(3) codes, as the programs' comments, `fairsem --help` and docs/cli.md document them.
-inline constexpr int kExitUsage = 64;        // bad arguments (nothing was sent to Redis)
-inline constexpr int kExitUnavailable = 69;  // Redis unreachable, or authentication refused
-inline constexpr int kExitInternal = 70;     // anything unexpected
-inline constexpr int kExitTempFail = 75;     // no permit in time, or the permit lost
+namespace fairsem::examples {
 
 /// `given` (from --url or a URL argument) unless it is empty, else $FAIRSEM_URL, else
 /// $REDIS_URL (each when set and not empty), else redis://127.0.0.1:6379.

@@ -5,10 +5,11 @@
 #          pkg-config, the .deb, the examples built standalone) among them
 #   tsan   Debug, C++17, warnings as errors, ThreadSanitizer, with Debian's hiredis: every test
 #          but the packaging ones (they build consumers; they run no code of fairsem's threads)
-#   compat Release, C++20, warnings as errors, with the benchmarks (each runs about a second),
+#   compat Release (-O2), C++20, warnings as errors, with the benchmarks (each runs a second),
 #          against hiredis 1.2.0 and the other servers fairsem supports, built from the compat
 #          tarballs (scripts/compat.sh): every test but the deployment and stress ones (the
-#          packaging ones with hiredis 1.2.0's own CMake config among them) on Debian's
+#          packaging ones with hiredis 1.2.0's own CMake config among them, but the three that
+#          build fairsem from source, which asan runs) on Debian's
 #          redis-server; with TLS (hiredis_ssl), the integration, deployment and stress tests
 #          again with every server speaking only TLS (FAIRSEM_TEST_TLS=1); then the integration,
 #          deployment and stress tests (the TLS tests among them) on each of Valkey 8.0.1,
@@ -95,6 +96,11 @@ build_config() {
 
 # Tests that only make sense in plaintext: a proxy that reads the RESP stream, fake servers.
 FAIRSEM_TLS_PLAINTEXT_ONLY='LostReplyTest|LostWakeUpTest|SecurityAclTest\.ConnectionAuthAndPermissionErrorsNeverShowThePassword|SecurityAclTest\.LogsNeverShowThePasswordWhenAReconnectReachesAWrongHost'
+# The packaging tests that build fairsem (or the examples) from source in a consumer: what they
+# add to the build itself (which finds hiredis the same way) does not depend on the hiredis, so
+# they run once, in asan, and not again in compat; the consumers of the installed package (and
+# the .deb, pkg-config, hiredis' own CMake config) run in both.
+FAIRSEM_FROM_SOURCE_PACKAGE_TESTS='^(package\.add_subdirectory|package\.add_subdirectory_header_only|examples\.standalone_build)$'
 # Not run on a server without functions (Redis 6.2): the tests of what only a server with them
 # can do (flush the library, refuse FCALL by ACL, hold a foreign library, flag functions
 # allow-oom). The first FunctionLibraryTest case runs everywhere and checks the EVALSHA
@@ -124,13 +130,15 @@ run_compat() {
   fi
   hiredis="$FAIRSEM_ROOT/build/compat/hiredis-$FAIRSEM_COMPAT_HIREDIS/prefix"
   # With TLS (hiredis_ssl is built beside hiredis): ON, so that a missing piece fails here.
-  build_config compat release 20 "-Dhiredis_DIR=$hiredis/lib/cmake/hiredis" \
+  # -O2, as Debian builds its packages (CMake's Release default is -O3, which compiles slower).
+  build_config compat release 20 "-DCMAKE_CXX_FLAGS_RELEASE=-O2 -DNDEBUG" \
+    "-Dhiredis_DIR=$hiredis/lib/cmake/hiredis" \
     "-DFAIRSEM_TEST_HIREDIS_PREFIX=$hiredis" -DFAIRSEM_TLS=ON -DFAIRSEM_BUILD_BENCHMARKS=ON
   # Deployments and stress ran on Debian's server in the configurations before; here they run
   # on each other server.
   run_ctest "compat.hiredis-$FAIRSEM_COMPAT_HIREDIS" "$dir" \
     "FAIRSEM_TEST_EXPECT_SERVER=redis $(redis-server --version | sed -E 's/.* v=([0-9.]+).*/\1/')" \
-    -- -LE 'deployment|stress'
+    -- -LE 'deployment|stress' -E "$FAIRSEM_FROM_SOURCE_PACKAGE_TESTS"
   # TLS: every server the tests start speaks only TLS (here Debian's redis-server, built with it). Not run
   # there: the tests that put a plaintext RESP-reading proxy (LostReplyTest, LostWakeUpTest) or a plaintext
   # fake server (two SecurityAclTest cases) between fairsem and Redis; they run above.

@@ -12,7 +12,7 @@
 #include <string>
 #include <string_view>
 
-#include "args.hpp"
+#include "exit_codes.hpp"
 
 namespace fairsem::cli {
 
