@@ -57,6 +57,13 @@ FAIRSEM_INLINE std::vector<SlotRange> parse_cluster_slots(const Reply& reply,
   return ranges;
 }
 
+/// Throws when no node answered: an AuthError if one of them refused the credentials (they are
+/// what needs fixing, and reconnecting does not retry them), else a ConnectionError.
+[[noreturn]] FAIRSEM_INLINE void fail(bool refused, const std::string& message) {
+  if (refused) throw AuthError(message);
+  throw ConnectionError(message);
+}
+
 }  // namespace discovery_helpers
 
 FAIRSEM_INLINE Discovery::Discovery(ConnectionOptions options)
@@ -107,6 +114,7 @@ FAIRSEM_INLINE void Discovery::forget() {
 
 FAIRSEM_INLINE void Discovery::refresh_slots() {
   std::string errors;
+  bool refused = false;  // a node refused the credentials
   // Every node heard of may answer: the seeds first, then those the last map named. The new
   // map drops the nodes gone from it, so that dead ones are not asked again and again.
   const std::vector<NodeAddress> candidates = router_.nodes();
@@ -117,15 +125,18 @@ FAIRSEM_INLINE void Discovery::refresh_slots() {
           discovery_helpers::parse_cluster_slots(conn.command({"CLUSTER", "SLOTS"}), node));
       return;
     } catch (const Error& e) {
+      refused = refused || dynamic_cast<const AuthError*>(&e) != nullptr;
       errors += fmt::format("{}{}", errors.empty() ? "" : "; ", e.what());
     }
   }
-  throw ConnectionError(fmt::format("fairsem: no node of the cluster of {} told its slot map: {}",
-                                    options_.endpoint(), errors));
+  discovery_helpers::fail(refused,
+                          fmt::format("fairsem: no node of the cluster of {} told its slot map: {}",
+                                      options_.endpoint(), errors));
 }
 
 FAIRSEM_INLINE NodeAddress Discovery::ask_sentinels() {
   std::string errors;
+  bool refused = false;  // a sentinel refused the credentials
   for (std::size_t i = 0; i < sentinels_.size(); ++i) {
     const NodeAddress sentinel = sentinels_[i];
     try {
@@ -156,10 +167,12 @@ FAIRSEM_INLINE NodeAddress Discovery::ask_sentinels() {
                   sentinels_.begin() + static_cast<std::ptrdiff_t>(i) + 1);
       return NodeAddress{host, static_cast<int>(*port)};
     } catch (const Error& e) {
+      refused = refused || dynamic_cast<const AuthError*>(&e) != nullptr;
       errors += fmt::format("{}{}", errors.empty() ? "" : "; ", e.what());
     }
   }
-  throw ConnectionError(fmt::format("fairsem: no sentinel named the master: {}", errors));
+  discovery_helpers::fail(refused,
+                          fmt::format("fairsem: no sentinel named the master: {}", errors));
 }
 
 }  // namespace fairsem::detail
