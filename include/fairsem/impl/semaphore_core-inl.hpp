@@ -61,7 +61,14 @@ FAIRSEM_INLINE SemaphoreCore::SemaphoreCore(std::shared_ptr<Runtime> runtime, st
       wait_allowance_(options_.min_replicas > 0 ? options_.replica_timeout : milliseconds(0)) {
   keys_ = detail::semaphore_keys(options_.key_prefix, name_);
   for (const std::string& k : keys_) key_args_.push_back(k);
-  if (connection_.routed()) slot_ = detail::key_slot(keys_[0]);
+  // A cluster routes by the keys' hash slot. Through Sentinel one master serves every slot:
+  // every semaphore uses slot 0, so that they share one wake-up path, one watchdog connection
+  // and the pool's connections, as on a single server.
+  if (connection_.cluster) {
+    slot_ = detail::key_slot(keys_[0]);
+  } else if (connection_.routed()) {
+    slot_ = 0;
+  }
   if (!admin) admission_ = runtime_->admission(keys_[0]);
 }
 

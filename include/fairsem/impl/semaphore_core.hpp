@@ -363,7 +363,9 @@ class SemaphoreCore : public std::enable_shared_from_this<SemaphoreCore> {
   const milliseconds wait_allowance_;
   std::vector<std::string> keys_;
   Args key_args_;
-  int slot_ = -1;  // the cluster hash slot of every key of the semaphore (-1 standalone)
+  // The slot its connections are routed by: a cluster's hash slot of every key of the
+  // semaphore, 0 through Sentinel, -1 standalone.
+  int slot_ = -1;
 
   std::atomic<bool> old_server_reported_{false};  // a too old server was logged once
   std::atomic<bool> watched_{false};              // the Client's watchdog renews its permits

@@ -1,31 +1,44 @@
-// Credentials on real local deployments: a wrong password, an unknown user or a missing password
-// reaching a Redis Cluster or a Sentinel group is an AuthError, whichever connection meets it
-// first (the slot map's question to a seed, the script load, a sentinel's answer, the master's
-// handshake), and nothing is written. A deployment of each kind, of its own, started once per
-// test binary: the tests change users on every node.
+// A Client on real local deployments, each of its own, started once per test binary (the tests
+// change users on every node):
+// - credentials: a wrong password, an unknown user or a missing password reaching a Redis
+//   Cluster or a Sentinel group is an AuthError, whichever connection meets it first (the slot
+//   map's question to a seed, a sentinel's answer, the master's handshake), and nothing is
+//   written;
+// - resources: through Sentinel, a Client's threads and connections follow the one master, not
+//   the number of semaphore names.
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <future>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "fairsem/fairsem.hpp"
 #include "fairsem/impl/connection.hpp"
 #include "node_admin.hpp"
+#include "process_stats.hpp"
 #include "redis_cluster.hpp"
 #include "redis_sentinel.hpp"
+#include "wait.hpp"
 
 namespace {
 
 using fairsem::AuthError;
+using fairsem::Client;
+using fairsem::ClientOptions;
 using fairsem::ConnectionOptions;
 using fairsem::FairSemaphore;
+using fairsem::Permit;
 using fairsem::SemaphoreOptions;
 using fairsem::test::admin;
 using fairsem::test::RedisCluster;
 using fairsem::test::SentinelGroup;
+using fairsem::test::thread_count;
+using fairsem::test::wait_until;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -68,7 +81,7 @@ void expect_auth_error(const ConnectionOptions& o) {
   }
 }
 
-class ClusterAuthTest : public ::testing::Test {
+class ClusterClientTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     cluster_ = std::make_unique<RedisCluster>(3, 0);
@@ -87,9 +100,9 @@ class ClusterAuthTest : public ::testing::Test {
   static std::unique_ptr<RedisCluster> cluster_;
 };
 
-std::unique_ptr<RedisCluster> ClusterAuthTest::cluster_;
+std::unique_ptr<RedisCluster> ClusterClientTest::cluster_;
 
-TEST_F(ClusterAuthTest, AWrongPasswordOrAnUnknownUserIsAnAuthErrorAndWritesNothing) {
+TEST_F(ClusterClientTest, AWrongPasswordOrAnUnknownUserIsAnAuthErrorAndWritesNothing) {
   const long long before = keys();
   expect_auth_error(as(kUser, "wrong-pw-77"));
   expect_auth_error(as("nobody", kSecret));
@@ -100,7 +113,7 @@ TEST_F(ClusterAuthTest, AWrongPasswordOrAnUnknownUserIsAnAuthErrorAndWritesNothi
 
 // A node whose default user is off answers an unauthenticated client with NOAUTH, or with
 // "unauthenticated multibulk length" to a long first command: both are AuthErrors.
-TEST_F(ClusterAuthTest, AMissingPasswordIsAnAuthErrorOnEveryNode) {
+TEST_F(ClusterClientTest, AMissingPasswordIsAnAuthErrorOnEveryNode) {
   const std::vector<int> ports = cluster_->node_ports();
   for (int port : ports) admin(cluster_->node(port), {"ACL", "SETUSER", "default", "off"});
   // The harness's own connections are the default user's: switch it back on whatever happens.
@@ -118,7 +131,7 @@ TEST_F(ClusterAuthTest, AMissingPasswordIsAnAuthErrorOnEveryNode) {
   expect_auth_error(as("", ""));
 }
 
-class SentinelAuthTest : public ::testing::Test {
+class SentinelClientTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     group_ = std::make_unique<SentinelGroup>();
@@ -137,9 +150,62 @@ class SentinelAuthTest : public ::testing::Test {
   static std::unique_ptr<SentinelGroup> group_;
 };
 
-std::unique_ptr<SentinelGroup> SentinelAuthTest::group_;
+std::unique_ptr<SentinelGroup> SentinelClientTest::group_;
 
-TEST_F(SentinelAuthTest, AWrongPasswordForTheMasterIsAnAuthErrorAndWritesNothing) {
+/// Client connections on the node on `port`, the one asking not counted.
+long long connections_on(const SentinelGroup& group, int port) {
+  const std::string clients = admin(group.node(port), {"CLIENT", "LIST"}).str;
+  return static_cast<long long>(std::count(clients.begin(), clients.end(), '\n')) - 1;
+}
+
+// Each semaphore name hashes to its own cluster slot, but a Sentinel group has one master for
+// all of them: the semaphores of a Client share its wake-up path, watchdog and connection pool
+// as on a single server. (They were once per slot, as on a cluster: +53 threads and +66
+// connections for 50 names.)
+TEST_F(SentinelClientTest, FiftySemaphoreNamesShareTheClientsThreadsAndConnections) {
+  ClientOptions client_options;
+  client_options.max_connections = 4;
+  client_options.worker_threads = 2;
+  Client client(as("", ""), client_options);
+  const int master = group_->master_port();
+  const std::size_t threads_before = thread_count();
+  const long long connections_before = connections_on(*group_, master);
+
+  constexpr int kNames = 50;
+  fairsem::SemaphoreOptions options;
+  options.limit = 1;
+  std::vector<std::unique_ptr<FairSemaphore>> semaphores;
+  std::vector<Permit> holders;
+  std::vector<std::future<Permit>> waiters;
+  for (int i = 0; i < kNames; ++i) {
+    semaphores.push_back(
+        std::make_unique<FairSemaphore>(client, "per-name-" + std::to_string(i), options));
+    holders.push_back(semaphores.back()->acquire());
+    waiters.push_back(semaphores.back()->acquire_async());
+  }
+  // Every waiter queued in Redis.
+  ASSERT_TRUE(wait_until([&] {
+    for (auto& sem : semaphores) {
+      if (sem->status().waiters.size() != 1) return false;
+    }
+    return true;
+  }));
+  // The worker threads, one waker and one watchdog; the pool, the waker's and the watchdog's
+  // connections.
+  EXPECT_LE(thread_count() - threads_before, client_options.worker_threads + 2);
+  EXPECT_LE(connections_on(*group_, master) - connections_before,
+            static_cast<long long>(client_options.max_connections) + 2);
+
+  // And every waiter is served.
+  holders.clear();
+  for (auto& waiter : waiters) {
+    ASSERT_EQ(waiter.wait_for(std::chrono::seconds(30)), std::future_status::ready);
+    Permit p = waiter.get();
+    EXPECT_EQ(p.release(), fairsem::ReleaseResult::released);
+  }
+}
+
+TEST_F(SentinelClientTest, AWrongPasswordForTheMasterIsAnAuthErrorAndWritesNothing) {
   const long long before = keys_on(*group_, {group_->master_port()});
   expect_auth_error(as(kUser, "wrong-pw-77"));
   expect_auth_error(as("nobody", kSecret));
@@ -147,7 +213,7 @@ TEST_F(SentinelAuthTest, AWrongPasswordForTheMasterIsAnAuthErrorAndWritesNothing
   use(as(kUser, kSecret));
 }
 
-TEST_F(SentinelAuthTest, AWrongPasswordForTheSentinelsIsAnAuthError) {
+TEST_F(SentinelClientTest, AWrongPasswordForTheSentinelsIsAnAuthError) {
   ConnectionOptions o = as("", "");
   o.sentinel_user = kUser;
   o.sentinel_password = "wrong-pw-77";
