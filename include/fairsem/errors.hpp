@@ -140,6 +140,15 @@ class CancelledError : public Error {
   ~CancelledError() override;
 };
 
+/// A process made by fork() used a Client, semaphore or permit its parent opened: a child has
+/// neither its parent's threads nor connections of its own. Nothing was sent. Open a Client in
+/// the child (see docs/api.md, "fork()").
+class ForkedProcessError : public Error {
+ public:
+  using Error::Error;
+  ~ForkedProcessError() override;
+};
+
 /// An argument or option was invalid; nothing was sent to Redis.
 class InvalidArgument : public Error {
  public:

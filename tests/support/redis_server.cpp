@@ -148,6 +148,7 @@ void RedisServer::launch(const std::optional<std::string>& config) {
 }
 
 RedisServer::~RedisServer() {
+  if (::getpid() != owner_) return;
   try {
     stop();
   } catch (...) {

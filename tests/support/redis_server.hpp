@@ -4,6 +4,7 @@
 // temp dir, no persistence unless a test asks for it. Loopback only.
 
 #include <sys/types.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <functional>
@@ -106,6 +107,9 @@ class RedisServer {
   std::string dir_;
   int port_ = 0;
   pid_t pid_ = -1;
+  // The test process that started it: a child made by fork() (ForkTest) that exits runs this
+  // object's destructor too, which must leave its parent's server alone.
+  pid_t owner_ = ::getpid();
 };
 
 }  // namespace fairsem::test

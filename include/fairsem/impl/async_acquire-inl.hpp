@@ -213,6 +213,7 @@ FAIRSEM_INLINE std::shared_ptr<AsyncAcquire> SemaphoreCore::acquire_async(
     long long units, std::optional<Clock::time_point> deadline, AcquireCallback done) {
   if (!done) throw InvalidArgument("fairsem: an asynchronous acquire needs a callback");
   check_units(units);
+  runtime_->owner().check("this Client");  // before anything is posted to threads it lacks
   auto request =
       std::make_shared<AsyncAcquire>(shared_from_this(), units, deadline, std::move(done));
   if (!in_flight_->add(request)) {

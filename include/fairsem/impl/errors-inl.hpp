@@ -18,6 +18,7 @@ FAIRSEM_INLINE EvictedError::~EvictedError() = default;
 FAIRSEM_INLINE RequestTooLargeError::~RequestTooLargeError() = default;
 FAIRSEM_INLINE ReplicationError::~ReplicationError() = default;
 FAIRSEM_INLINE CancelledError::~CancelledError() = default;
+FAIRSEM_INLINE ForkedProcessError::~ForkedProcessError() = default;
 FAIRSEM_INLINE InvalidArgument::~InvalidArgument() = default;
 
 FAIRSEM_INLINE std::string printable(std::string_view text) {

@@ -37,6 +37,7 @@
 #include "fairsem/impl/discovery-inl.hpp"
 #include "fairsem/impl/errors-inl.hpp"
 #include "fairsem/impl/executor-inl.hpp"
+#include "fairsem/impl/fork-inl.hpp"
 #include "fairsem/impl/hiredis_context-inl.hpp"
 #include "fairsem/impl/hiredis_reply-inl.hpp"
 #include "fairsem/impl/permit-inl.hpp"

@@ -39,6 +39,12 @@ FAIRSEM_INLINE Permit::~Permit() { release_quietly(); }
 
 FAIRSEM_INLINE void Permit::release_quietly() noexcept {
   if (!state_ || state_->done.load()) return;
+  if (!core_->runtime().owner().here()) {
+    // A child's copy of its parent's permit (fork.hpp): the permit stays the parent's.
+    detail::abandon(std::move(core_));
+    detail::abandon(std::move(state_));
+    return;
+  }
   if (!core_->runtime().release_in_background()) {
     release_here();
     return;

@@ -112,7 +112,12 @@ FAIRSEM_INLINE Client& Client::operator=(const Client&) = default;
 FAIRSEM_INLINE Client& Client::operator=(Client&&) noexcept = default;
 
 FAIRSEM_INLINE Client::~Client() {
-  if (runtime_) runtime_->wait_for_releases();
+  if (!runtime_) return;
+  if (!runtime_->owner().here()) {
+    detail::abandon(std::move(runtime_));  // a child's copy of its parent's (fork.hpp)
+    return;
+  }
+  runtime_->wait_for_releases();
 }
 
 FAIRSEM_INLINE const ConnectionOptions& Client::connection() const noexcept {

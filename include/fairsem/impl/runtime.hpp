@@ -20,6 +20,7 @@
 #include "fairsem/impl/connection_pool.hpp"
 #include "fairsem/impl/discovery.hpp"
 #include "fairsem/impl/executor.hpp"
+#include "fairsem/impl/fork.hpp"
 #include "fairsem/impl/waker.hpp"
 #include "fairsem/impl/watchdog.hpp"
 
@@ -40,8 +41,16 @@ class Runtime : public std::enable_shared_from_this<Runtime> {
   /// Cluster and Sentinel: where connections go (shared by all of them); null standalone.
   const std::shared_ptr<Discovery>& discovery() const noexcept { return discovery_; }
 
+  /// The process the Client belongs to (fork.hpp).
+  const OwnerProcess& owner() const noexcept { return owner_; }
+
   /// A pool connection for cluster hash slot `slot` (-1 standalone): ConnectionPool::take.
-  std::unique_ptr<Connection> take(int slot) { return pool_.take(slot); }
+  /// In a child made by fork(), throws ForkedProcessError instead: every call to Redis takes
+  /// one.
+  std::unique_ptr<Connection> take(int slot) {
+    owner_.check("this Client");
+    return pool_.take(slot);
+  }
   /// ConnectionPool::give_back.
   void give_back(std::unique_ptr<Connection> conn) noexcept { pool_.give_back(std::move(conn)); }
   /// ConnectionPool::this_thread_holds_a_connection.
@@ -78,6 +87,7 @@ class Runtime : public std::enable_shared_from_this<Runtime> {
   }
 
  private:
+  const OwnerProcess owner_;
   const ConnectionOptions options_;
   const std::shared_ptr<Discovery> discovery_;
   ConnectionPool pool_;

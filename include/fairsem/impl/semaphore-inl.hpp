@@ -161,19 +161,32 @@ FAIRSEM_INLINE void cancel_pending(const std::shared_ptr<detail::SemaphoreCore>&
   }
 }
 
+/// In a child made by fork(), a handle's (FairSemaphore's, SemaphoreAdmin's) core is its
+/// parent's: abandoned untouched (fork.hpp), and true returned; else false, nothing done.
+FAIRSEM_INLINE bool abandoned_in_child(std::shared_ptr<detail::SemaphoreCore>& core) noexcept {
+  if (!core || core->runtime().owner().here()) return false;
+  detail::abandon(std::move(core));
+  return true;
+}
+
+/// What a FairSemaphore does with its core as it goes away.
+FAIRSEM_INLINE void let_go(std::shared_ptr<detail::SemaphoreCore>& core) noexcept {
+  if (!abandoned_in_child(core)) cancel_pending(core);
+}
+
 }  // namespace semaphore_helpers
 
 FAIRSEM_INLINE FairSemaphore::FairSemaphore(FairSemaphore&&) noexcept = default;
 
 FAIRSEM_INLINE FairSemaphore& FairSemaphore::operator=(FairSemaphore&& other) noexcept {
   if (this != &other) {
-    semaphore_helpers::cancel_pending(core_);
+    semaphore_helpers::let_go(core_);
     core_ = std::move(other.core_);
   }
   return *this;
 }
 
-FAIRSEM_INLINE FairSemaphore::~FairSemaphore() { semaphore_helpers::cancel_pending(core_); }
+FAIRSEM_INLINE FairSemaphore::~FairSemaphore() { semaphore_helpers::let_go(core_); }
 
 FAIRSEM_INLINE std::future<Permit> FairSemaphore::acquire_async(long long units) {
   auto promise = std::make_shared<std::promise<Permit>>();
@@ -279,8 +292,14 @@ FAIRSEM_INLINE SemaphoreAdmin::SemaphoreAdmin(ConnectionOptions connection, std:
     : SemaphoreAdmin(Client(std::move(connection)), std::move(name), std::move(key_prefix)) {}
 
 FAIRSEM_INLINE SemaphoreAdmin::SemaphoreAdmin(SemaphoreAdmin&&) noexcept = default;
-FAIRSEM_INLINE SemaphoreAdmin& SemaphoreAdmin::operator=(SemaphoreAdmin&&) noexcept = default;
-FAIRSEM_INLINE SemaphoreAdmin::~SemaphoreAdmin() = default;
+FAIRSEM_INLINE SemaphoreAdmin& SemaphoreAdmin::operator=(SemaphoreAdmin&& other) noexcept {
+  if (this != &other) {
+    semaphore_helpers::abandoned_in_child(core_);
+    core_ = std::move(other.core_);
+  }
+  return *this;
+}
+FAIRSEM_INLINE SemaphoreAdmin::~SemaphoreAdmin() { semaphore_helpers::abandoned_in_child(core_); }
 
 FAIRSEM_INLINE Status SemaphoreAdmin::status() { return core_->status(); }
 

@@ -1,6 +1,7 @@
 #pragma once
 
 #include "fairsem/impl/config.hpp"
+#include "fairsem/impl/fork.hpp"
 #include "fairsem/impl/thread_reaper.hpp"
 
 #include <atomic>
@@ -20,6 +21,7 @@ struct Parked {
 };
 
 struct Reaper {
+  const OwnerProcess owner;  // a child made by fork() has none of the threads parked here
   std::mutex mu;
   std::vector<Parked> parked;
   bool exiting = false;  // the exit handler ran: a thread parked later is detached
@@ -62,6 +64,9 @@ FAIRSEM_INLINE std::vector<std::thread> take_finished(Reaper& r) {
 // At exit every parked thread is joined (one that is the exiting thread itself is detached).
 FAIRSEM_INLINE void join_at_exit() {
   Reaper& r = reaper();
+  // A child made by fork() exits: its parent's parked threads are not its own (and a thread of
+  // the parent may have held the lock at the fork).
+  if (!r.owner.here()) return;
   std::vector<Parked> parked;
   {
     std::lock_guard<std::mutex> lock(r.mu);
