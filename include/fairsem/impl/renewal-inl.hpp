@@ -22,9 +22,35 @@ namespace renewal_helpers {
 // stays under a millisecond: every other client of that Redis waits while a script runs.
 inline constexpr std::size_t kRenewChunk = 100;
 
+/// permits[begin, end) of a lane's round, as they stand at `now`: those to renew, with the
+/// latest of their deadlines, and those whose deadline has passed (released ones left out).
+struct LaneChunk {
+  std::vector<PermitState*> renew;
+  std::vector<PermitState*> overdue;
+  Clock::time_point latest;
+};
+FAIRSEM_INLINE LaneChunk split_chunk(const std::vector<std::shared_ptr<PermitState>>& permits,
+                                     std::size_t begin, std::size_t end, Clock::time_point now) {
+  LaneChunk chunk;
+  chunk.latest = now;
+  chunk.renew.reserve(end - begin);
+  for (std::size_t i = begin; i < end; ++i) {
+    PermitState& state = *permits[i];
+    if (state.done.load()) continue;
+    const auto deadline = state.get_deadline();
+    if (deadline <= now) {
+      chunk.overdue.push_back(&state);
+    } else {
+      chunk.latest = std::max(chunk.latest, deadline);
+      chunk.renew.push_back(&state);
+    }
+  }
+  return chunk;
+}
+
 }  // namespace renewal_helpers
 
-FAIRSEM_INLINE void SemaphoreCore::call_back(std::function<void()> call) const noexcept {
+FAIRSEM_INLINE void SemaphoreCore::call_back(const std::function<void()>& call) const noexcept {
   Notifier* const notifier = Notifier::of_this_thread();
   if (notifier != nullptr) {
     // The task keeps the semaphore (and with it the Client) alive until it has run.
@@ -195,23 +221,15 @@ FAIRSEM_INLINE void SemaphoreCore::renew_round(
     const RenewalConnect& connect, const std::vector<std::shared_ptr<PermitState>>& permits) {
   for (std::size_t begin = 0; begin < permits.size(); begin += renewal_helpers::kRenewChunk) {
     const std::size_t end = std::min(permits.size(), begin + renewal_helpers::kRenewChunk);
-    std::vector<PermitState*> chunk;
-    chunk.reserve(end - begin);
-    const auto start = Clock::now();
-    auto latest = start;  // the deadline of the last lease of the chunk to run out
-    for (std::size_t i = begin; i < end; ++i) {
-      PermitState& state = *permits[i];
-      if (state.done.load()) continue;
-      const auto deadline = state.get_deadline();
-      if (deadline <= start) {
-        // Past its deadline, the permit counts as lost already (Permit::lost); another holder
-        // may have it by now. No renewal is sent for it.
-        mark_lost(state, "the lease ran out before a renewal could reach Redis");
-        continue;
-      }
-      latest = std::max(latest, deadline);
-      chunk.push_back(&state);
+    renewal_helpers::LaneChunk split =
+        renewal_helpers::split_chunk(permits, begin, end, Clock::now());
+    // Past its deadline, a permit counts as lost already (Permit::lost); another holder may have
+    // it by now. No renewal is sent for it.
+    for (PermitState* state : split.overdue) {
+      mark_lost(*state, "the lease ran out before a renewal could reach Redis");
     }
+    const std::vector<PermitState*>& chunk = split.renew;
+    const auto latest = split.latest;
     if (chunk.empty()) continue;
     Connection* conn = nullptr;
     try {

@@ -345,7 +345,7 @@ class SemaphoreCore : public std::enable_shared_from_this<SemaphoreCore> {
   void mark_lost(PermitState& state, const std::string& reason);
   /// Runs `call` (user code: a callback or the logger) now, or, on a renewal lane's thread, on
   /// the Client's callback thread (notifier.hpp), after the calls posted before it.
-  void call_back(std::function<void()> call) const noexcept;
+  void call_back(const std::function<void()>& call) const noexcept;
   void forget(PermitState& state);
   /// One renew call for `permits`; marks those found gone as lost. Throws what run() throws.
   void renew_chunk(Connection& conn, const std::vector<PermitState*>& permits);

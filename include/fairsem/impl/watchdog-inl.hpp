@@ -16,6 +16,27 @@
 
 namespace fairsem::detail {
 
+namespace watchdog_helpers {
+
+/// Closes the connections of `connections` (a lane's, by slot) whose slot is not in `slots`.
+template <class Connections>
+void close_unused(Connections& connections, const std::vector<int>& slots) {
+  for (auto it = connections.begin(); it != connections.end();) {
+    const bool used = std::find(slots.begin(), slots.end(), it->first) != slots.end();
+    it = used ? std::next(it) : connections.erase(it);
+  }
+}
+
+/// The earliest `next` of `watched` (not empty).
+template <class Watched>
+auto earliest(const std::vector<Watched>& watched) {
+  return std::min_element(watched.begin(), watched.end(),
+                          [](const Watched& a, const Watched& b) { return a.next < b.next; })
+      ->next;
+}
+
+}  // namespace watchdog_helpers
+
 FAIRSEM_INLINE Watchdog::Watchdog(ConnectionOptions options, std::shared_ptr<Discovery> discovery)
     : options_(std::move(options)),
       discovery_(std::move(discovery)),
@@ -155,10 +176,7 @@ FAIRSEM_INLINE void Watchdog::run(const std::shared_ptr<Watchdog>& self,
     }
     const std::uint64_t generation = lane->generation;
     const auto changed = [&] { return self->stop_ || lane->generation != generation; };
-    const auto next =
-        std::min_element(watched.begin(), watched.end(), [](const Watched& a, const Watched& b) {
-          return a.next < b.next;
-        })->next;
+    const auto next = watchdog_helpers::earliest(watched);
     if (Clock::now() < next) {
       // Woken early for a semaphore newly watched: its first round may come sooner.
       lane->cv.wait_until(lock, next, changed);
@@ -170,13 +188,8 @@ FAIRSEM_INLINE void Watchdog::run(const std::shared_ptr<Watchdog>& self,
       for (const Watched& w : watched) slots.push_back(w.slot);
     }
     lock.unlock();
-    if (self->per_slot_) {
-      // The connections of slots renewed elsewhere now are closed.
-      for (auto it = connections.begin(); it != connections.end();) {
-        const bool used = std::find(slots.begin(), slots.end(), it->first) != slots.end();
-        it = used ? std::next(it) : connections.erase(it);
-      }
-    }
+    // The connections of slots renewed elsewhere now are closed.
+    if (self->per_slot_) watchdog_helpers::close_unused(connections, slots);
     for (const auto& core : due) self->renew(*core, connections);
     // May drop the last reference to the Client: its runtime then stops the watchdog, and this
     // thread is parked.
