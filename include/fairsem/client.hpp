@@ -27,7 +27,7 @@ class SemaphoreAdmin;
 
 struct ClientOptions {
   /// At most this many connections make script calls at once, for every semaphore of the
-  /// Client together (its waker and watchdog have their own); a call that finds them all busy
+  /// Client together (its waker and renewal lanes have their own); a call that finds them all busy
   /// waits for one. At least 1. A thread that already holds one (a callback such as on_lost
   /// that releases a permit, called during Permit::renew) is never made to wait for a second,
   /// so nesting cannot deadlock; it may exceed the bound by that much.
@@ -54,9 +54,11 @@ struct ClientOptions {
 /// connections (at most ClientOptions::max_connections busy at once; idle ones kept per cluster
 /// slot), the cluster or sentinel routing, one wake-up thread and
 /// connection (per cluster slot) whose one BRPOP waits for the wake-ups of every waiting
-/// acquire, and one watchdog thread that renews the held permits of all of them, each at its
-/// own renew interval. One Client per process and deployment is the normal use: a hundred
-/// semaphores opened through one Client hold one watchdog thread, not a hundred, and a
+/// acquire, and the watchdog that renews the held permits of all of them, each at its own renew
+/// interval: one renewal thread per node (the server; in a Cluster, each master), so that a
+/// node that hangs delays only its own permits, and one callback thread for the callbacks those
+/// renewals make. One Client per process and deployment is the normal use: a hundred semaphores
+/// opened through one Client on one server hold one renewal thread, not a hundred, and a
 /// thousand threads waiting in acquire() hold no connection of their own.
 ///
 /// A handle: cheap to copy, and copies share everything. Thread-safe. What it shares lives as

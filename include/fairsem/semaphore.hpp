@@ -99,7 +99,7 @@ class FairSemaphore {
   /// AuthError), checks the key types (ReplyError) and the limit (LimitMismatchError), and
   /// stores the limit when this is the semaphore's first use. Nothing is written when it throws.
   /// Opened through `client`, it starts no thread and shares the Client's connections and
-  /// watchdog with every other semaphore of that Client.
+  /// watchdog (a renewal thread per node) with every other semaphore of that Client.
   FairSemaphore(const Client& client, std::string name, SemaphoreOptions options = {});
   /// As above, with a Client of its own.
   FairSemaphore(ConnectionOptions connection, std::string name, SemaphoreOptions options = {});

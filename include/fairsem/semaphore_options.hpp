@@ -22,15 +22,18 @@ namespace fairsem {
 enum class LogLevel { warning, error };
 
 /// Receives what fairsem cannot report by exception: a release that failed in a destructor, a
-/// renewal that failed on the watchdog thread. May be called from any thread, including the
-/// watchdog's; it must not block for long. Empty (the default): nothing is logged. Messages name
-/// the semaphore and the server endpoint, never a password.
+/// renewal of the watchdog that failed. May be called from any thread (what the watchdog's
+/// renewals log, from the Client's callback thread, in order with on_lost and
+/// on_renew_failure); it should not block for long. Empty (the default): nothing is logged.
+/// Messages name the semaphore and the server endpoint, never a password.
 using Logger = std::function<void(LogLevel level, std::string_view message)>;
 
 /// Called once per permit when a held permit is found lost (its lease ran out or its entry
-/// was removed from Redis): from the watchdog thread, or from the thread that called
-/// Permit::renew — possibly both at once for different permits, so it must be thread-safe.
-/// The permit's holder should stop relying on it (see Permit::lost and the fencing token).
+/// was removed from Redis): when the watchdog finds it, from the Client's callback thread (after
+/// that permit's on_renew_failure calls; the renewals never wait for it, but the callbacks
+/// after it do), or from the thread that called Permit::renew or renew_all — possibly both at
+/// once for different permits, so it must be thread-safe. The permit's holder should stop
+/// relying on it (see Permit::lost and the fencing token).
 using LostCallback = std::function<void(const std::string& permit_id, const std::string& reason)>;
 
 /// One entry of Status (a holder or a waiter), and the permit on_renew_failure is told about.
@@ -48,11 +51,12 @@ struct PermitInfo {
 /// (Redis unreachable, an error reply), or with min_replicas too few replicas acknowledged it.
 /// A warning before the loss: unless a renewal succeeds within permit.lease_left, on_lost
 /// follows. `permit` has the permit's id, its fencing token (ticket), its slot, the time its
-/// lease has left on this process's clock (> 0) and its owner_info; `error` says what failed.
-/// Called once per permit per failed renewal, from the watchdog thread, or from the thread that
-/// called Permit::renew or renew_all (which then also throw, except when only replicas were
-/// missing); never for a permit already lost or released. Must be thread-safe, like on_lost; what
-/// it throws is logged.
+/// lease had left on this process's clock when the renewal failed (> 0) and its owner_info;
+/// `error` says what failed. Called once per permit per failed renewal: from the Client's
+/// callback thread for the watchdog's renewals (before that permit's on_lost), or from the
+/// thread that called Permit::renew or renew_all (which then also throw, except when only
+/// replicas were missing); never for a permit already lost or released when the renewal failed.
+/// Must be thread-safe, like on_lost; what it throws is logged.
 using RenewFailureCallback =
     std::function<void(const PermitInfo& permit, const std::string& error)>;
 
@@ -72,8 +76,9 @@ struct SemaphoreOptions {
   std::string key_prefix = "fairsem";
   /// How often the watchdog renews held permits; zero means lease / 3. Must be below lease.
   std::chrono::milliseconds renew_interval = std::chrono::milliseconds(0);
-  /// Renew held permits in the background (on the Client's one watchdog thread, shared by all
-  /// its semaphores). Off: a permit lives one lease unless Permit::renew() is called.
+  /// Renew held permits in the background (by the Client's watchdog, on the renewal thread of
+  /// the node that serves the semaphore, shared by all the semaphores of that node). Off: a
+  /// permit lives one lease unless Permit::renew() is called.
   bool auto_renew = true;
   /// Empty: a lost permit is reported to the logger.
   LostCallback on_lost;

@@ -65,13 +65,18 @@ FAIRSEM_INLINE Connection::Connection(ConnectionOptions options)
     : Connection(std::move(options), nullptr, -1) {}
 
 FAIRSEM_INLINE Connection::Connection(ConnectionOptions options,
-                                      std::shared_ptr<Discovery> discovery, int slot)
-    : options_(std::move(options)), discovery_(std::move(discovery)), slot_(slot) {
+                                      std::shared_ptr<Discovery> discovery, int slot,
+                                      std::optional<std::chrono::steady_clock::time_point> deadline)
+    : options_(std::move(options)),
+      discovery_(std::move(discovery)),
+      slot_(slot),
+      deadline_(deadline) {
   options_.validate();
   if (options_.tls.enabled) tls_ = tls_config(options_.tls);
   if (options_.routed() && !discovery_) discovery_ = std::make_shared<Discovery>(options_);
   if (!options_.routed()) discovery_.reset();
   endpoint_ = options_.endpoint();
+  check_deadline("connecting");
   if (discovery_) {
     // A deployment's master can be missing for a moment (a failover): retry as a reconnect
     // does, instead of failing the first operation that needed a new connection.
@@ -98,7 +103,9 @@ FAIRSEM_INLINE void Connection::connect_once() {
     } catch (const AuthError&) {
       throw;
     } catch (const ConnectionError&) {
-      discovery_->forget();  // a dead node, or no master: ask the deployment again next time
+      // A dead node, or no master: ask the deployment again next time. Not when the connect
+      // only ran out of the time its deadline left (the node may be fine).
+      if (!deadline_passed()) discovery_->forget();
       throw;
     }
     return;
@@ -107,7 +114,9 @@ FAIRSEM_INLINE void Connection::connect_once() {
 }
 
 FAIRSEM_INLINE void Connection::connect_node(const std::string& host, int port) {
-  const timeval connect_tv = to_timeval(options_.connect_timeout);
+  const auto connect_timeout = capped(options_.connect_timeout);
+  const auto reply_timeout = capped(options_.command_timeout);  // of the handshake
+  const timeval connect_tv = to_timeval(connect_timeout);
   errno = 0;
   redisContext* raw = options_.unix_path.empty()
                           ? redisConnectWithTimeout(host.c_str(), port, connect_tv)
@@ -116,15 +125,15 @@ FAIRSEM_INLINE void Connection::connect_node(const std::string& host, int port) 
   if (raw == nullptr) throw std::bad_alloc();
   ContextPtr ctx(raw);
   if (raw->reader != nullptr) limit_reply_depth(*raw->reader);
-  const ErrorSite site{true, "connect", endpoint_, options_.connect_timeout};
+  const ErrorSite site{true, "connect", endpoint_, connect_timeout};
   if (raw->err != 0) throw_error(*raw, saved_errno, site);
   if (tls_) {
     // The connect timeout also bounds each step of the TLS handshake.
     if (redisSetTimeout(raw, connect_tv) != REDIS_OK) throw_error(*raw, errno, site);
     SigpipeGuard guard;
-    start_tls(*raw, *tls_, options_.tls, host, endpoint_, options_.connect_timeout);
+    start_tls(*raw, *tls_, options_.tls, host, endpoint_, connect_timeout);
   }
-  if (redisSetTimeout(raw, to_timeval(options_.command_timeout)) != REDIS_OK) {
+  if (redisSetTimeout(raw, to_timeval(reply_timeout)) != REDIS_OK) {
     throw_error(*raw, errno, site);
   }
   // Keep-alive detects a peer that vanished while the connection was idle. hiredis marks the
@@ -134,6 +143,8 @@ FAIRSEM_INLINE void Connection::connect_node(const std::string& host, int port) 
   }
   ctx_ = std::move(ctx);
   handshake();
+  // Commands find the socket at the command timeout (roundtrip() sets any other for one).
+  if (reply_timeout != options_.command_timeout) set_socket_timeout(options_.command_timeout);
   broken_ = false;
 }
 
@@ -218,23 +229,24 @@ FAIRSEM_INLINE void Connection::reconnect() {
   auto delay = options_.reconnect_backoff_min;
   for (int attempt = 1;; ++attempt) {
     try {
+      check_deadline("connecting");
       connect_once();
       if (reconnects_) reconnects_->fetch_add(1, std::memory_order_relaxed);
       return;
     } catch (const AuthError&) {
       throw;  // wrong credentials do not fix themselves
     } catch (const TimeoutError& e) {
-      if (attempt >= options_.reconnect_attempts) {
+      if (attempt >= options_.reconnect_attempts || deadline_passed()) {
         throw TimeoutError(fmt::format("fairsem: reconnecting gave up after {} attempts: {}",
                                        attempt, connect_helpers::strip_prefix(e.what())));
       }
     } catch (const ConnectionError& e) {
-      if (attempt >= options_.reconnect_attempts) {
+      if (attempt >= options_.reconnect_attempts || deadline_passed()) {
         throw ConnectionError(fmt::format("fairsem: reconnecting gave up after {} attempts: {}",
                                           attempt, connect_helpers::strip_prefix(e.what())));
       }
     }
-    std::this_thread::sleep_for(connect_helpers::jittered(delay));
+    std::this_thread::sleep_for(capped(connect_helpers::jittered(delay)));
     delay = std::min(delay * 2, options_.reconnect_backoff_max);
   }
 }

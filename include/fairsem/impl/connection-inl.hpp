@@ -11,7 +11,9 @@
 #include <fmt/format.h>
 #include <hiredis/hiredis.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <string_view>
 #include <vector>
 
@@ -81,8 +83,31 @@ FAIRSEM_INLINE Reply Connection::receive(std::string_view command_name,
   return convert(*reply);
 }
 
+FAIRSEM_INLINE bool Connection::deadline_passed() const noexcept {
+  return deadline_ && std::chrono::steady_clock::now() >= *deadline_;
+}
+
+FAIRSEM_INLINE std::chrono::milliseconds Connection::capped(
+    std::chrono::milliseconds timeout) const noexcept {
+  if (!deadline_) return timeout;
+  const auto left =
+      std::chrono::ceil<std::chrono::milliseconds>(*deadline_ - std::chrono::steady_clock::now());
+  return std::max(std::chrono::milliseconds(1), std::min(timeout, left));
+}
+
+FAIRSEM_INLINE void Connection::check_deadline(std::string_view what) const {
+  if (!deadline_passed()) return;
+  throw TimeoutError(fmt::format(
+      "fairsem: {} to {} not attempted: its deadline (the end of the leases it would extend) has "
+      "passed",
+      what, endpoint_));
+}
+
 FAIRSEM_INLINE Reply Connection::roundtrip(const Args& argv, std::chrono::milliseconds timeout) {
+  check_deadline(argv[0]);
   ensure_connected();
+  check_deadline(argv[0]);
+  timeout = capped(timeout);
   const bool longer = timeout != options_.command_timeout;
   if (longer) set_socket_timeout(timeout);
   Reply reply;

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -63,8 +64,10 @@ class Connection {
   explicit Connection(ConnectionOptions options);
   /// A connection for commands on cluster hash slot `slot` (-1: keyless commands), routed by
   /// `discovery` (shared with other connections; null for standalone options). Routed, the first
-  /// connect is retried like a reconnect (reconnect_attempts, with backoff).
-  Connection(ConnectionOptions options, std::shared_ptr<Discovery> discovery, int slot);
+  /// connect is retried like a reconnect (reconnect_attempts, with backoff). With `deadline`,
+  /// connecting stops there as set_deadline() says, and the connection keeps that deadline.
+  Connection(ConnectionOptions options, std::shared_ptr<Discovery> discovery, int slot,
+             std::optional<std::chrono::steady_clock::time_point> deadline = std::nullopt);
   Connection(Connection&&) noexcept;
   Connection& operator=(Connection&&) noexcept;
   Connection(const Connection&) = delete;
@@ -111,6 +114,20 @@ class Connection {
   /// Drops the socket and connects again: up to options().reconnect_attempts attempts with
   /// exponential backoff between them. AuthError and InvalidArgument are not retried.
   void reconnect();
+
+  /// From now on, until cleared (nullopt), nothing this connection does lasts past `deadline`:
+  /// each connect and reply timeout is capped by the time left, no reconnect attempt starts
+  /// and no pause between attempts lasts beyond it, and once it has passed a command throws
+  /// TimeoutError without being sent (the connection stays as it was). For the renewal lanes,
+  /// whose calls are worth nothing once the leases they extend have run out.
+  void set_deadline(std::optional<std::chrono::steady_clock::time_point> deadline) noexcept {
+    deadline_ = deadline;
+  }
+  /// True once the deadline set has passed (false without one).
+  bool deadline_passed() const noexcept;
+  /// `timeout`, capped by the time left before the deadline (at least 1 ms); as it is without
+  /// one.
+  std::chrono::milliseconds capped(std::chrono::milliseconds timeout) const noexcept;
 
   /// From now on, each reconnect() that succeeds (whether called directly, or at the start of a
   /// command after the connection broke or a redirection moved it) adds 1 to `counter`, which
@@ -160,6 +177,8 @@ class Connection {
   Reply receive(std::string_view command_name, std::chrono::milliseconds timeout);
   void set_socket_timeout(std::chrono::milliseconds timeout);
   [[noreturn]] void fail_io(std::string_view action, int saved_errno);
+  /// Throws TimeoutError, saying `what` was not attempted, once the deadline has passed.
+  void check_deadline(std::string_view what) const;
 
   ConnectionOptions options_;
   std::shared_ptr<Discovery> discovery_;  // null: standalone
@@ -172,7 +191,8 @@ class Connection {
   bool functions_ = true;                 // FCALL for scripts that have a function (see eval())
   bool load_failed_ = false;              // the last exchange()'s error reply is FUNCTION LOAD's
   std::shared_ptr<const TlsConfig> tls_;  // null: plaintext
-  std::shared_ptr<std::atomic<std::uint64_t>> reconnects_;  // null: not counted
+  std::shared_ptr<std::atomic<std::uint64_t>> reconnects_;         // null: not counted
+  std::optional<std::chrono::steady_clock::time_point> deadline_;  // set_deadline()
 };
 
 }  // namespace fairsem::detail

@@ -101,6 +101,12 @@ FAIRSEM_INLINE NodeAddress Discovery::target(int slot) {
       slot, options_.endpoint()));
 }
 
+FAIRSEM_INLINE std::optional<NodeAddress> Discovery::known_target(int slot) {
+  std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
+  if (!lock.owns_lock()) return std::nullopt;
+  return router_.lookup(slot);
+}
+
 FAIRSEM_INLINE void Discovery::moved(int slot, const NodeAddress& node) {
   if (sentinel()) return;
   std::lock_guard<std::mutex> lock(mu_);

@@ -5,6 +5,7 @@
 // a Router, the slot map. Internal.
 
 #include <mutex>
+#include <optional>
 #include <vector>
 
 #include "fairsem/connection_options.hpp"
@@ -24,6 +25,9 @@ class Discovery {
   /// the seed nodes (CLUSTER SLOTS) or the sentinels when the slot map does not know. Throws
   /// ConnectionError when none of them answers or none knows the answer.
   NodeAddress target(int slot);
+  /// The node for commands on `slot` as far as the slot map knows it now, without asking
+  /// anyone and without waiting for a question under way (then nullopt, as when not known).
+  std::optional<NodeAddress> known_target(int slot);
   /// A MOVED reply: `slot` is served by `node` from now on (ignored under Sentinel).
   void moved(int slot, const NodeAddress& node);
   /// The last answer proved wrong (its node is unreachable, not a master, read-only): ask the

@@ -151,6 +151,7 @@ FAIRSEM_INLINE Reply Connection::ask(const NodeAddress& node, const Args& argv,
                                      std::chrono::milliseconds timeout, const Script* script) {
   // ASKING admits only the next command, so it precedes the command each time it is sent.
   Connection asked(discovery_->node_options(node));
+  asked.deadline_ = deadline_;
   auto once = [&] {
     const Reply asking = asked.roundtrip({"ASKING"}, options_.command_timeout);
     if (asking.is_error()) {

@@ -1,8 +1,9 @@
 #pragma once
 
 // Renewing held permits: one script call per chunk of permits, by Permit::renew, renew_all and
-// the watchdog thread; a permit found gone is marked lost. Part of SemaphoreCore
-// (semaphore_core.hpp).
+// the watchdog's renewal lanes (each call bounded by the leases it extends); a permit found gone
+// is marked lost. The callbacks of a lane's renewal go to the callback thread (call_back).
+// Part of SemaphoreCore (semaphore_core.hpp).
 
 #include <fmt/format.h>
 #include "fairsem/impl/config.hpp"
@@ -10,6 +11,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "fairsem/impl/notifier.hpp"
 #include "fairsem/impl/semaphore_core.hpp"
 
 namespace fairsem::detail {
@@ -20,24 +22,72 @@ namespace renewal_helpers {
 // stays under a millisecond: every other client of that Redis waits while a script runs.
 inline constexpr std::size_t kRenewChunk = 100;
 
+/// permits[begin, end) of a lane's round, as they stand at `now`: those to renew, with the
+/// latest of their deadlines, and those whose deadline has passed (released ones left out).
+struct LaneChunk {
+  std::vector<PermitState*> renew;
+  std::vector<PermitState*> overdue;
+  Clock::time_point latest;
+};
+FAIRSEM_INLINE LaneChunk split_chunk(const std::vector<std::shared_ptr<PermitState>>& permits,
+                                     std::size_t begin, std::size_t end, Clock::time_point now) {
+  LaneChunk chunk;
+  chunk.latest = now;
+  chunk.renew.reserve(end - begin);
+  for (std::size_t i = begin; i < end; ++i) {
+    PermitState& state = *permits[i];
+    if (state.done.load()) continue;
+    const auto deadline = state.get_deadline();
+    if (deadline <= now) {
+      chunk.overdue.push_back(&state);
+    } else {
+      chunk.latest = std::max(chunk.latest, deadline);
+      chunk.renew.push_back(&state);
+    }
+  }
+  return chunk;
+}
+
 }  // namespace renewal_helpers
+
+FAIRSEM_INLINE void SemaphoreCore::call_back(const std::function<void()>& call) const noexcept {
+  Notifier* const notifier = Notifier::of_this_thread();
+  if (notifier != nullptr) {
+    // The task keeps the semaphore (and with it the Client) alive until it has run.
+    if (auto self = weak_from_this().lock()) {
+      try {
+        notifier->post([self = std::move(self), call] { call(); });
+        return;
+      } catch (...) {
+        // No callback thread could start: called here after all, late rather than never.
+      }
+    }
+  }
+  try {
+    call();
+  } catch (...) {
+    // Each call catches what the user's code throws; only running out of memory is left.
+  }
+}
 
 FAIRSEM_INLINE void SemaphoreCore::mark_lost(PermitState& state, const std::string& reason) {
   if (state.lost.exchange(true)) return;
   MetricCounters::add(metrics_.permits_lost);
   forget(state);
-  if (options_.on_lost) {
+  if (!options_.on_lost) {
+    log(LogLevel::warning,
+        fmt::format("fairsem: {}: permit {} was lost: {}", where(), state.id, reason));
+    return;
+  }
+  call_back([this, id = state.id, reason] {
     try {
-      options_.on_lost(state.id, reason);
+      options_.on_lost(id, reason);
     } catch (const std::exception& e) {
       log(LogLevel::error, fmt::format("fairsem: {}: on_lost threw: {}", where(), e.what()));
     } catch (...) {
       log(LogLevel::error, fmt::format("fairsem: {}: on_lost threw", where()));
     }
-  } else {
-    log(LogLevel::warning,
-        fmt::format("fairsem: {}: permit {} was lost: {}", where(), state.id, reason));
-  }
+  });
 }
 
 FAIRSEM_INLINE void SemaphoreCore::renew_chunk(Connection& conn,
@@ -116,6 +166,7 @@ FAIRSEM_INLINE void SemaphoreCore::renewal_failed(const std::vector<PermitState*
     // A lease already run out is reported as lost instead (by the caller, or at the next try).
     if (!options_.on_renew_failure || left <= Clock::duration::zero()) continue;
     try {
+      // As things are now: called on the callback thread, it may come a little later.
       PermitInfo info;
       info.id = state->id;
       info.ticket = state->ticket;
@@ -124,12 +175,18 @@ FAIRSEM_INLINE void SemaphoreCore::renewal_failed(const std::vector<PermitState*
       info.slots = state->slots();
       info.count = static_cast<long long>(info.slots.size());
       info.slot = info.slots.empty() ? -1 : info.slots.front();
-      options_.on_renew_failure(info, error);
-    } catch (const std::exception& e) {
-      log(LogLevel::error,
-          fmt::format("fairsem: {}: on_renew_failure threw: {}", where(), e.what()));
+      call_back([this, info = std::move(info), error] {
+        try {
+          options_.on_renew_failure(info, error);
+        } catch (const std::exception& e) {
+          log(LogLevel::error,
+              fmt::format("fairsem: {}: on_renew_failure threw: {}", where(), e.what()));
+        } catch (...) {
+          log(LogLevel::error, fmt::format("fairsem: {}: on_renew_failure threw", where()));
+        }
+      });
     } catch (...) {
-      log(LogLevel::error, fmt::format("fairsem: {}: on_renew_failure threw", where()));
+      // Out of memory for the permit's description: the failure is counted and logged.
     }
   }
   MetricCounters::add(metrics_.renewal_failures, failed);
@@ -161,20 +218,32 @@ FAIRSEM_INLINE std::size_t SemaphoreCore::renew_all() {
 }
 
 FAIRSEM_INLINE void SemaphoreCore::renew_round(
-    Connection* conn, const std::vector<std::shared_ptr<PermitState>>& permits) {
+    const RenewalConnect& connect, const std::vector<std::shared_ptr<PermitState>>& permits) {
   for (std::size_t begin = 0; begin < permits.size(); begin += renewal_helpers::kRenewChunk) {
     const std::size_t end = std::min(permits.size(), begin + renewal_helpers::kRenewChunk);
-    std::vector<PermitState*> chunk;
-    chunk.reserve(end - begin);
-    for (std::size_t i = begin; i < end; ++i) chunk.push_back(permits[i].get());
+    renewal_helpers::LaneChunk split =
+        renewal_helpers::split_chunk(permits, begin, end, Clock::now());
+    // Past its deadline, a permit counts as lost already (Permit::lost); another holder may have
+    // it by now. No renewal is sent for it.
+    for (PermitState* state : split.overdue) {
+      mark_lost(*state, "the lease ran out before a renewal could reach Redis");
+    }
+    const std::vector<PermitState*>& chunk = split.renew;
+    const auto latest = split.latest;
+    if (chunk.empty()) continue;
+    Connection* conn = nullptr;
     try {
+      conn = connect(latest);
       if (conn == nullptr) {
         const std::string error = fmt::format("fairsem: cannot connect to {}", endpoint_);
         renewal_failed(chunk, error);  // renew_chunk reports its own failures
         throw ConnectionError(error);
       }
+      conn->set_deadline(latest);
       renew_chunk(*conn, chunk);
+      conn->set_deadline(std::nullopt);
     } catch (const std::exception& e) {
+      if (conn != nullptr) conn->set_deadline(std::nullopt);
       const auto now = Clock::now();
       log(LogLevel::warning, fmt::format("fairsem: {}: renewing {} permits failed: {}", where(),
                                          chunk.size(), e.what()));

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "fairsem/impl/notifier.hpp"
 #include "fairsem/impl/scripts.hpp"
 #include "fairsem/impl/server_support.hpp"
 #include "fairsem/impl/text.hpp"
@@ -75,11 +76,23 @@ FAIRSEM_INLINE SemaphoreCore::SemaphoreCore(std::shared_ptr<Runtime> runtime, st
 FAIRSEM_INLINE void SemaphoreCore::log(LogLevel level, const std::string& message) const noexcept {
   // Off unless the application asked: a library does not write to its host's stderr.
   if (!options_.logger) return;
-  try {
-    options_.logger(level, message);
-  } catch (...) {
-    // A logger that throws must not turn a destructor into std::terminate.
+  const auto write = [this, level](const std::string& text) noexcept {
+    try {
+      options_.logger(level, text);
+    } catch (...) {
+      // A logger that throws must not turn a destructor into std::terminate.
+    }
+  };
+  // On a renewal lane, the logger is user code like on_lost: it runs on the callback thread.
+  if (Notifier::of_this_thread() != nullptr) {
+    try {
+      call_back([write, message] { write(message); });
+      return;
+    } catch (...) {
+      // Out of memory for the message's copy: written here.
+    }
   }
+  write(message);
 }
 
 FAIRSEM_INLINE std::unique_ptr<Connection> SemaphoreCore::take_connection() {
@@ -106,17 +119,18 @@ FAIRSEM_INLINE Reply SemaphoreCore::run(Connection& conn, std::string_view op, c
       throw;
     } catch (const ConnectionError& e) {
       // The script may have run and only its reply been lost; every operation is idempotent
-      // per permit id, so running it again cannot grant or free a second permit.
-      if (attempt >= semaphore_core_helpers::kScriptAttempts) throw;
+      // per permit id, so running it again cannot grant or free a second permit. Not once the
+      // connection's deadline (a renewal's leases) has passed: too late to be of use.
+      if (attempt >= semaphore_core_helpers::kScriptAttempts || conn.deadline_passed()) throw;
       log(LogLevel::warning,
           fmt::format("fairsem: {}: {} interrupted ({}); running it again", where(), op, e.what()));
     } catch (const ReplyError& e) {
       if (is_transient(e.server_message()) &&
-          transient < semaphore_core_helpers::kTransientAttempts) {
+          transient < semaphore_core_helpers::kTransientAttempts && !conn.deadline_passed()) {
         // The script did not run; waiting does not use up the lost-reply attempts.
         ++transient;
         --attempt;
-        std::this_thread::sleep_for(backoff);
+        std::this_thread::sleep_for(conn.capped(backoff));
         backoff = std::min(backoff * 2,
                            std::chrono::milliseconds(semaphore_core_helpers::kTransientBackoffMax));
         continue;

@@ -248,13 +248,20 @@ class SemaphoreCore : public std::enable_shared_from_this<SemaphoreCore> {
   /// The Client's shared part (its worker threads release permits handed to them).
   Runtime& runtime() const noexcept { return *runtime_; }
 
-  // For the watchdog (Runtime): what it renews, on which slot's connection, and the counter a
-  // reconnect of that connection counts in.
+  // For the watchdog's renewal lanes (watchdog.hpp): what they renew, on which slot's
+  // connection, and the counter a reconnect of that connection counts in.
   int slot() const noexcept { return slot_; }
   std::vector<std::shared_ptr<PermitState>> held_permits();
-  /// One watchdog round: renews `permits` on `conn` (null: none could be made), chunk by chunk;
-  /// a chunk that fails marks those whose lease ran out as lost.
-  void renew_round(Connection* conn, const std::vector<std::shared_ptr<PermitState>>& permits);
+  /// A lane's connection for calls that are worth nothing after `deadline`: made, or found,
+  /// under it; null when none could be made (the lane has logged why).
+  using RenewalConnect = std::function<Connection*(Clock::time_point deadline)>;
+  /// One lane round: renews `permits` chunk by chunk, each call on the connection `connect`
+  /// gives for the latest deadline of the chunk's permits, and bounded by it (no command, retry
+  /// or reconnect outlives every lease it would extend). A permit whose deadline has passed
+  /// before its call is lost without one; a chunk that fails marks those whose lease ran out
+  /// meanwhile as lost.
+  void renew_round(const RenewalConnect& connect,
+                   const std::vector<std::shared_ptr<PermitState>>& permits);
   const std::shared_ptr<MetricCounters::Counter>& reconnect_counter() const noexcept {
     return metrics_.reconnects;
   }
@@ -336,6 +343,9 @@ class SemaphoreCore : public std::enable_shared_from_this<SemaphoreCore> {
   /// Leaves the queue: removes the entry of `id` with `ticket` (0: whatever entry it has).
   void give_up(Connection& conn, const std::string& id, long long ticket) noexcept;
   void mark_lost(PermitState& state, const std::string& reason);
+  /// Runs `call` (user code: a callback or the logger) now, or, on a renewal lane's thread, on
+  /// the Client's callback thread (notifier.hpp), after the calls posted before it.
+  void call_back(const std::function<void()>& call) const noexcept;
   void forget(PermitState& state);
   /// One renew call for `permits`; marks those found gone as lost. Throws what run() throws.
   void renew_chunk(Connection& conn, const std::vector<PermitState*>& permits);

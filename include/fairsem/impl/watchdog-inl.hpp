@@ -7,106 +7,219 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <iterator>
+#include <optional>
+#include <string>
 #include <utility>
 
 #include "fairsem/impl/semaphore_core.hpp"
 
 namespace fairsem::detail {
 
+namespace watchdog_helpers {
+
+/// Closes the connections of `connections` (a lane's, by slot) whose slot is not in `slots`.
+template <class Connections>
+void close_unused(Connections& connections, const std::vector<int>& slots) {
+  for (auto it = connections.begin(); it != connections.end();) {
+    const bool used = std::find(slots.begin(), slots.end(), it->first) != slots.end();
+    it = used ? std::next(it) : connections.erase(it);
+  }
+}
+
+/// The earliest `next` of `watched` (not empty).
+template <class Watched>
+auto earliest(const std::vector<Watched>& watched) {
+  return std::min_element(watched.begin(), watched.end(),
+                          [](const Watched& a, const Watched& b) { return a.next < b.next; })
+      ->next;
+}
+
+}  // namespace watchdog_helpers
+
 FAIRSEM_INLINE Watchdog::Watchdog(ConnectionOptions options, std::shared_ptr<Discovery> discovery)
-    : options_(std::move(options)), discovery_(std::move(discovery)) {}
+    : options_(std::move(options)),
+      discovery_(std::move(discovery)),
+      // Sentinel: one master serves every slot, so one connection serves every semaphore.
+      per_slot_(discovery_ && !discovery_->sentinel()) {}
 
 FAIRSEM_INLINE Watchdog::~Watchdog() { stop(); }
 
 FAIRSEM_INLINE void Watchdog::stop() noexcept {
-  std::thread thread;
+  std::vector<std::thread> threads;
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
-    thread = std::move(thread_);
+    for (auto& entry : lanes_) {
+      if (entry.second->thread.joinable()) threads.push_back(std::move(entry.second->thread));
+      entry.second->cv.notify_all();
+    }
+    lanes_.clear();
+    for (std::thread& t : retired_) threads.push_back(std::move(t));
+    retired_.clear();
   }
-  cv_.notify_all();
-  // Stopped on its own thread (a renewal's callback dropped the last reference to the Client):
-  // that thread is parked, sees stop_ or its Watchdog gone, and leaves.
-  join_or_park(thread);
+  // Stopped on a lane's own thread (its round dropped the last reference to the Client): that
+  // thread is parked, sees stop_ and leaves.
+  for (std::thread& t : threads) join_or_park(t);
+  // Last: the lanes' rounds post to it. No callback is left queued (each holds its semaphore,
+  // and so the Client, which is being destroyed).
+  notifier_.stop();
+}
+
+FAIRSEM_INLINE std::optional<std::string> Watchdog::route(int slot) const {
+  if (!per_slot_) return std::string();
+  if (auto node = discovery_->known_target(slot)) return node->endpoint();
+  return std::nullopt;
+}
+
+FAIRSEM_INLINE Watchdog::Lane& Watchdog::lane_for(const std::string& key) {
+  std::shared_ptr<Lane>& lane = lanes_[key];
+  if (!lane) {
+    try {
+      auto made = std::make_shared<Lane>(key);
+      made->thread = std::thread(&Watchdog::run, shared_from_this(), made);
+      lane = std::move(made);
+    } catch (...) {
+      lanes_.erase(key);
+      throw;
+    }
+  }
+  return *lane;
+}
+
+FAIRSEM_INLINE void Watchdog::add(Lane& lane, Watched w) {
+  lane.watched.push_back(std::move(w));
+  ++lane.generation;
+  lane.cv.notify_all();
+}
+
+FAIRSEM_INLINE void Watchdog::join_retired() noexcept {
+  std::vector<std::thread> retired;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    retired.swap(retired_);
+  }
+  for (std::thread& t : retired) join_or_park(t);
 }
 
 FAIRSEM_INLINE void Watchdog::watch(const std::shared_ptr<SemaphoreCore>& core,
                                     std::chrono::milliseconds interval) {
+  join_retired();
   std::lock_guard<std::mutex> lock(mu_);
-  for (const Watched& w : watched_) {
-    if (w.key == core.get() && !w.core.expired()) return;
+  if (stop_) return;
+  for (const auto& entry : lanes_) {
+    for (const Watched& w : entry.second->watched) {
+      if (w.key == core.get() && !w.core.expired()) return;
+    }
   }
-  // The thread first: if it cannot start, nothing is left watched that nobody renews.
-  if (!thread_.joinable() && !stop_) thread_ = std::thread(&Watchdog::run, weak_from_this(), this);
-  watched_.push_back({core, core.get(), interval, Clock::now() + interval});
-  ++generation_;
-  cv_.notify_all();
+  // Not known now (a slot map being asked for): the lane of unknown nodes, "", which hands it
+  // on once its node is known.
+  const std::string key = route(core->slot()).value_or(std::string());
+  // The lane first: if it cannot start, nothing is left watched that nobody renews.
+  Lane& lane = lane_for(key);
+  add(lane, {core, core.get(), core->slot(), interval, Clock::now() + interval});
 }
 
-FAIRSEM_INLINE void Watchdog::run(const std::weak_ptr<Watchdog>& weak, Watchdog* self) {
+FAIRSEM_INLINE std::vector<std::shared_ptr<SemaphoreCore>> Watchdog::take_due(
+    Lane& lane, Clock::time_point round) {
+  std::vector<std::shared_ptr<SemaphoreCore>> due;
+  for (auto it = lane.watched.begin(); it != lane.watched.end();) {
+    if (it->next > round) {
+      ++it;
+      continue;
+    }
+    it->next = round + it->interval;  // the cadence holds however long the round takes
+    std::shared_ptr<SemaphoreCore> core = it->core.lock();
+    if (!core) {
+      ++it;
+      continue;
+    }
+    // Another node serves its slot now (a failover, a migration, or a node not known when it
+    // was watched): that node's lane renews it from now on, starting at once.
+    const std::optional<std::string> node = route(it->slot);
+    if (node && *node != lane.key) {
+      try {
+        Watched moved = *it;
+        moved.next = round;
+        add(lane_for(*node), std::move(moved));
+        it = lane.watched.erase(it);
+        continue;
+      } catch (...) {
+        // No thread for that lane: renewed here this time.
+      }
+    }
+    due.push_back(std::move(core));
+    ++it;
+  }
+  return due;
+}
+
+FAIRSEM_INLINE void Watchdog::run(const std::shared_ptr<Watchdog>& self,
+                                  const std::shared_ptr<Lane>& lane) {
   mark_as_fairsems_thread();
-  std::unordered_map<int, SlotConnection> connections;
+  Notifier::set_for_this_thread(&self->notifier_);
+  Connections connections;
   std::unique_lock<std::mutex> lock(self->mu_);
   for (;;) {
     if (self->stop_) return;
-    auto& watched = self->watched_;
+    auto& watched = lane->watched;
     watched.erase(std::remove_if(watched.begin(), watched.end(),
                                  [](const Watched& w) { return w.core.expired(); }),
                   watched.end());
-    const std::uint64_t generation = self->generation_;
-    const auto changed = [&] { return self->stop_ || self->generation_ != generation; };
     if (watched.empty()) {
-      self->cv_.wait(lock, changed);
-      continue;
+      // Nothing left to renew on this node: the lane leaves (joined by the next watch() or
+      // stop()); a semaphore watched on it later starts another.
+      const auto it = self->lanes_.find(lane->key);
+      if (it != self->lanes_.end() && it->second == lane) self->lanes_.erase(it);
+      self->retired_.push_back(std::move(lane->thread));
+      return;
     }
-    const auto next =
-        std::min_element(watched.begin(), watched.end(), [](const Watched& a, const Watched& b) {
-          return a.next < b.next;
-        })->next;
+    const std::uint64_t generation = lane->generation;
+    const auto changed = [&] { return self->stop_ || lane->generation != generation; };
+    const auto next = watchdog_helpers::earliest(watched);
     if (Clock::now() < next) {
       // Woken early for a semaphore newly watched: its first round may come sooner.
-      self->cv_.wait_until(lock, next, changed);
+      lane->cv.wait_until(lock, next, changed);
       continue;
     }
-    // Kept alive for the round: a callback may drop the last reference to the Client.
-    std::shared_ptr<Watchdog> alive = weak.lock();
-    if (!alive) return;  // being destroyed elsewhere; its destructor sets stop_ and joins
-    const auto round = Clock::now();
-    std::vector<std::shared_ptr<SemaphoreCore>> due;
-    for (Watched& w : watched) {
-      if (w.next > round) continue;
-      w.next = round + w.interval;  // the cadence holds however long the round takes
-      if (auto core = w.core.lock()) due.push_back(std::move(core));
+    std::vector<std::shared_ptr<SemaphoreCore>> due = self->take_due(*lane, Clock::now());
+    std::vector<int> slots;  // those of the semaphores this lane renews
+    if (self->per_slot_) {
+      for (const Watched& w : watched) slots.push_back(w.slot);
     }
     lock.unlock();
+    // The connections of slots renewed elsewhere now are closed.
+    if (self->per_slot_) watchdog_helpers::close_unused(connections, slots);
     for (const auto& core : due) self->renew(*core, connections);
+    // May drop the last reference to the Client: its runtime then stops the watchdog, and this
+    // thread is parked.
     due.clear();
-    alive.reset();
-    // If that was the last reference, the destructor ran on this thread and parked it.
-    if (weak.expired()) return;
     lock.lock();
   }
 }
 
-FAIRSEM_INLINE void Watchdog::renew(SemaphoreCore& core,
-                                    std::unordered_map<int, SlotConnection>& connections) {
+FAIRSEM_INLINE void Watchdog::renew(SemaphoreCore& core, Connections& connections) {
   const auto permits = core.held_permits();
   if (permits.empty()) return;
-  SlotConnection& w = connections[core.slot()];
-  if (!w.conn || w.conn->broken()) {
-    try {
-      w.conn = std::make_unique<Connection>(options_, discovery_, core.slot());
-      if (std::exchange(w.connected, true)) MetricCounters::add(*core.reconnect_counter());
-    } catch (const std::exception& e) {
-      w.conn.reset();
-      core.log(LogLevel::warning,
-               fmt::format("fairsem: {}: watchdog cannot connect: {}", core.where(), e.what()));
+  const int slot = per_slot_ ? core.slot() : -1;
+  SlotConnection& w = connections[slot];
+  const auto connect = [&](Clock::time_point deadline) -> Connection* {
+    if (!w.conn || w.conn->broken()) {
+      try {
+        w.conn = std::make_unique<Connection>(options_, discovery_, slot, deadline);
+        if (std::exchange(w.connected, true)) MetricCounters::add(*core.reconnect_counter());
+      } catch (const std::exception& e) {
+        w.conn.reset();
+        core.log(LogLevel::warning, fmt::format("fairsem: {}: the renewal cannot connect: {}",
+                                                core.where(), e.what()));
+        return nullptr;
+      }
     }
-  }
-  // Reconnects during the round count for the semaphore whose permits it renews.
-  if (w.conn) w.conn->count_reconnects(core.reconnect_counter());
-  core.renew_round(w.conn.get(), permits);
+    // Reconnects during the round count for the semaphore whose permits it renews.
+    w.conn->count_reconnects(core.reconnect_counter());
+    return w.conn.get();
+  };
+  core.renew_round(connect, permits);
 }
 
 }  // namespace fairsem::detail

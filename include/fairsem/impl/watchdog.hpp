@@ -1,14 +1,19 @@
 #pragma once
 
-// A Client's watchdog: one thread that renews the held permits of every semaphore watched, each
-// at its own interval, on a connection of its own per cluster slot (so renewals never wait for
-// the pool). Internal.
+// A Client's watchdog: renews the held permits of every semaphore watched, each at its own
+// interval, in one renewal lane per node (the server; in a Cluster, each master): a thread with
+// connections of its own, so that a node that hangs or a renewal that waits delays only the
+// permits on that node. Each renewal call is bounded by the leases it extends. The callbacks a
+// renewal makes (on_lost, on_renew_failure, the logger) go to the callback thread (notifier.hpp)
+// and never hold up a lane. Internal.
 
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <string>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -16,6 +21,7 @@
 #include "fairsem/connection_options.hpp"
 #include "fairsem/impl/connection.hpp"
 #include "fairsem/impl/discovery.hpp"
+#include "fairsem/impl/notifier.hpp"
 
 namespace fairsem::detail {
 
@@ -23,20 +29,20 @@ class SemaphoreCore;
 
 class Watchdog : public std::enable_shared_from_this<Watchdog> {
  public:
-  /// Starts nothing yet: the thread starts with the first semaphore watched.
+  /// Starts nothing yet: a lane starts with the first semaphore watched on its node.
   Watchdog(ConnectionOptions options, std::shared_ptr<Discovery> discovery);
   /// stop().
   ~Watchdog();
   Watchdog(const Watchdog&) = delete;
   Watchdog& operator=(const Watchdog&) = delete;
 
-  /// From now on renews `core`'s held permits every `interval` (the thread starts with the
-  /// first semaphore watched; throws std::system_error if it cannot). Watching the same
-  /// semaphore again changes nothing; a semaphore destroyed is no longer watched.
+  /// From now on renews `core`'s held permits every `interval`, in the lane of the node that
+  /// serves its slot (started now if there is none; throws std::system_error if it cannot).
+  /// Watching the same semaphore again changes nothing; a semaphore destroyed is no longer
+  /// watched. Must be called on a thread holding a reference to this Watchdog.
   void watch(const std::shared_ptr<SemaphoreCore>& core, std::chrono::milliseconds interval);
-  /// Stops the thread after the round under way and joins it; on the thread itself (the last
-  /// reference to the Client dropped in a renewal's callback) parks it instead
-  /// (thread_reaper.hpp). Nothing is renewed afterwards.
+  /// Stops every lane after the round under way and joins it (on a lane's own thread: parks
+  /// it, thread_reaper.hpp), then the callback thread. Nothing is renewed afterwards.
   void stop() noexcept;
 
  private:
@@ -44,30 +50,54 @@ class Watchdog : public std::enable_shared_from_this<Watchdog> {
   struct Watched {
     std::weak_ptr<SemaphoreCore> core;
     const SemaphoreCore* key;  // identity only, never dereferenced
+    int slot;
     std::chrono::milliseconds interval;
     Clock::time_point next;
   };
-  /// The thread's connection per slot, and whether it ever had one (a new one after that is a
-  /// reconnect).
+  /// One node's renewals: its thread and what it renews. Guarded by mu_, but for `key`.
+  struct Lane {
+    explicit Lane(std::string node) : key(std::move(node)) {}
+    const std::string key;  // the node's endpoint ("" for the only node, or one not known yet)
+    std::thread thread;
+    std::condition_variable cv;
+    std::vector<Watched> watched;
+    std::uint64_t generation = 0;  // counts the entries added, so that the thread sees them
+  };
+  /// A lane's connection per slot (one for every slot outside a Cluster), and whether it ever
+  /// had one (a new one after that is a reconnect).
   struct SlotConnection {
     std::unique_ptr<Connection> conn;
     bool connected = false;
   };
+  using Connections = std::unordered_map<int, SlotConnection>;
 
-  static void run(const std::weak_ptr<Watchdog>& weak, Watchdog* self);
-  /// One round for `core`: a connection of its slot (new in place of a broken one, counted as
-  /// a reconnect of `core`), then its permits renewed.
-  void renew(SemaphoreCore& core, std::unordered_map<int, SlotConnection>& connections);
+  /// The lane key of the node serving `slot`: "" outside a Cluster; nullopt when the slot map
+  /// does not know now (never waits for it).
+  std::optional<std::string> route(int slot) const;
+  /// The lane for `key`, started if it is not running. Caller holds mu_.
+  Lane& lane_for(const std::string& key);
+  /// Adds `w` to `lane` and wakes its thread. Caller holds mu_.
+  static void add(Lane& lane, Watched w);
+  /// The entries of `lane` due at `round`: those that route to another node now are handed to
+  /// that node's lane instead. Caller holds mu_.
+  std::vector<std::shared_ptr<SemaphoreCore>> take_due(Lane& lane, Clock::time_point round);
+  /// Joins the threads of the lanes that retired. Not under mu_.
+  void join_retired() noexcept;
+
+  static void run(const std::shared_ptr<Watchdog>& self, const std::shared_ptr<Lane>& lane);
+  /// One round for `core`: its permits renewed on the lane's connection for its slot (made
+  /// under their leases' deadline when there is none or it broke).
+  void renew(SemaphoreCore& core, Connections& connections);
 
   const ConnectionOptions options_;
   const std::shared_ptr<Discovery> discovery_;
+  const bool per_slot_;  // Cluster: a connection per slot (each follows its slot's master)
+  Notifier notifier_;
 
-  std::mutex mu_;  // guards watched_, generation_, stop_, thread_
-  std::condition_variable cv_;
-  std::vector<Watched> watched_;
-  std::uint64_t generation_ = 0;  // counts watch() calls, so that the thread sees them
+  std::mutex mu_;  // guards lanes_, retired_, stop_ and every Lane
+  std::unordered_map<std::string, std::shared_ptr<Lane>> lanes_;
+  std::vector<std::thread> retired_;  // threads of lanes that left, to be joined
   bool stop_ = false;
-  std::thread thread_;
 };
 
 }  // namespace fairsem::detail
