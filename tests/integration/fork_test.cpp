@@ -24,12 +24,6 @@
 #include "test_env.hpp"
 #include "wait.hpp"
 
-// The child starts threads of its own (its own Client): ThreadSanitizer allows that after a
-// fork of a process with threads only when told to.
-#if defined(__SANITIZE_THREAD__)
-extern "C" const char* __tsan_default_options() { return "die_after_fork=0"; }
-#endif
-
 namespace {
 
 using namespace std::chrono_literals;
@@ -71,7 +65,10 @@ int child_checks(FairSemaphore& parents, Permit& parents_permit, const std::stri
   if (!refused([&] { (void)parents.acquire_async(); })) failed |= 2;
   if (!refused([&] { (void)parents.status(); })) failed |= 4;
   if (!refused([&] { (void)parents_permit.release(); })) failed |= 8;
-  // A Client of its own works (its own threads and connections).
+    // A Client of its own works (its own threads and connections). Not under ThreadSanitizer,
+    // which cannot follow threads started in a child of a process with threads (it stops the
+    // child: "dup thread with used id").
+#if !defined(__SANITIZE_THREAD__)
   try {
     Client own(redis_options());
     FairSemaphore sem(own, own_name, options(1));
@@ -80,6 +77,9 @@ int child_checks(FairSemaphore& parents, Permit& parents_permit, const std::stri
   } catch (...) {
     failed |= 32;
   }
+#else
+  (void)own_name;
+#endif
   return failed;
 }
 
