@@ -297,7 +297,7 @@ FAIRSEM_INLINE std::exception_ptr SemaphoreCore::leave(std::optional<Borrowed>& 
     run(**conn, "release", {id, std::to_string(ticket), receipt_arg_, "leaving"});
     return nullptr;
   } catch (const std::exception& e) {
-    const std::exception_ptr error = std::current_exception();
+    std::exception_ptr error = std::current_exception();
     log(LogLevel::warning,
         fmt::format("fairsem: {}: could not leave the queue ({}); {}", where(), e.what(),
                     detail::passes(error) ? "trying again in the background until the entry expires"
