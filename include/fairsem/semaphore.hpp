@@ -92,7 +92,13 @@ class AcquireRequest {
 ///
 /// Timed calls: the deadline bounds the waiting in the queue. Talking to Redis is bounded by
 /// the connection's timeouts and retries, so when Redis is unreachable try_acquire_for can
-/// take longer than its timeout before it throws ConnectionError.
+/// take longer than its timeout (a call under way gives up after the reconnect attempts).
+///
+/// Outages: a queued request rides out a server that is away (restarting, loading, failing
+/// over, a broken connection): it keeps its place and polls again with backoff until its
+/// deadline (none: until the server is back), then times out as usual. Errors that do not pass
+/// with time, and a first call that cannot reach the server, still throw at once
+/// (docs/api.md, docs/guarantees.md).
 class FairSemaphore {
  public:
   /// Validates everything (InvalidArgument), connects (ConnectionError, TimeoutError,

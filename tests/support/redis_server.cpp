@@ -181,7 +181,12 @@ void RedisServer::start() {
   if (!try_start()) throw std::runtime_error("redis-server failed to restart:\n" + log());
 }
 
-bool RedisServer::try_start() {
+void RedisServer::start_loading() {
+  if (running()) return;
+  if (!try_start(false)) throw std::runtime_error("redis-server failed to restart:\n" + log());
+}
+
+bool RedisServer::try_start(bool until_loaded) {
   std::vector<std::string> args = {binary_};
   if (has_config_) args.push_back(config_path());
   // One word per value: Redis 6.2 reads "127.0.0.1 -::1" in one word as one address.
@@ -228,7 +233,7 @@ bool RedisServer::try_start() {
   }
   pid_ = pid;
   try {
-    wait_ready();
+    wait_ready(until_loaded);
     return true;
   } catch (const WrongServerError&) {
     kill();
@@ -239,7 +244,7 @@ bool RedisServer::try_start() {
   }
 }
 
-void RedisServer::wait_ready() {
+void RedisServer::wait_ready(bool until_loaded) {
   ConnectionOptions opts = options();
   opts.connect_timeout = std::chrono::milliseconds(200);
   opts.command_timeout = std::chrono::milliseconds(500);
@@ -265,7 +270,7 @@ void RedisServer::wait_ready() {
       return;
     } catch (const ReplyError& e) {
       // Answering at all means it is up, unless it is still loading its data set.
-      if (!detail::starts_with(e.server_message(), "LOADING")) return;
+      if (!until_loaded || !detail::starts_with(e.server_message(), "LOADING")) return;
     } catch (const Error&) {
       // not accepting connections yet
     }

@@ -84,6 +84,9 @@ class RedisServer {
   void kill();
   /// Starts again on the same port and directory (after stop() or kill()).
   void start();
+  /// As start(), but returns as soon as the server answers at all, LOADING included (its data
+  /// set may still be loading: see key-load-delay and loading-process-events-interval-bytes).
+  void start_loading();
   void restart() {
     stop();
     start();
@@ -94,9 +97,9 @@ class RedisServer {
  private:
   /// The constructors' work: makes the private dir, then starts on a free port (a few tries).
   void launch(const std::optional<std::string>& config);
-  bool try_start();
+  bool try_start(bool until_loaded = true);
   void signal_and_reap(int signal);
-  void wait_ready();
+  void wait_ready(bool until_loaded);
 
   std::vector<std::string> extra_args_;
   bool has_config_ = false;

@@ -7,7 +7,10 @@
 #include <fmt/format.h>
 #include "fairsem/impl/config.hpp"
 
+#include <atomic>
+#include <cstdint>
 #include <stdexcept>
+#include <thread>
 #include <utility>
 
 #include "fairsem/impl/acquire.hpp"
@@ -36,7 +39,8 @@ FAIRSEM_INLINE std::optional<Permit> SemaphoreCore::measured_acquire(
       std::optional<AdmissionTurn> turn = wait_turn(action.until);
       if (turn) io.set_turn(std::move(*turn));
       event = turn ? AcquireEvent::admitted(Clock::now()) : AcquireEvent::tick(Clock::now());
-    } else if (action.kind == Kind::wait) {
+    } else if (action.kind == Kind::wait || action.kind == Kind::backoff) {
+      // A backoff listens as a wait does: a wake-up says the server is back.
       event = io.wait(action.until.value_or(Clock::now()));
     } else if (action.kind == Kind::finish) {
       outcome = action.outcome;
@@ -92,7 +96,14 @@ FAIRSEM_INLINE AcquireEvent AcquireIo::perform(const AcquireAction& action) {
         break;
       case Kind::leave:
         wake_up_.reset();
-        core_.leave(conn_, id_, action.ticket);
+        // A failure is the machine's to judge, not the acquire's error: that stays.
+        if (const std::exception_ptr failed = core_.leave(conn_, id_, action.ticket)) {
+          return AcquireEvent::failed(true, Clock::now(), detail::passes(failed));
+        }
+        break;
+      case Kind::leave_later:
+        wake_up_.reset();
+        core_.leave_later(id_, action.ticket, action.until.value_or(Clock::now()));
         break;
       case Kind::report:
         core_.wake_up_refused(action.error);
@@ -102,7 +113,7 @@ FAIRSEM_INLINE AcquireEvent AcquireIo::perform(const AcquireAction& action) {
     }
   } catch (...) {
     error_ = std::current_exception();
-    return AcquireEvent::failed(true, Clock::now());
+    return AcquireEvent::failed(true, Clock::now(), detail::passes(error_));
   }
   return AcquireEvent::done(Clock::now());
 }
@@ -123,7 +134,8 @@ FAIRSEM_INLINE AcquireEvent AcquireIo::call(const AcquireAction& action) {
   } catch (...) {
     turn_.reset();  // the first call failed: the next request need not wait for the clean-up
     error_ = std::current_exception();
-    return AcquireEvent::failed(reached, Clock::now());
+    // A broken connection goes back to the pool as it is: the next call reconnects it.
+    return AcquireEvent::failed(reached, Clock::now(), detail::passes(error_));
   }
 }
 
@@ -141,6 +153,8 @@ FAIRSEM_INLINE AcquireEvent AcquireIo::wait(Clock::time_point until) {
     if (auto came = event_of(wake_up_->wait_for(left))) return std::move(*came);
   } else if (auto came = take()) {
     return std::move(*came);
+  } else if (left > std::chrono::milliseconds(0)) {
+    std::this_thread::sleep_for(left);  // nothing to listen to: only time can come
   }
   return AcquireEvent::tick(Clock::now());
 }
@@ -191,6 +205,11 @@ SemaphoreCore::acquire_params(long long units, bool wait, std::optional<Clock::t
   p.direct_grant_margin = direct_grant_margin_;
   p.min_replicas = options_.min_replicas;
   p.chosen_id = !options_.permit_id.empty();
+  p.lease = options_.lease;
+  // Spreads the retries of waiters cut off at once (RetryBackoff).
+  static std::atomic<std::uint64_t> requests{0};
+  p.jitter_seed = static_cast<std::uint64_t>(started.time_since_epoch().count()) ^
+                  (requests.fetch_add(1, std::memory_order_relaxed) * 0x9e3779b97f4a7c15ULL);
   return p;
 }
 
@@ -268,17 +287,25 @@ FAIRSEM_INLINE Permit SemaphoreCore::make_permit(const std::string& id, const Ac
   return {shared_from_this(), std::move(state)};
 }
 
-FAIRSEM_INLINE void SemaphoreCore::leave(std::optional<Borrowed>& conn, const std::string& id,
-                                         long long ticket) noexcept {
+FAIRSEM_INLINE std::exception_ptr SemaphoreCore::leave(std::optional<Borrowed>& conn,
+                                                       const std::string& id,
+                                                       long long ticket) noexcept {
+  // Removes the queue entry and the wake list; if the waiter was promoted a moment ago, this
+  // frees the permit and wakes the next waiter.
   try {
     if (!conn) conn.emplace(*this);
+    run(**conn, "release", {id, std::to_string(ticket), receipt_arg_, "leaving"});
+    return nullptr;
   } catch (const std::exception& e) {
-    log(LogLevel::warning, fmt::format("fairsem: {}: could not leave the queue ({}); the entry "
-                                       "expires within one lease",
-                                       where(), e.what()));
-    return;
+    std::exception_ptr error = std::current_exception();
+    log(LogLevel::warning,
+        fmt::format("fairsem: {}: could not leave the queue ({}); {}", where(), e.what(),
+                    detail::passes(error) ? "trying again in the background until the entry expires"
+                                          : "the entry expires within one lease"));
+    return error;
+  } catch (...) {
+    return std::current_exception();
   }
-  give_up(**conn, id, ticket);
 }
 
 FAIRSEM_INLINE void SemaphoreCore::wake_up_refused(const std::string& error) {
@@ -302,20 +329,6 @@ FAIRSEM_INLINE void SemaphoreCore::wake_up_refused(const std::string& error) {
   log(LogLevel::warning,
       fmt::format("fairsem: {}: waiting for a wake-up failed ({}); polling instead", where(),
                   error));
-}
-
-FAIRSEM_INLINE void SemaphoreCore::give_up(Connection& conn, const std::string& id,
-                                           long long ticket) noexcept {
-  // Removes the queue entry and the wake list; if the waiter was promoted a moment ago, this
-  // frees the permit and wakes the next waiter.
-  try {
-    const std::string ticket_arg = std::to_string(ticket);
-    run(conn, "release", {id, ticket_arg, receipt_arg_, "leaving"});
-  } catch (const std::exception& e) {
-    log(LogLevel::warning, fmt::format("fairsem: {}: could not leave the queue ({}); the entry "
-                                       "expires within one lease",
-                                       where(), e.what()));
-  }
 }
 
 FAIRSEM_INLINE std::exception_ptr SemaphoreCore::acquire_error(AcquireOutcome outcome,

@@ -10,13 +10,6 @@ namespace fairsem::detail {
 
 namespace acquire_fsm_helpers {
 
-FAIRSEM_INLINE AcquireEvent event(AcquireEvent::Kind kind, AcquireEvent::Clock::time_point now) {
-  AcquireEvent e;
-  e.kind = kind;
-  e.now = now;
-  return e;
-}
-
 FAIRSEM_INLINE AcquireAction action(AcquireAction::Kind kind) {
   AcquireAction a;
   a.kind = kind;
@@ -38,75 +31,17 @@ FAIRSEM_INLINE AcquireOutcome cancel_wins(AcquireOutcome outcome) noexcept {
 
 }  // namespace acquire_fsm_helpers
 
-// --- AcquireEvent -----------------------------------------------------------------------------
-
-FAIRSEM_INLINE AcquireEvent AcquireEvent::start(Clock::time_point at) {
-  return acquire_fsm_helpers::event(Kind::start, at);
-}
-
-FAIRSEM_INLINE AcquireEvent AcquireEvent::admitted(Clock::time_point at) {
-  return acquire_fsm_helpers::event(Kind::admitted, at);
-}
-
-FAIRSEM_INLINE AcquireEvent AcquireEvent::replied(AcquireReply answer, Clock::time_point sent_at,
-                                                  Clock::time_point at) {
-  AcquireEvent e = acquire_fsm_helpers::event(Kind::replied, at);
-  e.reply = std::move(answer);
-  e.sent = sent_at;
-  return e;
-}
-
-FAIRSEM_INLINE AcquireEvent AcquireEvent::failed(bool may_have_reached, Clock::time_point at) {
-  AcquireEvent e = acquire_fsm_helpers::event(Kind::failed, at);
-  e.reached = may_have_reached;
-  return e;
-}
-
-FAIRSEM_INLINE AcquireEvent AcquireEvent::woken(WakeUp wake_up, Clock::time_point at) {
-  AcquireEvent e = acquire_fsm_helpers::event(Kind::woken, at);
-  e.wake = std::move(wake_up);
-  return e;
-}
-
-FAIRSEM_INLINE AcquireEvent AcquireEvent::interrupted(Clock::time_point at) {
-  return acquire_fsm_helpers::event(Kind::interrupted, at);
-}
-
-FAIRSEM_INLINE AcquireEvent AcquireEvent::refused(std::string message, bool passes,
-                                                  Clock::time_point at) {
-  AcquireEvent e = acquire_fsm_helpers::event(Kind::refused, at);
-  e.error = std::move(message);
-  e.transient = passes;
-  return e;
-}
-
-FAIRSEM_INLINE AcquireEvent AcquireEvent::replicas(long long count, Clock::time_point at) {
-  AcquireEvent e = acquire_fsm_helpers::event(Kind::replicas, at);
-  e.acked = count;
-  return e;
-}
-
-FAIRSEM_INLINE AcquireEvent AcquireEvent::done(Clock::time_point at) {
-  return acquire_fsm_helpers::event(Kind::done, at);
-}
-
-FAIRSEM_INLINE AcquireEvent AcquireEvent::tick(Clock::time_point at) {
-  return acquire_fsm_helpers::event(Kind::tick, at);
-}
-
-FAIRSEM_INLINE AcquireEvent AcquireEvent::cancelled(Clock::time_point at) {
-  return acquire_fsm_helpers::event(Kind::cancelled, at);
-}
-
 // --- AcquireFsm -------------------------------------------------------------------------------
 
 FAIRSEM_INLINE AcquireFsm::AcquireFsm(const AcquireParams& params)
     : params_(params),
       // No time to wait: like try_acquire, never queue.
-      tries_(!params_.wait || (params_.deadline && *params_.deadline <= params_.started)) {}
+      tries_(!params_.wait || (params_.deadline && *params_.deadline <= params_.started)),
+      backoff_(params_.jitter_seed, params_.retry_first, params_.retry_cap) {}
 
 FAIRSEM_INLINE AcquireAction AcquireFsm::resume(const AcquireEvent& event) {
   if (stage_ == Stage::over) return {};
+  now_ = event.now;
   using Kind = AcquireEvent::Kind;
   switch (event.kind) {
     case Kind::start:
@@ -162,6 +97,13 @@ FAIRSEM_INLINE AcquireAction AcquireFsm::on_replied(const AcquireEvent& event) {
   if (stage_ != Stage::calling && stage_ != Stage::polling) return {};
   const bool first = stage_ == Stage::calling;
   if (first) sent_first_ = true;
+  // The server answers: whatever entry the id has now, it lasts a lease from here at most.
+  unreachable_ = false;
+  backoff_.reset();
+  entry_expiry_ = event.now + params_.lease;
+  // A poll whose entry was gone (a restart without persistence, a failover to a replica that
+  // lacked it, or expired while the server was away) queued it again: a new ticket, at the
+  // back of the queue, which reply_ now holds.
   reply_ = event.reply;
   sent_ = event.sent;
   if (!tries_) return queue_reply(first);
@@ -187,8 +129,24 @@ FAIRSEM_INLINE AcquireAction AcquireFsm::queue_reply(bool first) {
 }
 
 FAIRSEM_INLINE AcquireAction AcquireFsm::on_failed(const AcquireEvent& event) {
-  // Nothing can fail before the start, and leaving and finishing never fail.
-  if (stage_ == Stage::idle || stage_ == Stage::leaving || stage_ == Stage::finishing) return {};
+  // Nothing can fail before the start, and finishing never fails.
+  if (stage_ == Stage::idle || stage_ == Stage::finishing) return {};
+  if (stage_ == Stage::leaving) {
+    // The server went away (again): the leave goes on in the background, until the entry
+    // expires. Any other failure leaves the entry to its lease (the driver said why).
+    if (event.transient && !left_later_) {
+      unreachable_ = true;
+      return leave();
+    }
+    return left();
+  }
+  if (event.reached) entry_expiry_ = event.now + params_.lease;
+  unreachable_ = event.transient;
+  // A waiter's poll (or the listening again after it) that failed in a way that passes keeps
+  // the entry, and a wake-up kept meanwhile: the server is restarting, loading or failing over.
+  if (event.transient && (stage_ == Stage::polling || stage_ == Stage::rearming)) {
+    return retry(event.now);
+  }
   if (stage_ == Stage::calling) sent_first_ = event.reached;
   kept_wake_.reset();
   return end(AcquireOutcome::failed, leaves_after_error());
@@ -209,6 +167,8 @@ FAIRSEM_INLINE AcquireAction AcquireFsm::on_woken(const AcquireEvent& event) {
   if (tries_) return {};  // a try never listens
   switch (stage_) {
     case Stage::waiting:
+    case Stage::retrying:
+      // Retrying, a wake-up for this entry says the server is back: it grants, or polls now.
       return wake_up(event.wake, event.now);
     case Stage::calling:
     case Stage::subscribing:
@@ -224,6 +184,9 @@ FAIRSEM_INLINE AcquireAction AcquireFsm::on_woken(const AcquireEvent& event) {
 }
 
 FAIRSEM_INLINE AcquireAction AcquireFsm::on_trouble(const AcquireEvent& event) {
+  // Retrying: the poll due answers it, when due (the waker is cut off, or refused, each time
+  // it tries while the server is away).
+  if (stage_ == Stage::retrying) return retry_step(event.now);
   // Only while listening: a poll out (or done) answers what a lost wake-up would have said.
   if (stage_ != Stage::waiting) return {};
   // The waker's BRPOP was cut off: a wake-up it popped may be lost, so poll now rather than at
@@ -261,9 +224,7 @@ FAIRSEM_INLINE AcquireAction AcquireFsm::on_done(Clock::time_point now) {
     case Stage::granting:
       return finish(AcquireOutcome::granted);
     case Stage::leaving:
-      if (!finished_) return finish(outcome_);
-      stage_ = Stage::over;
-      return {};
+      return left();
     case Stage::finishing:
       finished_ = true;
       if (leave_after_finish_) return leave();
@@ -277,6 +238,7 @@ FAIRSEM_INLINE AcquireAction AcquireFsm::on_done(Clock::time_point now) {
 FAIRSEM_INLINE AcquireAction AcquireFsm::on_tick(Clock::time_point now) {
   if (stage_ == Stage::in_line) return in_line(now);
   if (stage_ == Stage::waiting) return next_step(now, false);
+  if (stage_ == Stage::retrying) return retry_step(now);
   return {};  // a timer of an earlier wait: what runs now answers
 }
 
@@ -349,6 +311,26 @@ FAIRSEM_INLINE AcquireAction AcquireFsm::next_step(Clock::time_point now, bool p
   return a;
 }
 
+FAIRSEM_INLINE AcquireAction AcquireFsm::retry(Clock::time_point now) {
+  retry_at_ = now + backoff_.next();
+  return retry_step(now);
+}
+
+FAIRSEM_INLINE AcquireAction AcquireFsm::retry_step(Clock::time_point now) {
+  // Given up at the deadline (the leave goes to the background: the server is away).
+  if (past_deadline(now)) return end(AcquireOutcome::timed_out, true);
+  if (now >= retry_at_) {
+    stage_ = Stage::polling;
+    AcquireAction a = acquire_fsm_helpers::action(AcquireAction::Kind::poll);
+    a.ticket = reply_.ticket;
+    return a;
+  }
+  stage_ = Stage::retrying;
+  AcquireAction a = acquire_fsm_helpers::action(AcquireAction::Kind::backoff);
+  a.until = params_.deadline ? std::min(retry_at_, *params_.deadline) : retry_at_;
+  return a;
+}
+
 FAIRSEM_INLINE AcquireAction AcquireFsm::granted() {
   if (params_.min_replicas == 0) return grant();
   // On the connection whose call granted (or confirmed) the permit.
@@ -380,9 +362,26 @@ FAIRSEM_INLINE AcquireAction AcquireFsm::finish(AcquireOutcome outcome) {
 
 FAIRSEM_INLINE AcquireAction AcquireFsm::leave() {
   stage_ = Stage::leaving;
-  AcquireAction a = acquire_fsm_helpers::action(AcquireAction::Kind::leave);
+  if (!unreachable_) {
+    AcquireAction a = acquire_fsm_helpers::action(AcquireAction::Kind::leave);
+    a.ticket = reply_.ticket;
+    return a;
+  }
+  // The server is away: waiting for it would hold the outcome up (a deadline would pass by
+  // a command's retries, a cancel by minutes). The leave goes on in the background, retried
+  // until the entry expires: past that, the server reaps it before it could promote it.
+  left_later_ = true;
+  if (now_ >= entry_expiry_) return left();
+  AcquireAction a = acquire_fsm_helpers::action(AcquireAction::Kind::leave_later);
   a.ticket = reply_.ticket;
+  a.until = entry_expiry_;
   return a;
+}
+
+FAIRSEM_INLINE AcquireAction AcquireFsm::left() {
+  if (!finished_) return finish(outcome_);
+  stage_ = Stage::over;
+  return {};
 }
 
 FAIRSEM_INLINE bool AcquireFsm::past_deadline(Clock::time_point now) const noexcept {

@@ -11,11 +11,17 @@
 //
 // A driver starts with resume(start), then performs each action and resumes with what came of
 // it, until the action is `none` with the machine over():
-//   - wait_turn, wait: suspend until `until` (none: no limit); resume with what came meanwhile
-//     (admitted; woken, interrupted, refused) or, if nothing did, with tick;
+//   - wait_turn, wait, backoff: suspend until `until` (none: no limit); resume with what came
+//     meanwhile (admitted; woken, interrupted, refused) or, if nothing did, with tick;
 //   - send_try, send_queue, poll: one acquire call; resume with replied or failed;
 //   - await_replicas: WAIT on the connection the granting call ran on; replicas or failed;
-//   - subscribe, rearm, grant: done or failed; leave, report, finish: done (they cannot fail).
+//   - subscribe, rearm, grant, leave: done or failed; leave_later, report, finish: done (they
+//     cannot fail).
+// A failure says whether it passes (acquire_retry.hpp: the server restarting, loading, failing
+// over, a broken connection). A queued waiter whose poll fails that way keeps its entry and polls
+// again after a backoff, until its deadline; any other failure ends the acquire at once. A
+// request that gives up while the server is unreachable hands its leave to the background
+// (leave_later), bounded by when its entry expires on its own.
 // A driver that cannot do what it was asked for otherwise (read a wake-up, arm a timer) says
 // failed, and the machine cleans up as after any error.
 // `cancelled` may come at any time, and in place of performing the action last asked for
@@ -24,9 +30,11 @@
 // timer, a wake-up while a call is out) are kept or ignored: resume never fails.
 
 #include <chrono>
+#include <cstdint>
 #include <optional>
 #include <string>
 
+#include "fairsem/impl/acquire_retry.hpp"
 #include "fairsem/impl/replies.hpp"
 
 namespace fairsem::detail {
@@ -53,6 +61,14 @@ struct AcquireParams {
   /// The permit id is the caller's (SemaphoreOptions::permit_id), not a random one: it may name
   /// another handle's entry, which this acquire must not remove.
   bool chosen_id = false;
+  /// The semaphore's lease: an entry no call renewed for this long is reaped (never promoted)
+  /// by the server, which bounds a leave handed to the background.
+  std::chrono::milliseconds lease{10000};
+  /// Seeds the jitter of the retries' backoff (RetryBackoff).
+  std::uint64_t jitter_seed = 0;
+  /// The first pause and the cap of the retries' backoff.
+  std::chrono::milliseconds retry_first = RetryBackoff::kFirst;
+  std::chrono::milliseconds retry_cap = RetryBackoff::kCap;
 };
 
 /// What happened, for AcquireFsm::resume. Every event carries the time it is told at.
@@ -79,8 +95,9 @@ struct AcquireEvent {
   /// `sent_at`: when the call left, which the lease it reports is counted from.
   static AcquireEvent replied(AcquireReply answer, Clock::time_point sent_at, Clock::time_point at);
   /// `may_have_reached`: the call may have reached the server (false only when no connection
-  /// could be had for the first call, which then surely did nothing).
-  static AcquireEvent failed(bool may_have_reached, Clock::time_point at);
+  /// could be had for the first call, which then surely did nothing). `passing`: the failure
+  /// passes with time (passes(), acquire_retry.hpp): the server is believed unreachable.
+  static AcquireEvent failed(bool may_have_reached, Clock::time_point at, bool passing = false);
   static AcquireEvent woken(WakeUp wake_up, Clock::time_point at);
   static AcquireEvent interrupted(Clock::time_point at);
   /// `passes`: is_transient(message), a refusal that passes (the server is loading, say).
@@ -97,7 +114,7 @@ struct AcquireEvent {
   bool reached = true;     // failed
   WakeUp wake;             // woken
   std::string error;       // refused
-  bool transient = false;  // refused
+  bool transient = false;  // refused, failed
   long long acked = 0;     // replicas
 };
 
@@ -130,12 +147,15 @@ struct AcquireAction {
     grant,           // make the permit from `reply`, counted from `sent`
     leave,           // give the entry of `ticket` up (0: whatever entry the id has)
     report,          // log the waker's refused BRPOP, `error`
-    finish           // complete the request with `outcome`
+    finish,          // complete the request with `outcome`
+    backoff,         // a poll failed in a way that passes: wait until `until`, then poll again
+    leave_later      // the server is unreachable: leave the entry of `ticket` in the background,
+                     // retrying until `until` (past which the server reaps it unpromoted)
   };
 
   Kind kind = Kind::none;
-  std::optional<Clock::time_point> until;           // wait_turn, wait
-  long long ticket = 0;                             // poll, leave
+  std::optional<Clock::time_point> until;           // wait_turn, wait, backoff, leave_later
+  long long ticket = 0;                             // poll, leave, leave_later
   AcquireReply reply;                               // grant
   Clock::time_point sent;                           // grant
   std::string error;                                // report
@@ -164,6 +184,7 @@ class AcquireFsm {
     subscribing,  // queued: the subscription is being made
     waiting,      // queued and listening: for a wake-up, the next poll or the deadline
     polling,      // a poll is out
+    retrying,     // a poll failed in a way that passes: waiting to poll again
     rearming,     // the poll found the request still queued: listening again
     replicating,  // granted: WAIT is out
     granting,     // the permit is being made
@@ -194,13 +215,21 @@ class AcquireFsm {
   AcquireAction wake_up(const WakeUp& wake, Clock::time_point now);
   /// Waiting on: the deadline ends it; a poll comes now (`poll_now`) or when due.
   AcquireAction next_step(Clock::time_point now, bool poll_now);
+  /// A poll (or the rearm after it) failed in a way that passes: poll again after a backoff.
+  AcquireAction retry(Clock::time_point now);
+  /// Retrying: the deadline ends it; the next poll comes when due.
+  AcquireAction retry_step(Clock::time_point now);
   /// Granted (by a reply, or by a wake-up): WAIT first with min_replicas, then the permit.
   AcquireAction granted();
   AcquireAction grant();
   /// Ends with `outcome`, leaving the queue first when `leave_first`.
   AcquireAction end(AcquireOutcome outcome, bool leave_first);
   AcquireAction finish(AcquireOutcome outcome);
+  /// Leaves the queue: at once, or in the background while the server is unreachable (nothing,
+  /// when the entry has surely expired by now).
   AcquireAction leave();
+  /// After leaving (or handing the leave on): the outcome, or over.
+  AcquireAction left();
   /// After an error: whether this request may, and must, give its entry up.
   bool leaves_after_error() const noexcept;
   bool past_deadline(Clock::time_point now) const noexcept;
@@ -208,6 +237,16 @@ class AcquireFsm {
   const AcquireParams params_;
   const bool tries_;
   Stage stage_ = Stage::idle;
+  Clock::time_point now_;  // the time of the event being told
+  RetryBackoff backoff_;
+  Clock::time_point retry_at_;
+  // The last call failed in a way that passes (the server is believed unreachable): giving up
+  // hands the leave to the background rather than wait for it.
+  bool unreachable_ = false;
+  // When the entry expires on the server, at the latest, if no call renews it: a lease after
+  // the last call that may have reached it.
+  Clock::time_point entry_expiry_;
+  bool left_later_ = false;  // the leave was handed to the background
   bool sent_first_ = false;  // the first call was sent (it may have queued even if it failed)
   AcquireReply reply_;
   Clock::time_point sent_;

@@ -131,9 +131,11 @@ FAIRSEM_INLINE AcquireEvent AsyncAcquire::what_came() {
 FAIRSEM_INLINE void AsyncAcquire::run(AcquireAction action) {
   using Kind = AcquireAction::Kind;
   while (action.kind != Kind::none) {
-    if (action.kind == Kind::wait_turn || action.kind == Kind::wait) {
-      // Until the turn, the wake-up or cancel() posts a step, or the timer runs one.
-      waits_for_ = action.kind;
+    if (action.kind == Kind::wait_turn || action.kind == Kind::wait ||
+        action.kind == Kind::backoff) {
+      // Until the turn, the wake-up or cancel() posts a step, or the timer runs one. A backoff
+      // listens as a wait does: a wake-up says the server is back.
+      waits_for_ = action.kind == Kind::wait_turn ? Kind::wait_turn : Kind::wait;
       io_.let_go();
       const std::exception_ptr trouble = action.until ? arm_timer(*action.until) : nullptr;
       if (!trouble) return;

@@ -27,7 +27,9 @@
 
 // The units: one per src/*.cpp (tests/CMakeLists.txt checks that none is missing).
 #include "fairsem/impl/acquire-inl.hpp"
+#include "fairsem/impl/acquire_event-inl.hpp"
 #include "fairsem/impl/acquire_fsm-inl.hpp"
+#include "fairsem/impl/acquire_retry-inl.hpp"
 #include "fairsem/impl/admission-inl.hpp"
 #include "fairsem/impl/async_acquire-inl.hpp"
 #include "fairsem/impl/connect-inl.hpp"

@@ -32,7 +32,7 @@ FAIRSEM_INLINE milliseconds receipt_lifetime(const ConnectionOptions& c, millise
 
 }  // namespace semaphore_core_helpers
 
-FAIRSEM_INLINE bool is_transient(const std::string& server_message) {
+FAIRSEM_INLINE bool is_transient(std::string_view server_message) noexcept {
   return detail::starts_with(server_message, "LOADING") ||
          detail::starts_with(server_message, "BUSY ") ||
          detail::starts_with(server_message, "MASTERDOWN") ||
@@ -147,6 +147,80 @@ FAIRSEM_INLINE Reply SemaphoreCore::run(Connection& conn, std::string_view op, c
   }
   detail::check_script_reply(reply, {where_, keys_[3], options_.limit, units});
   return reply;
+}
+
+FAIRSEM_INLINE void SemaphoreCore::leave_later(const std::string& id, long long ticket,
+                                               Clock::time_point until) noexcept {
+  try {
+    {
+      std::lock_guard<std::mutex> lock(leaves_mu_);
+      leaves_.push_back({id, ticket, until});
+      if (std::exchange(leaves_scheduled_, true)) return;  // the retry under way takes it
+    }
+    runtime_->executor().post([weak = weak_from_this()] {
+      if (auto self = weak.lock()) self->retry_leaves();
+    });
+  } catch (const std::exception& e) {
+    {
+      std::lock_guard<std::mutex> lock(leaves_mu_);
+      leaves_scheduled_ = false;
+    }
+    log(LogLevel::warning, fmt::format("fairsem: {}: could not leave the queue later ({}); the "
+                                       "entry expires within one lease",
+                                       where(), e.what()));
+  }
+}
+
+FAIRSEM_INLINE void SemaphoreCore::retry_leaves() {
+  std::vector<PendingLeave> pending;
+  {
+    std::lock_guard<std::mutex> lock(leaves_mu_);
+    pending.swap(leaves_);
+  }
+  // One at a time, and none after a failure that passes: while the server is away, one call
+  // a round finds that out, not one per entry.
+  std::vector<PendingLeave> again;
+  bool away = false;
+  for (PendingLeave& leave_it : pending) {
+    if (Clock::now() >= leave_it.until) continue;  // reaped before it could be promoted
+    if (away) {
+      again.push_back(std::move(leave_it));
+      continue;
+    }
+    std::optional<Borrowed> conn;
+    const std::exception_ptr error = leave(conn, leave_it.id, leave_it.ticket);
+    if (error && detail::passes(error)) {
+      away = true;
+      again.push_back(std::move(leave_it));
+    }
+  }
+  Clock::time_point next;
+  {
+    std::lock_guard<std::mutex> lock(leaves_mu_);
+    leaves_.insert(leaves_.end(), std::make_move_iterator(again.begin()),
+                   std::make_move_iterator(again.end()));
+    if (leaves_.empty()) {
+      leaves_scheduled_ = false;
+      leave_backoff_.reset();
+      return;
+    }
+    if (!away) leave_backoff_.reset();  // new ones came meanwhile: tried at once
+    next = Clock::now() + (away ? leave_backoff_.next() : milliseconds(0));
+  }
+  try {
+    runtime_->executor().post_at(next, [weak = weak_from_this()] {
+      if (auto self = weak.lock()) self->retry_leaves();
+    });
+  } catch (const std::exception& e) {
+    {
+      std::lock_guard<std::mutex> lock(leaves_mu_);
+      leaves_.clear();
+      leaves_scheduled_ = false;
+    }
+    log(LogLevel::warning, fmt::format("fairsem: {}: could not leave the queue later ({}); the "
+                                       "entries expire within one lease",
+                                       where(), e.what()));
+  }
 }
 
 FAIRSEM_INLINE void SemaphoreCore::connect() {

@@ -49,7 +49,7 @@ class AsyncAcquire;
 /// True for the replies that say the server did not run the script yet (loading its data,
 /// busy with another script, a replica without its master, a slot in migration, a cluster
 /// without a shard for a moment): retried with backoff.
-bool is_transient(const std::string& server_message);
+bool is_transient(std::string_view server_message) noexcept;
 
 struct PermitState {
   PermitState(std::string permit_id, long long permit_ticket, std::vector<long long> permit_slots,
@@ -307,8 +307,15 @@ class SemaphoreCore : public std::enable_shared_from_this<SemaphoreCore> {
   /// WAIT for min_replicas replicas to have what this connection wrote; returns how many did.
   long long wait_replicas(Connection& conn);
   Permit make_permit(const std::string& id, const AcquireReply& reply, Clock::time_point sent);
-  /// give_up on `conn`, borrowed first if it is not (a failure to connect is logged).
-  void leave(std::optional<Borrowed>& conn, const std::string& id, long long ticket) noexcept;
+  /// Leaves the queue: removes the entry of `id` with `ticket` (0: whatever entry it has) on
+  /// `conn`, borrowed first if it is not. The error, logged, if that failed (null if not).
+  std::exception_ptr leave(std::optional<Borrowed>& conn, const std::string& id,
+                           long long ticket) noexcept;
+  /// Leaves the queue in the background (the server is unreachable now): on a worker thread,
+  /// tried again with backoff (RetryBackoff) while the failure passes, until `until`, when the
+  /// server reaps the entry before it could promote it. Never blocks; dropped if the semaphore
+  /// is gone first (the entry then expires by `until` all the same).
+  void leave_later(const std::string& id, long long ticket, Clock::time_point until) noexcept;
   /// Logs that the waker's BRPOP was refused with `error` (transient refusals are not).
   void wake_up_refused(const std::string& error);
   /// What an acquire of `id` for `units` that ended with `outcome` throws: EvictedError,
@@ -340,8 +347,15 @@ class SemaphoreCore : public std::enable_shared_from_this<SemaphoreCore> {
   /// it have had theirs answered; nullopt when `deadline` passes first. At once on fairsem's own
   /// threads and while this thread holds a pool connection, where the wait could be for itself.
   std::optional<AdmissionTurn> wait_turn(std::optional<Clock::time_point> deadline);
-  /// Leaves the queue: removes the entry of `id` with `ticket` (0: whatever entry it has).
-  void give_up(Connection& conn, const std::string& id, long long ticket) noexcept;
+  /// A leave handed to the background (leave_later).
+  struct PendingLeave {
+    std::string id;
+    long long ticket = 0;
+    Clock::time_point until;
+  };
+  /// On a worker thread: tries the pending leaves; those that fail in a way that passes are
+  /// tried again after a backoff, until their time is up.
+  void retry_leaves();
   void mark_lost(PermitState& state, const std::string& reason);
   /// Runs `call` (user code: a callback or the logger) now, or, on a renewal lane's thread, on
   /// the Client's callback thread (notifier.hpp), after the calls posted before it.
@@ -384,6 +398,11 @@ class SemaphoreCore : public std::enable_shared_from_this<SemaphoreCore> {
   const std::shared_ptr<InFlight> in_flight_ = std::make_shared<InFlight>();
   // The line every handle of this semaphore in the Client shares (null for SemaphoreAdmin).
   std::shared_ptr<Admission> admission_;
+  std::mutex leaves_mu_;  // guards the three below
+  std::vector<PendingLeave> leaves_;
+  bool leaves_scheduled_ = false;  // a retry_leaves() is posted or runs
+  RetryBackoff leave_backoff_{
+      static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count())};
 
   MetricCounters metrics_;
 };
