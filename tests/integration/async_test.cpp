@@ -201,6 +201,43 @@ TEST(AsyncAcquireTest, DestroyingTheSemaphoreCompletesPendingRequestsAndLeavesNo
   EXPECT_TRUE(holding.status().waiters.empty());
 }
 
+// The destructor waits for every callback even while the cancelled requests end under it: a
+// cancelled request leaves the queue after its callback, on a borrowed connection, and a step
+// that ended still holding that connection gave it back on whichever thread let go of the
+// request last; the destructor's own list of the requests to cancel did so while the workers
+// got through the first ones, its thread then counted itself as holding a connection, and it
+// returned without waiting (seen as a callback that ran after its semaphore was gone).
+TEST(AsyncAcquireTest, TheDestructorWaitsForEveryCallbackWhileTheCancelledRequestsLeave) {
+  constexpr int kRequests = 1500;
+  Client client(test::redis_options());
+  // Twice: each round alone caught the fault in 4 runs of 5.
+  for (int round = 0; round < 2; ++round) {
+    const SemaphoreOptions o = options(1);
+    auto sem = std::make_unique<FairSemaphore>(client, "cancelled-leave", o);
+    std::optional<Permit> held = sem->acquire();
+    // Shared with the callbacks, so that one that outlived the destructor finds it still there.
+    struct Seen {
+      std::atomic<int> returned{0};
+      std::atomic<int> cancelled{0};
+    };
+    auto seen = std::make_shared<Seen>();
+    for (int i = 0; i < kRequests; ++i) {
+      sem->acquire_async([seen](const std::exception_ptr& error, std::optional<Permit>) {
+        if (error && message_of(error).find("was destroyed") != std::string::npos) {
+          ++seen->cancelled;
+        }
+        ++seen->returned;
+      });
+    }
+    ASSERT_TRUE(wait_until([&] { return sem->status().waiters.size() == kRequests; }));
+    sem.reset();
+    ASSERT_EQ(seen->returned.load(), kRequests) << "the destructor returned before the callbacks";
+    EXPECT_EQ(seen->cancelled.load(), kRequests);
+    // And each left the queue before the destructor returned.
+    EXPECT_TRUE(FairSemaphore(client, "cancelled-leave", o).status().waiters.empty());
+  }
+}
+
 // A callback that asks again while its semaphore is being destroyed is refused, so the
 // destructor's wait for every callback of the handle ends.
 TEST(AsyncAcquireTest, ACallbackAskingAgainWhileItsSemaphoreIsDestroyedIsRefused) {

@@ -96,8 +96,16 @@ FAIRSEM_INLINE void AsyncAcquire::step() {
       // Not the I/O's (it fails as an event): out of memory, say. Completed with the error;
       // an entry left behind expires within one lease.
       io_.keep_error(std::current_exception());
+      io_.let_go();
       finish(AcquireOutcome::failed);
     }
+    // A step gives back the connection it borrowed before it ends, on its own thread: the
+    // leave that follows a cancelled request's callback borrows one as the machine stops, and
+    // the request can be let go of last on another thread (one that cancelled it, or a
+    // destructor's), which would give the connection back there and skew both threads' count
+    // of the connections they hold (ConnectionPool::take): one would pass the pool's bound
+    // for good, the other would not wait for callbacks where it must (end_requests).
+    io_.let_go();
     std::lock_guard<std::mutex> lock(mu_);
     if (!again_ || finished_) {
       running_ = false;
