@@ -48,6 +48,8 @@ python3 scripts/check_links.py
 total_pass=0
 total_fail=0
 failed_configs=()
+failed_tests=()  # "[tag] name (reason)", repeated at the end where CI's excerpt of the log shows it
+failed_logs=()
 
 # run_ctest TAG DIR [VAR=VALUE... --] [CTEST ARGS...]: runs ctest in DIR with those environment
 # variables, adds its counts to the totals and fails TAG when a test failed or was skipped.
@@ -78,6 +80,10 @@ run_ctest() {
     status=1
   fi
   if [ "$status" -ne 0 ] || [ -z "$line" ]; then
+    mapfile -t -O "${#failed_tests[@]}" failed_tests < <(
+      sed -n '/The following tests FAILED:/,$p' "$log" | grep -E '^[[:space:]]+[0-9]+ - ' |
+        sed -E "s/^[[:space:]]+[0-9]+ - /[$tag] /")
+    failed_logs+=("$log")
     failed_configs+=("$tag")
     [ -n "$line" ] || total_fail=$((total_fail + 1))
   fi
@@ -189,6 +195,13 @@ done
 
 echo
 if [ "${#failed_configs[@]}" -gt 0 ]; then
+  # What failed, and the lines of its output that say how (the whole output is in the logs).
+  for log in "${failed_logs[@]}"; do
+    echo "--- from $log:"
+    grep -E ': Failure$|^Expected|^  Actual|Which is|WARNING: ThreadSanitizer|ERROR: (Address|Leak)Sanitizer|runtime error:|SIGSEGV|Segmentation|\*\*\*Exception|Timeout|threw|^\[  FAILED  \]' \
+      "$log" | head -n 40 || true
+  done
+  printf 'FAILED test: %s\n' "${failed_tests[@]}"
   echo "FAILED configurations: ${failed_configs[*]}"
 fi
 echo "tests: $total_pass passed, $total_fail failed"
