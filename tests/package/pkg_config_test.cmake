@@ -12,6 +12,7 @@ if(NOT rc EQUAL 0)
 endif()
 separate_arguments(flags UNIX_COMMAND "${flags}")
 separate_arguments(cxx_flags UNIX_COMMAND "${CXX_FLAGS}")
+separate_arguments(link_flags UNIX_COMMAND "${EXE_LINKER_FLAGS}")
 # pkg-config gives no run path: as a user would, add one for each library directory it names
 # (a shared libfairsem, a hiredis outside the loader's default directories).
 set(rpaths "")
@@ -21,7 +22,8 @@ foreach(flag IN LISTS flags)
   endif()
 endforeach()
 # Plain --libs, as a user would write it: it must be enough for the static library too.
-execute_process(COMMAND "${CXX}" -std=c++17 ${cxx_flags} "${SOURCE}" -o "${OUTPUT}" ${flags} ${rpaths}
+execute_process(COMMAND "${CXX}" -std=c++17 ${cxx_flags} "${SOURCE}" -o "${OUTPUT}" ${link_flags}
+                        ${flags} ${rpaths}
   RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "compiling the pkg-config consumer failed")
