@@ -3,8 +3,8 @@
 # of which includes its include/fairsem/impl/*-inl.hpp) and the example programs and the
 # `fairsem` command (examples/, examples/cli/); the headers in include/fairsem, implementation
 # included, are checked through its HeaderFilterRegex, the examples' own headers through the
-# programs that include them. The library's units are checked as one translation unit (see
-# fold_units below), the programs one by one. Fails on any finding (.clang-tidy makes every warning an error),
+# programs that include them. The library's units are checked as one translation unit, the
+# `fairsem` command's files as another (see fold_units below), the other programs one by one. Fails on any finding (.clang-tidy makes every warning an error),
 # and on a file that is not in the compile database (clang-tidy would skip it silently).
 #
 #   bash scripts/tidy.sh                       # every file in src/, examples/, examples/cli/
@@ -16,38 +16,74 @@ cd "$FAIRSEM_ROOT"
 
 fairsem_ensure_packages clang-tidy-14
 
-# fold_units DIR: the library's units among the files (src/*.cpp, each only an #include of its
-# include/fairsem/impl/<unit>-inl.hpp) are checked as one translation unit, DIR/units.cpp, which
-# includes each unit's -inl.hpp (as header-only mode compiles them), added to DIR's compile
-# database with the flags of the units': the headers are parsed and checked once instead of once
-# per unit (30 s instead of about 5 minutes of CPU). One check is off there, misc-no-recursion:
-# seeing the whole library at once, it reports call cycles that exist by design and end after
-# one turn (a connection found through Sentinel or a cluster opens direct connections to ask
-# where to go; a redirection reloads the scripts on the node it was sent to).
-fold_units() {
-  local dir=$1 f units=() rest=() unit_patterns=()
-  for f in "${files[@]}"; do
-    if [[ "$f" == src/*.cpp ]]; then units+=("$f"); else rest+=("$f"); fi
-  done
-  [ "${#units[@]}" -gt 1 ] || return 0
-  for f in "${units[@]}"; do
-    echo "#include \"fairsem/impl/$(basename "$f" .cpp)-inl.hpp\""
-  done >"$dir/units.cpp"
-  python3 - "$dir" "$(realpath "${units[0]}")" <<'PY'
+# fold DIR NAME INCLUDE CHECKS FILTER FILE...: checks FILE... as one translation unit,
+# DIR/NAME.cpp, which includes each file's INCLUDE (a command printing the line for "$f"), with
+# the compile database's flags of the first, in the background (its pid and log are added to
+# fold_pids and fold_logs). The headers they share are parsed and checked once instead of once
+# per file. CHECKS: more --checks; FILTER: the header filter, when the folded files are not
+# headers.
+fold() {
+  local dir=$1 name=$2 include=$3 checks=$4 filter=$5 f
+  shift 5
+  for f in "$@"; do eval "$include"; done >"$dir/$name.cpp"
+  python3 - "$dir" "$(realpath "$1")" "$name.cpp" <<'PY'
 import json, os, sys
-directory, model = sys.argv[1], sys.argv[2]
+directory, model, name = sys.argv[1:4]
 path = os.path.join(directory, "compile_commands.json")
-db = [e for e in json.load(open(path)) if not e["file"].endswith("/units.cpp")]
+unity = os.path.realpath(os.path.join(directory, name))
+db = [e for e in json.load(open(path)) if e["file"] != unity]
 entry = dict(next(e for e in db if e["file"] == model))
-unity = os.path.realpath(os.path.join(directory, "units.cpp"))
 entry["command"] = entry["command"].replace(model, unity)
 entry["file"] = unity
 entry.pop("output", None)
 json.dump(db + [entry], open(path, "w"), indent=2)
 PY
-  clang-tidy-14 -p "$dir" --quiet --checks=-misc-no-recursion "$dir/units.cpp" \
-    >"$dir/tidy-units.log" 2>&1 &
-  units_pid=$!
+  local args=(-p "$dir" --quiet)
+  [ -z "$checks" ] || args+=("--checks=$checks")
+  [ -z "$filter" ] || args+=("--header-filter=$filter")
+  clang-tidy-14 "${args[@]}" "$dir/$name.cpp" >"$dir/tidy-$name.log" 2>&1 &
+  fold_pids+=($!)
+  fold_logs+=("$dir/tidy-$name.log")
+}
+
+# fold_units DIR: what is checked folded (fold), and the rest one file at a time (patterns).
+#   - The library's units (src/*.cpp, each only an #include of its
+#     include/fairsem/impl/<unit>-inl.hpp), as DIR/units.cpp, which includes each unit's -inl.hpp
+#     as header-only mode compiles them (30 s instead of about 5 minutes of CPU). One check is
+#     off there, misc-no-recursion: seeing the whole library at once, it reports call cycles that
+#     exist by design and end after one turn (a connection found through Sentinel or a cluster
+#     opens direct connections to ask where to go; a redirection reloads the scripts on the node
+#     it was sent to).
+#   - The `fairsem` command's files (examples/cli/*.cpp), as DIR/cli.cpp (each took about 35 s
+#     alone, nearly all of it in the headers they share), with the header filter widened to
+#     them and bugprone-suspicious-include off (it reports cli.cpp's own #include lines); but
+#     watch.cpp, which names a constant as run.cpp does. The example programs stay apart: each
+#     has its own main, usage text and Options.
+fold_units() {
+  local dir=$1 f units=() cli=() rest=()
+  for f in "${files[@]}"; do
+    if [[ "$f" == src/*.cpp ]]; then
+      units+=("$f")
+    elif [[ "$f" == examples/cli/*.cpp && "$f" != examples/cli/watch.cpp ]]; then
+      cli+=("$f")
+    else
+      rest+=("$f")
+    fi
+  done
+  if [ "${#units[@]}" -gt 1 ]; then
+    # shellcheck disable=SC2016  # expanded by fold, for each file
+    fold "$dir" units 'echo "#include \"fairsem/impl/$(basename "$f" .cpp)-inl.hpp\""' \
+      -misc-no-recursion "" "${units[@]}"
+  else
+    rest+=("${units[@]}")
+  fi
+  if [ "${#cli[@]}" -gt 1 ]; then
+    # shellcheck disable=SC2016
+    fold "$dir" cli 'echo "#include \"$(realpath "$f")\""' -bugprone-suspicious-include \
+      '/include/fairsem/|/examples/cli/[a-z_]+\.cpp$' "${cli[@]}"
+  else
+    rest+=("${cli[@]}")
+  fi
   patterns=()
   for f in "${rest[@]}"; do patterns+=("^$(realpath "$f" | sed 's/[.[\*^$]/\\&/g')\$"); done
 }
@@ -55,7 +91,7 @@ PY
 # tidy_pass DIR LABEL [CMAKE ARGS...]: configures DIR (compile_commands.json) and runs
 # clang-tidy on "${files[@]}"; returns 1 on any finding.
 tidy_pass() {
-  local dir=$1 label=$2 log status findings patterns=() f
+  local dir=$1 label=$2 log status findings patterns=() f fold_pids fold_logs
   shift 2
   fairsem_log "[tidy] configure $dir ($label)"
   # clang++-14 compiles what clang-tidy-14 parses, so no flag of another compiler confuses it.
@@ -76,7 +112,8 @@ tidy_pass() {
   done
   fairsem_log "[tidy] clang-tidy-14 on ${#files[@]} file(s) ($label)"
   log="$dir/tidy.log"
-  units_pid=""
+  fold_pids=()
+  fold_logs=()
   fold_units "$dir"
   set +e
   status=0
@@ -87,10 +124,10 @@ tidy_pass() {
       sed 's/\x1b\[[0-9;]*m//g' >"$log"
     status=${PIPESTATUS[0]}
   fi
-  if [ -n "$units_pid" ]; then
-    wait "$units_pid" || status=1
-    cat "$dir/tidy-units.log" >>"$log"
-  fi
+  for f in "${!fold_pids[@]}"; do
+    wait "${fold_pids[$f]}" || status=1
+    cat "${fold_logs[$f]}" >>"$log"
+  done
   set -e
   # Everything but run-clang-tidy's own progress lines: the findings, with their source lines.
   grep -v -E '^(clang-tidy-14 |Enabled checks:|[0-9]+ warnings? (and [0-9]+ errors? )?generated|Suppressed [0-9]+ warnings|Use -header-filter|Running clang-tidy)' "$log" || true
