@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "redis_cluster.hpp"
+#include "stopped.hpp"
 #include "wait.hpp"
 
 namespace {
@@ -40,21 +41,6 @@ using Clock = std::chrono::steady_clock;
 int slot_of(const std::string& name) {
   return fairsem::detail::key_slot("fairsem:{" + name + "}:owner");
 }
-
-/// SIGSTOP for the object's life (SIGCONT at the latest when the test ends).
-struct Stopped {
-  explicit Stopped(pid_t p) : pid(p) { EXPECT_EQ(::kill(pid, SIGSTOP), 0); }
-  Stopped(const Stopped&) = delete;
-  Stopped& operator=(const Stopped&) = delete;
-  ~Stopped() { resume(); }
-  void resume() {
-    if (pid > 0) {
-      EXPECT_EQ(::kill(pid, SIGCONT), 0);
-    }
-    pid = -1;
-  }
-  pid_t pid;
-};
 
 class ClusterRenewalTest : public ::testing::Test {
  protected:
@@ -138,7 +124,7 @@ TEST_F(ClusterRenewalTest, AHungMasterCostsNoPermitOnTheHealthyOnes) {
   // The master hangs for three leases. Meanwhile no healthy permit may run out.
   std::map<std::string, bool> seen_lost;
   {
-    Stopped stopped(cluster().node(hung).pid());
+    fairsem::test::Stopped stopped(cluster().node(hung).pid());
     const auto until = Clock::now() + 3 * lease;
     (void)wait_until(
         [&] {

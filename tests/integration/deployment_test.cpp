@@ -27,6 +27,7 @@
 #include "redis_cluster.hpp"
 #include "redis_sentinel.hpp"
 #include "script_command.hpp"
+#include "stopped.hpp"
 #include "wait.hpp"
 
 namespace {
@@ -457,16 +458,6 @@ class ReplicationTest : public ::testing::Test {
     })) << "the replica never caught up";
   }
 
-  // A stopped replica acknowledges nothing; SIGCONT again at the latest when the test ends
-  // (its destructor could not stop it otherwise).
-  struct Stopped {
-    explicit Stopped(pid_t p) : pid(p) { EXPECT_EQ(::kill(pid, SIGSTOP), 0); }
-    Stopped(const Stopped&) = delete;
-    Stopped& operator=(const Stopped&) = delete;
-    ~Stopped() { ::kill(pid, SIGCONT); }
-    pid_t pid;
-  };
-
   RedisServer master{{"--repl-diskless-sync-delay", "0"}};
   RedisServer replica{{"--replicaof", "127.0.0.1", std::to_string(master.port())}};
   Connection admin = node_connection(master);
@@ -506,7 +497,7 @@ TEST_F(ReplicationTest, ARenewalNoReplicaAcknowledgesKeepsTheOldDeadline) {
 
   // A stopped replica acknowledges nothing: the renewal is done on the master, but the
   // holder's deadline stays where the last acknowledged write put it.
-  std::optional<Stopped> stopped(std::in_place, replica.pid());
+  std::optional<fairsem::test::Stopped> stopped(std::in_place, replica.pid());
   EXPECT_TRUE(p.renew());
   EXPECT_EQ(p.deadline(), granted_deadline);
   {
@@ -547,7 +538,7 @@ TEST_F(ReplicationTest, AWeightedGrantNoReplicaAcknowledgesGivesBackEveryUnit) {
   EXPECT_EQ(p.slots(), (std::vector<long long>{0, 1, 2}));
   EXPECT_EQ(p.release(1), fairsem::ReleaseResult::released);  // 2 units free now
 
-  std::optional<Stopped> stopped(std::in_place, replica.pid());
+  std::optional<fairsem::test::Stopped> stopped(std::in_place, replica.pid());
   try {
     (void)sem.try_acquire(2);
     FAIL() << "a weighted grant no replica acknowledged was accepted";

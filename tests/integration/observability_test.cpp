@@ -22,6 +22,7 @@
 #include "fairsem/impl/connection.hpp"
 #include "redis_server.hpp"
 #include "semaphore_fixture.hpp"
+#include "stopped.hpp"
 #include "test_env.hpp"
 #include "wait.hpp"
 
@@ -279,21 +280,6 @@ class Events {
   std::vector<Event> events_;
 };
 
-/// SIGSTOPs a server for its lifetime: it accepts connections (the kernel does) but answers
-/// nothing, as a hung server does.
-class Stopped {
- public:
-  explicit Stopped(const test::RedisServer& server) : pid_(server.pid()) {
-    EXPECT_EQ(0, ::kill(pid_, SIGSTOP));
-  }
-  ~Stopped() { ::kill(pid_, SIGCONT); }
-  Stopped(const Stopped&) = delete;
-  Stopped& operator=(const Stopped&) = delete;
-
- private:
-  pid_t pid_;
-};
-
 // Renewals of a hung server fail: on_renew_failure reports each with the lease still left,
 // until the lease runs out and on_lost reports the loss; the logger hears of every failure.
 TEST_F(ObservabilityTest, RenewFailuresAreReportedWithTheLeaseLeftBeforeThePermitIsLost) {
@@ -319,7 +305,7 @@ TEST_F(ObservabilityTest, RenewFailuresAreReportedWithTheLeaseLeftBeforeThePermi
   FairSemaphore sem(c, "renew-failure", o);
   std::optional<Permit> p = sem.acquire();
   {
-    const Stopped hung(server);
+    const test::Stopped hung(server.pid());
     ASSERT_TRUE(wait_until([&] { return p->lost(); }));
     ASSERT_TRUE(wait_until([&] { return !events.all().empty() && events.all().back().lost; }));
   }
