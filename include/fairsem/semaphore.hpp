@@ -67,7 +67,9 @@ class AcquireRequest {
   AcquireRequest() noexcept = default;
   /// Cancels the request unless it has completed: its callback gets a CancelledError, and then
   /// its queue entry is removed (a permit granted to it in the last instant passes on to the
-  /// next waiter). Returns false when the request had completed (or been cancelled) already.
+  /// next waiter). Returns false when the request had completed (or been cancelled) already;
+  /// true means the callback gets a CancelledError, once, whatever came at the same instant (a
+  /// grant, a timeout, an eviction, an error).
   /// Never blocks: the callback and the removal happen on a worker thread, the callback first,
   /// so that it does not wait for Redis; the FairSemaphore's destructor waits for the removal.
   bool cancel();

@@ -16,19 +16,6 @@ FAIRSEM_INLINE AcquireAction action(AcquireAction::Kind kind) {
   return a;
 }
 
-/// A cancel that comes before the outcome was delivered wins over a grant (the permit made is
-/// dropped, which releases it), a rejection and a timeout; an error stands.
-FAIRSEM_INLINE AcquireOutcome cancel_wins(AcquireOutcome outcome) noexcept {
-  switch (outcome) {
-    case AcquireOutcome::granted:
-    case AcquireOutcome::rejected:
-    case AcquireOutcome::timed_out:
-      return AcquireOutcome::cancelled;
-    default:
-      return outcome;
-  }
-}
-
 }  // namespace acquire_fsm_helpers
 
 // --- AcquireFsm -------------------------------------------------------------------------------
@@ -142,9 +129,11 @@ FAIRSEM_INLINE AcquireAction AcquireFsm::on_failed(const AcquireEvent& event) {
   }
   if (event.reached) entry_expiry_ = event.now + params_.lease;
   unreachable_ = event.transient;
-  // A waiter's poll (or the listening again after it) that failed in a way that passes keeps
-  // the entry, and a wake-up kept meanwhile: the server is restarting, loading or failing over.
-  if (event.transient && (stage_ == Stage::polling || stage_ == Stage::rearming)) {
+  // A waiter's poll, or its listening (the first, right after it queued, or again after a
+  // poll), that failed in a way that passes keeps the entry, and a wake-up kept meanwhile: the
+  // server is restarting, loading or failing over.
+  if (event.transient &&
+      (stage_ == Stage::polling || stage_ == Stage::subscribing || stage_ == Stage::rearming)) {
     return retry(event.now);
   }
   if (stage_ == Stage::calling) sent_first_ = event.reached;
@@ -250,12 +239,14 @@ FAIRSEM_INLINE AcquireAction AcquireFsm::on_cancelled() {
   // a command timeout). The entry is given up right after.
   switch (stage_) {
     case Stage::finishing:
-      // Decided, not delivered yet. Left already if it had to be.
-      return finish(acquire_fsm_helpers::cancel_wins(outcome_));
+      // Decided, not delivered yet: the cancel wins over whatever it was (a permit made is
+      // dropped, which releases it; an eviction or an error is not reported), since cancel()
+      // promised a CancelledError. Left already if it had to be.
+      return finish(AcquireOutcome::cancelled);
     case Stage::leaving:
       // The leave dropped for the cancel comes after the outcome.
       leave_after_finish_ = true;
-      return finish(acquire_fsm_helpers::cancel_wins(outcome_));
+      return finish(AcquireOutcome::cancelled);
     default:
       // Queued (or granted by a reply or a wake-up not acted on yet): the entry, a permit or
       // not, is given up, which passes a promotion on to the next waiter.

@@ -192,12 +192,10 @@ FAIRSEM_INLINE void AsyncAcquire::finish(AcquireOutcome outcome) {
     turn = std::exchange(turn_, std::nullopt);
     cancelled = cancelled_;
   }
-  // cancel() came first (it returned true) while this step granted or gave up: the request
-  // ends cancelled all the same, and a permit it got is released (passed on) at once.
-  if (cancelled && (outcome == AcquireOutcome::granted || outcome == AcquireOutcome::rejected ||
-                    outcome == AcquireOutcome::timed_out)) {
-    outcome = AcquireOutcome::cancelled;
-  }
+  // cancel() came first (it returned true) while this step granted, gave up or failed: the
+  // request ends cancelled all the same, as cancel() promised (a permit it got is released,
+  // passed on, at once; an eviction or an error that came at that instant is not reported).
+  if (cancelled) outcome = AcquireOutcome::cancelled;
   turn.reset();  // before the callback, which may take its time
   std::optional<Permit> permit = io_.take_permit();
   if (outcome != AcquireOutcome::granted) permit.reset();

@@ -188,7 +188,7 @@ FAIRSEM_INLINE void SemaphoreCore::retry_leaves() {
       continue;
     }
     std::optional<Borrowed> conn;
-    const std::exception_ptr error = leave(conn, leave_it.id, leave_it.ticket);
+    const std::exception_ptr error = leave(conn, leave_it.id, leave_it.ticket, true);
     if (error && detail::passes(error)) {
       away = true;
       again.push_back(std::move(leave_it));

@@ -27,6 +27,7 @@
 #include "fairsem/impl/acquire_fsm.hpp"
 #include "fairsem/impl/admission.hpp"
 #include "fairsem/impl/connection.hpp"
+#include "fairsem/impl/in_flight.hpp"
 #include "fairsem/impl/replies.hpp"
 #include "fairsem/impl/router.hpp"
 #include "fairsem/impl/runtime.hpp"
@@ -168,38 +169,6 @@ struct MetricCounters {
   Counter wait_nanoseconds{0};
 };
 
-/// A semaphore's asynchronous requests: the pending ones (owned here; their timers and wake-up
-/// hooks hold them weakly), and the steps under way on a worker thread (or the waker's), each
-/// counted until it has let go of every reference it held. What a FairSemaphore handle that
-/// goes away cancels and waits for.
-struct InFlight {
-  std::mutex mu;
-  std::condition_variable cv;
-  std::unordered_map<AsyncAcquire*, std::shared_ptr<AsyncAcquire>> pending;
-  std::size_t steps = 0;
-  bool closing = false;  // snapshot(true) ran: new requests are refused
-
-  /// Counts one step for its lifetime.
-  class Step {
-   public:
-    explicit Step(InFlight& in_flight);
-    ~Step();
-    Step(const Step&) = delete;
-    Step& operator=(const Step&) = delete;
-
-   private:
-    InFlight& in_flight_;
-  };
-  /// Registers a pending request; false once closing.
-  bool add(const std::shared_ptr<AsyncAcquire>& request);
-  /// No longer pending (completed).
-  void remove(AsyncAcquire* request);
-  /// The pending requests, now; with `close`, refuses new ones from now on.
-  std::vector<std::shared_ptr<AsyncAcquire>> snapshot(bool close);
-  /// Until no request is pending and no step is under way.
-  void wait_idle();
-};
-
 class SemaphoreCore : public std::enable_shared_from_this<SemaphoreCore> {
  public:
   /// `admin`: for SemaphoreAdmin, whose calls pass limit 0 ("whatever Redis stores"); the
@@ -308,9 +277,13 @@ class SemaphoreCore : public std::enable_shared_from_this<SemaphoreCore> {
   long long wait_replicas(Connection& conn);
   Permit make_permit(const std::string& id, const AcquireReply& reply, Clock::time_point sent);
   /// Leaves the queue: removes the entry of `id` with `ticket` (0: whatever entry it has) on
-  /// `conn`, borrowed first if it is not. The error, logged, if that failed (null if not).
-  std::exception_ptr leave(std::optional<Borrowed>& conn, const std::string& id,
-                           long long ticket) noexcept;
+  /// `conn`, borrowed first if it is not, within one command timeout (retries and reconnects
+  /// included). The error, logged, if that failed (null if not). While a leave failed a moment
+  /// ago in a way that passes (the server is away), one not `background` fails at once, with no
+  /// call: a request's leave then goes to the background (leave_later) without waiting for a
+  /// time-out of its own, so many requests cancelled (or timed out) together wait for one.
+  std::exception_ptr leave(std::optional<Borrowed>& conn, const std::string& id, long long ticket,
+                           bool background = false) noexcept;
   /// Leaves the queue in the background (the server is unreachable now): on a worker thread,
   /// tried again with backoff (RetryBackoff) while the failure passes, until `until`, when the
   /// server reaps the entry before it could promote it. Never blocks; dropped if the semaphore
@@ -398,6 +371,9 @@ class SemaphoreCore : public std::enable_shared_from_this<SemaphoreCore> {
   const std::shared_ptr<InFlight> in_flight_ = std::make_shared<InFlight>();
   // The line every handle of this semaphore in the Client shares (null for SemaphoreAdmin).
   std::shared_ptr<Admission> admission_;
+  // Until when a leave skips its call (leave()): a command timeout after one failed in a way
+  // that passes; 0 once one succeeded. Clock's ticks since its epoch.
+  std::atomic<Clock::rep> leaves_away_until_{0};
   std::mutex leaves_mu_;  // guards the three below
   std::vector<PendingLeave> leaves_;
   bool leaves_scheduled_ = false;  // a retry_leaves() is posted or runs
