@@ -5,17 +5,19 @@
 #          pkg-config, the .deb, the examples built standalone) among them
 #   tsan   Debug, C++17, warnings as errors, ThreadSanitizer, with Debian's hiredis: every test
 #          but the packaging ones (they build consumers; they run no code of fairsem's threads)
-#   compat Release (-O2), C++20, warnings as errors, with the benchmarks (each runs a second),
-#          against hiredis 1.2.0 and the other servers fairsem supports, built from the compat
-#          tarballs (scripts/compat.sh): every test but the deployment and stress ones (the
-#          packaging ones with hiredis 1.2.0's own CMake config among them, but the three that
-#          build fairsem from source, which asan runs) on Debian's
-#          redis-server; with TLS (hiredis_ssl), the integration, deployment and stress tests
-#          again with every server speaking only TLS (FAIRSEM_TEST_TLS=1); then the integration,
-#          deployment and stress tests (the TLS tests among them) on each of Valkey 8.0.1,
-#          Redis 6.2.16 and Redis 7.2.6, built with TLS (with a 20 s stress run)
+#   compat Release (-O2; the tests' own code -O0), C++20, warnings as errors, with the
+#          benchmarks (each runs a second), against hiredis 1.2.0 and the other servers fairsem
+#          supports, built from the compat tarballs (scripts/compat.sh): the tests that need no
+#          server of their own (unit, packaging with hiredis 1.2.0's own CMake config, but the
+#          three that build fairsem from source, which asan runs); with TLS (hiredis_ssl), the
+#          integration, deployment and stress tests on Debian's redis-server speaking only TLS
+#          (FAIRSEM_TEST_TLS=1); then the integration, deployment and stress tests (the TLS
+#          tests among them) on each of Valkey 8.0.1, Redis 6.2.16 and Redis 7.2.6, built with
+#          TLS (a 20 s stress run, two tests per core)
 #   tidy   clang-tidy 14 over src/ and include/ (scripts/tidy.sh), every finding an error
 #   fuzz   each libFuzzer target for FAIRSEM_FUZZ_SECONDS (30) seconds (scripts/fuzz.sh)
+#          (tidy and fuzz, after compat, run beside compat's test passes at nice 19: those mostly
+#          wait on their servers)
 # So each standard (17, 20), build type, hiredis (Debian's 0.14.1, 1.2.0) and sanitizer is
 # built with warnings as errors and runs the tests. Every configuration that builds the tests
 # builds header-only mode too (header_only.consumer and the package tests' header-only
@@ -45,6 +47,9 @@ clang-format --dry-run -Werror "${sources[@]}"
 fairsem_log "checking the links of the Markdown files"
 python3 scripts/check_links.py
 
+# What an earlier run of the checks beside compat left (start_background_checks).
+rm -f build/ci-tidy.out build/ci-tidy.rc build/ci-fuzz.out build/ci-fuzz.rc
+
 total_pass=0
 total_fail=0
 failed_configs=()
@@ -52,7 +57,8 @@ failed_tests=()  # "[tag] name (reason)", repeated at the end where CI's excerpt
 failed_logs=()
 
 # run_ctest TAG DIR [VAR=VALUE... --] [CTEST ARGS...]: runs ctest in DIR with those environment
-# variables, adds its counts to the totals and fails TAG when a test failed or was skipped.
+# variables, ctest_jobs tests at a time (one per core if unset), adds its counts to the totals
+# and fails TAG when a test failed or was skipped.
 run_ctest() {
   local tag=$1 dir=$2 env=() log status line skipped
   shift 2
@@ -63,7 +69,8 @@ run_ctest() {
   log="$dir/ctest-${tag//[^a-z0-9.-]/_}.log"
   fairsem_log "[$tag] test"
   set +e
-  env "${env[@]}" ctest --test-dir "$dir" -j "$(fairsem_jobs)" --output-on-failure "$@" 2>&1 |
+  env "${env[@]}" ctest --test-dir "$dir" -j "${ctest_jobs:-$(fairsem_jobs)}" --output-on-failure \
+    "$@" 2>&1 |
     tee "$log"
   status=${PIPESTATUS[0]}
   set -e
@@ -115,6 +122,55 @@ FAIRSEM_FROM_SOURCE_PACKAGE_TESTS='^(package\.add_subdirectory|package\.add_subd
 # answer LOADING, loading-process-events-interval-bytes (Redis 7.0 on).
 FAIRSEM_REDIS7_ONLY='FunctionLibraryTest\.(AFunctionFlush|AUserWith|AForeignLibrary|OutOfMemory)|RideOutTest\.WaitersRideOutALoadingServer'
 
+# tidy and fuzz need no server and mostly the CPU, which compat's test passes leave idle (they
+# wait on their servers): asked for after compat, they run beside those passes, one after the
+# other, at the lowest priority (nice 19), so that a test's thread gets a core the moment it
+# wants one. Their output is shown, and counted, at their own place in the list.
+background_pid=""
+start_background_checks() {
+  local wanted=() after_compat=false c
+  for c in "${configs[@]}"; do
+    if [ "$c" = compat ]; then
+      after_compat=true
+    elif $after_compat && { [ "$c" = tidy ] || [ "$c" = fuzz ]; }; then
+      wanted+=("$c")
+    fi
+  done
+  [ "${#wanted[@]}" -gt 0 ] || return 0
+  fairsem_ensure_packages clang-tidy-14 clang-14 libclang-rt-14-dev  # apt, before, not beside
+  fairsem_log "[${wanted[*]}] started beside compat's tests (nice 19)"
+  (
+    for c in "${wanted[@]}"; do
+      rc=0
+      nice -n 19 bash "scripts/$c.sh" >"build/ci-$c.out" 2>&1 || rc=$?
+      echo "$rc" >"build/ci-$c.rc"
+    done
+  ) &
+  background_pid=$!
+}
+
+# run_check NAME: scripts/NAME.sh (tidy, fuzz), or what its run beside compat's tests printed;
+# one check, counted as one passed or failed test.
+run_check() {
+  local name=$1 rc=0
+  if [ -n "$background_pid" ]; then
+    wait "$background_pid" 2>/dev/null || true  # at the second check, already waited for
+  fi
+  if [ -f "build/ci-$name.rc" ]; then
+    fairsem_log "[$name] (ran beside compat's tests)"
+    cat "build/ci-$name.out"
+    rc=$(cat "build/ci-$name.rc")
+  else
+    bash "scripts/$name.sh" || rc=$?
+  fi
+  if [ "$rc" -eq 0 ]; then
+    total_pass=$((total_pass + 1))
+  else
+    failed_configs+=("$name")
+    total_fail=$((total_fail + 1))
+  fi
+}
+
 # The compat stage (see the top of this file and scripts/compat.sh).
 run_compat() {
   local compat hiredis dir=build/ci-compat server name version exclude
@@ -145,19 +201,26 @@ run_compat() {
     -DFAIRSEM_TEST_COMPILE_OPTIONS=-O0 \
     "-Dhiredis_DIR=$hiredis/lib/cmake/hiredis" \
     "-DFAIRSEM_TEST_HIREDIS_PREFIX=$hiredis" -DFAIRSEM_TLS=ON -DFAIRSEM_BUILD_BENCHMARKS=ON
-  # Deployments and stress ran on Debian's server in the configurations before; here they run
-  # on each other server.
+  start_background_checks
+  # What needs no server of the tests' own (unit, package, harness tests); the tests against
+  # servers run below, over TLS on Debian's and in plaintext on each other server (with
+  # hiredis 1.2.0 as here; in plaintext on Debian's with hiredis 0.14 in asan and tsan).
   run_ctest "compat.hiredis-$FAIRSEM_COMPAT_HIREDIS" "$dir" \
     "FAIRSEM_TEST_EXPECT_SERVER=redis $(redis-server --version | sed -E 's/.* v=([0-9.]+).*/\1/')" \
-    -- -LE 'deployment|stress' -E "$FAIRSEM_FROM_SOURCE_PACKAGE_TESTS"
-  # TLS: every server the tests start speaks only TLS (here Debian's redis-server, built with it). Not run
-  # there: the tests that put a plaintext RESP-reading proxy (LostReplyTest, LostWakeUpTest) or a plaintext
-  # fake server (two SecurityAclTest cases) between fairsem and Redis; they run above.
+    -- -LE 'integration|deployment|stress' -E "$FAIRSEM_FROM_SOURCE_PACKAGE_TESTS"
+  # TLS: every server the tests start speaks only TLS (here Debian's redis-server, built with
+  # it). Not run there: the tests that put a plaintext RESP-reading proxy (LostReplyTest,
+  # LostWakeUpTest) or a plaintext fake server (two SecurityAclTest cases) between fairsem and
+  # Redis; they run on the other servers below.
   run_ctest "compat.tls" "$dir" FAIRSEM_TEST_TLS=1 \
     "FAIRSEM_TEST_EXPECT_SERVER=redis $(redis-server --version | sed -E 's/.* v=([0-9.]+).*/\1/')" \
     -- -L 'integration|deployment|stress' -E "$FAIRSEM_TLS_PLAINTEXT_ONLY"
   # On each other server a stress run of 20 s instead of 45 (every fault kind is still injected
-  # two or three times; the 45 s runs are asan's, tsan's and TLS's).
+  # two or three times; the 45 s runs are asan's, tsan's and TLS's), and two tests per core:
+  # these runs mostly wait on their servers (about a fifth of the CPU busy; 108 -> 83 s on
+  # Valkey when measured).
+  local ctest_jobs
+  ctest_jobs=$(($(fairsem_jobs) * 2))
   for server in "${FAIRSEM_COMPAT_SERVERS[@]}"; do
     read -r name version <<<"$server"
     exclude=()
@@ -180,15 +243,7 @@ for config in "${configs[@]}"; do
     tsan)  preset=tsan;    std=17; env=(TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1)
            labels=(-LE package) ;;
     compat) run_compat; continue ;;
-    tidy|fuzz)
-      # One check each: counted as one passed or failed test.
-      if bash "scripts/$config.sh"; then
-        total_pass=$((total_pass + 1))
-      else
-        failed_configs+=("$config")
-        total_fail=$((total_fail + 1))
-      fi
-      continue ;;
+    tidy|fuzz) run_check "$config"; continue ;;
     *) echo "unknown configuration '$config' (cxx17, cxx20, asan, tsan, compat, tidy, fuzz)" >&2
        exit 64 ;;
   esac
