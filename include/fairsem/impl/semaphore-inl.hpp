@@ -159,6 +159,7 @@ FAIRSEM_INLINE void cancel_pending(const std::shared_ptr<detail::SemaphoreCore>&
   } catch (...) {
     // No memory for the error: the requests complete on their own (deadline or grant).
   }
+  core->close_leaves();
 }
 
 /// In a child made by fork(), a handle's (FairSemaphore's, SemaphoreAdmin's) core is its

@@ -12,6 +12,7 @@
 #include "fairsem/impl/scripts.hpp"
 #include "fairsem/impl/server_support.hpp"
 #include "fairsem/impl/text.hpp"
+#include "fairsem/impl/thread_reaper.hpp"
 
 namespace fairsem::detail {
 
@@ -154,6 +155,7 @@ FAIRSEM_INLINE void SemaphoreCore::leave_later(const std::string& id, long long 
   try {
     {
       std::lock_guard<std::mutex> lock(leaves_mu_);
+      if (leaves_closed_) return;  // the handle is gone: the entry expires by `until`
       leaves_.push_back({id, ticket, until});
       if (std::exchange(leaves_scheduled_, true)) return;  // the retry under way takes it
     }
@@ -171,18 +173,45 @@ FAIRSEM_INLINE void SemaphoreCore::leave_later(const std::string& id, long long 
   }
 }
 
+FAIRSEM_INLINE void SemaphoreCore::close_leaves() noexcept {
+  std::unique_lock<std::mutex> lock(leaves_mu_);
+  leaves_closed_ = true;
+  leaves_.clear();
+  if (on_fairsems_thread() || Runtime::this_thread_holds_a_connection()) return;
+  leaves_cv_.wait(lock, [&] { return !leaves_running_; });
+}
+
 FAIRSEM_INLINE void SemaphoreCore::retry_leaves() {
   std::vector<PendingLeave> pending;
   {
     std::lock_guard<std::mutex> lock(leaves_mu_);
+    if (leaves_closed_) {
+      leaves_scheduled_ = false;
+      return;
+    }
     pending.swap(leaves_);
+    leaves_running_ = true;
   }
+  struct Running {
+    SemaphoreCore& core;
+    ~Running() {
+      {
+        std::lock_guard<std::mutex> lock(core.leaves_mu_);
+        core.leaves_running_ = false;
+      }
+      core.leaves_cv_.notify_all();
+    }
+  } running{*this};
   // One at a time, and none after a failure that passes: while the server is away, one call
   // a round finds that out, not one per entry.
   std::vector<PendingLeave> again;
   bool away = false;
   for (PendingLeave& leave_it : pending) {
     if (Clock::now() >= leave_it.until) continue;  // reaped before it could be promoted
+    {
+      std::lock_guard<std::mutex> lock(leaves_mu_);
+      if (leaves_closed_) break;
+    }
     if (away) {
       again.push_back(std::move(leave_it));
       continue;
@@ -197,8 +226,10 @@ FAIRSEM_INLINE void SemaphoreCore::retry_leaves() {
   Clock::time_point next;
   {
     std::lock_guard<std::mutex> lock(leaves_mu_);
-    leaves_.insert(leaves_.end(), std::make_move_iterator(again.begin()),
-                   std::make_move_iterator(again.end()));
+    if (!leaves_closed_) {
+      leaves_.insert(leaves_.end(), std::make_move_iterator(again.begin()),
+                     std::make_move_iterator(again.end()));
+    }
     if (leaves_.empty()) {
       leaves_scheduled_ = false;
       leave_backoff_.reset();

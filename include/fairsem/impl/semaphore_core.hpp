@@ -207,6 +207,11 @@ class SemaphoreCore : public std::enable_shared_from_this<SemaphoreCore> {
   /// reference any more; except on fairsem's own threads and while this thread holds a pool
   /// connection, where the wait could be for itself.
   void end_requests(const std::exception_ptr& why);
+  /// The handle goes away: the background leaves (leave_later) are dropped (their entries
+  /// expire on their own), and a round of them under way is waited for (one leave, at most a
+  /// command timeout), so that none calls the logger after the handle is gone. Not waited for
+  /// where end_requests does not wait.
+  void close_leaves() noexcept;
 
   const std::string& name() const noexcept { return name_; }
   const SemaphoreOptions& options() const noexcept { return options_; }
@@ -374,9 +379,12 @@ class SemaphoreCore : public std::enable_shared_from_this<SemaphoreCore> {
   // Until when a leave skips its call (leave()): a command timeout after one failed in a way
   // that passes; 0 once one succeeded. Clock's ticks since its epoch.
   std::atomic<Clock::rep> leaves_away_until_{0};
-  std::mutex leaves_mu_;  // guards the three below
+  std::mutex leaves_mu_;  // guards the five below
+  std::condition_variable leaves_cv_;
   std::vector<PendingLeave> leaves_;
   bool leaves_scheduled_ = false;  // a retry_leaves() is posted or runs
+  bool leaves_running_ = false;    // a retry_leaves() runs
+  bool leaves_closed_ = false;     // close_leaves() ran: leaves are dropped
   RetryBackoff leave_backoff_{
       static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count())};
 
