@@ -16,6 +16,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -279,6 +280,65 @@ TEST(AsyncCancelTest, AHungServerCostsCancelledRequestsAndADestructorOneCommandT
   const std::optional<Permit> next = cancelled.try_acquire_for(10s);
   ASSERT_TRUE(next.has_value()) << "the next waiter was not served";
   EXPECT_TRUE(cancelled.status().waiters.empty());
+}
+
+// A cancel ends the call under way at the end of the wait it is in (a reply, a connect): its
+// retries and reconnects are not spent first. Against a hung server that asks for a password,
+// each reconnect waits a command timeout for AUTH's reply; this call had 3 runs of 10 reconnect
+// attempts ahead of it (about 25 s) when it was cancelled, and the callback (and a destructor
+// waiting for it) waited for them all. Over TLS a reconnect's handshake waits the same way,
+// with no password: that is how CI found it.
+TEST(AsyncCancelTest, ACancelEndsTheCallUnderWayWithoutItsRetries) {
+  constexpr auto kCommandTimeout = 1s;
+  RedisServer server({"--requirepass", "cancel-pw"});
+  ConnectionOptions c = server.options();
+  c.password = "cancel-pw";
+  c.command_timeout = kCommandTimeout;
+  c.connect_timeout = kCommandTimeout;
+  c.reconnect_attempts = 10;
+  Client client(c);
+  SemaphoreOptions o;
+  o.limit = 1;
+  o.lease = 3s;
+  o.key_prefix = test::unique_prefix();
+  struct Seen {
+    std::atomic<bool> retrying{false};
+    std::promise<std::exception_ptr> ended;
+  };
+  auto seen = std::make_shared<Seen>();
+  o.logger = [seen](LogLevel, std::string_view message) {
+    // run()'s word that the call's first run failed and that it runs it again.
+    if (message.find("running it again") != std::string_view::npos) seen->retrying = true;
+  };
+  FairSemaphore sem(client, "cut", o);
+  std::optional<Permit> holder = sem.acquire();
+
+  test::Stopped hung(server.pid());
+  AcquireRequest request =
+      sem.acquire_async([seen](const std::exception_ptr& error, std::optional<Permit>) {
+        seen->ended.set_value(error);
+      });
+  ASSERT_TRUE(wait_until([&] { return seen->retrying.load(); }, 10 * kCommandTimeout))
+      << "the request's first call did not fail against the hung server";
+  std::future<std::exception_ptr> ended = seen->ended.get_future();
+  const auto cancelled_at = Clock::now();
+  ASSERT_TRUE(request.cancel());
+  // A bound that only tells the call's current wait (1 s) from its retries (about 25 s).
+  ASSERT_EQ(ended.wait_for(5 * kCommandTimeout), std::future_status::ready)
+      << "the callback waited for the cancelled call's retries";
+  std::printf("cancelled during a call's retries: the callback came %lld ms later\n",
+              static_cast<long long>(
+                  std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - cancelled_at)
+                      .count()));
+  EXPECT_TRUE(is_cancelled(ended.get()));
+
+  // The server is back: the request's entry (if its call had queued it) leaves in the
+  // background, and the next waiter is served once the holder is done.
+  hung.resume();
+  holder.reset();
+  const std::optional<Permit> next = sem.try_acquire_for(10s);
+  ASSERT_TRUE(next.has_value()) << "the next waiter was not served";
+  EXPECT_TRUE(sem.status().waiters.empty());
 }
 
 }  // namespace

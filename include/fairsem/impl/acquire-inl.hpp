@@ -125,6 +125,11 @@ FAIRSEM_INLINE AcquireEvent AcquireIo::call(const AcquireAction& action) {
     // Client's waker. Borrowed first, so that a failure to connect leaves nothing to undo.
     if (!conn_) conn_.emplace(core_);
     reached = true;
+    struct Interruptible {
+      Connection& c;
+      ~Interruptible() { c.set_interrupt(nullptr); }
+    } interruptible{**conn_};
+    interruptible.c.set_interrupt(&interrupted_);
     const auto sent = Clock::now();
     AcquireReply reply = core_.run_acquire(
         **conn_, id_, action.kind == AcquireAction::Kind::send_try ? "try" : "queue", units_,
@@ -285,45 +290,6 @@ FAIRSEM_INLINE Permit SemaphoreCore::make_permit(const std::string& id, const Ac
     live_.emplace(state.get(), state);
   }
   return {shared_from_this(), std::move(state)};
-}
-
-FAIRSEM_INLINE std::exception_ptr SemaphoreCore::leave(std::optional<Borrowed>& conn,
-                                                       const std::string& id, long long ticket,
-                                                       bool background) noexcept {
-  // Removes the queue entry and the wake list; if the waiter was promoted a moment ago, this
-  // frees the permit and wakes the next waiter.
-  try {
-    if (!background && Clock::now().time_since_epoch().count() < leaves_away_until_.load()) {
-      return std::make_exception_ptr(ConnectionError(fmt::format(
-          "fairsem: {}: a leave did not reach the server a moment ago; this one is tried again "
-          "in the background",
-          where())));
-    }
-    if (!conn) conn.emplace(*this);
-    Connection& c = **conn;
-    struct Bounded {
-      Connection& c;
-      ~Bounded() { c.set_deadline(std::nullopt); }
-    } bounded{c};
-    c.set_deadline(Clock::now() + runtime_->options().command_timeout);
-    run(c, "release", {id, std::to_string(ticket), receipt_arg_, "leaving"});
-    leaves_away_until_.store(0);
-    return nullptr;
-  } catch (const std::exception& e) {
-    std::exception_ptr error = std::current_exception();
-    const bool passes = detail::passes(error);
-    if (passes) {  // connecting for it too
-      leaves_away_until_.store(
-          (Clock::now() + runtime_->options().command_timeout).time_since_epoch().count());
-    }
-    log(LogLevel::warning,
-        fmt::format("fairsem: {}: could not leave the queue ({}); {}", where(), e.what(),
-                    passes ? "trying again in the background until the entry expires"
-                           : "the entry expires within one lease"));
-    return error;
-  } catch (...) {
-    return std::current_exception();
-  }
 }
 
 FAIRSEM_INLINE void SemaphoreCore::wake_up_refused(const std::string& error) {

@@ -6,6 +6,7 @@
 // a time on the Client's executor) share; each adds its own waiting and its own way to end.
 // Defined in acquire-inl.hpp, with the blocking acquire. Internal.
 
+#include <atomic>
 #include <chrono>
 #include <exception>
 #include <functional>
@@ -46,6 +47,12 @@ class AcquireIo {
   /// Hands the connection back to the pool and the admission turn on, if either is held:
   /// before a wait, and before the caller hears the outcome (and may use the semaphore).
   void let_go() noexcept;
+  /// From any thread: the acquire call under way (send_try, send_queue or poll) ends when the
+  /// wait it is in (a reply, a connect) does, with no retry or reconnect after it, and so do
+  /// the calls that follow; a leave is not cut short. For a cancelled asynchronous request,
+  /// whose call would otherwise use up its retries against a hung server while its semaphore's
+  /// destructor waits for it.
+  void interrupt() noexcept { interrupted_.store(true, std::memory_order_release); }
   /// Keeps `error` as the one an outcome `failed` ends with (the driver's own failures).
   void keep_error(std::exception_ptr error) { error_ = std::move(error); }
 
@@ -75,6 +82,7 @@ class AcquireIo {
   std::optional<AdmissionTurn> turn_;
   std::optional<SemaphoreCore::Borrowed> conn_;
   std::unique_ptr<WakeSubscription> wake_up_;
+  std::atomic<bool> interrupted_{false};  // interrupt()
 };
 
 }  // namespace fairsem::detail

@@ -66,6 +66,7 @@ FAIRSEM_INLINE bool AsyncAcquire::cancel(std::exception_ptr why) {
     if (finished_ || cancelled_) return false;
     cancelled_ = std::move(why);
   }
+  io_.interrupt();  // a call under way gives up its retries: the request leaves instead
   post();
   return true;
 }

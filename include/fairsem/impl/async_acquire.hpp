@@ -77,7 +77,8 @@ class AsyncAcquire : public std::enable_shared_from_this<AsyncAcquire> {
   std::exception_ptr cancelled_;
   std::optional<AdmissionTurn> turn_;  // given by admitted(), taken by the next step
 
-  // Touched only by the step that runs (and by start(), before any can).
+  // Touched only by the step that runs (and by start(), before any can); but cancel() calls
+  // io_.interrupt(), which is safe from any thread.
   AcquireFsm fsm_;
   AcquireIo io_;
   bool cancel_heard_ = false;  // the machine was told of cancelled_ (read under mu_)

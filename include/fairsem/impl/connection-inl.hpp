@@ -84,11 +84,15 @@ FAIRSEM_INLINE Reply Connection::receive(std::string_view command_name,
 }
 
 FAIRSEM_INLINE bool Connection::deadline_passed() const noexcept {
-  return deadline_ && std::chrono::steady_clock::now() >= *deadline_;
+  return (interrupt_ != nullptr && interrupt_->load(std::memory_order_acquire)) ||
+         (deadline_ && std::chrono::steady_clock::now() >= *deadline_);
 }
 
 FAIRSEM_INLINE std::chrono::milliseconds Connection::capped(
     std::chrono::milliseconds timeout) const noexcept {
+  if (interrupt_ != nullptr && interrupt_->load(std::memory_order_acquire)) {
+    return std::chrono::milliseconds(1);
+  }
   if (!deadline_) return timeout;
   const auto left =
       std::chrono::ceil<std::chrono::milliseconds>(*deadline_ - std::chrono::steady_clock::now());
@@ -97,6 +101,10 @@ FAIRSEM_INLINE std::chrono::milliseconds Connection::capped(
 
 FAIRSEM_INLINE void Connection::check_deadline(std::string_view what) const {
   if (!deadline_passed()) return;
+  if (interrupt_ != nullptr && interrupt_->load(std::memory_order_acquire)) {
+    throw TimeoutError(fmt::format(
+        "fairsem: {} to {} not attempted: the request it was for was cancelled", what, endpoint_));
+  }
   throw TimeoutError(fmt::format(
       "fairsem: {} to {} not attempted: its deadline (the end of the leases it would extend) has "
       "passed",

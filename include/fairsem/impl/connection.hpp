@@ -123,7 +123,13 @@ class Connection {
   void set_deadline(std::optional<std::chrono::steady_clock::time_point> deadline) noexcept {
     deadline_ = deadline;
   }
-  /// True once the deadline set has passed (false without one).
+  /// From now on, until cleared (nullptr), this connection behaves as if its deadline had
+  /// passed once `*flag` is true (set by another thread): the wait under way (for a reply, a
+  /// connect or a TLS handshake) runs out, but no other attempt, reconnect or pause starts. For
+  /// an asynchronous request's calls: a cancel ends the call under way without its retries.
+  /// `flag` must outlive the setting.
+  void set_interrupt(const std::atomic<bool>* flag) noexcept { interrupt_ = flag; }
+  /// True once the deadline set has passed, or the interrupt set is raised (false without).
   bool deadline_passed() const noexcept;
   /// `timeout`, capped by the time left before the deadline (at least 1 ms); as it is without
   /// one.
@@ -193,6 +199,7 @@ class Connection {
   std::shared_ptr<const TlsConfig> tls_;  // null: plaintext
   std::shared_ptr<std::atomic<std::uint64_t>> reconnects_;         // null: not counted
   std::optional<std::chrono::steady_clock::time_point> deadline_;  // set_deadline()
+  const std::atomic<bool>* interrupt_ = nullptr;                   // set_interrupt()
 };
 
 }  // namespace fairsem::detail
