@@ -24,6 +24,7 @@
 #include <utility>
 #include <vector>
 
+#include "queued_waiters.hpp"
 #include "redis_cluster.hpp"
 #include "redis_sentinel.hpp"
 #include "script_command.hpp"
@@ -446,6 +447,56 @@ TEST_F(SentinelTest, HolderKeepsItsPermitAcrossAFailoverAndWaitersResume) {
   ASSERT_TRUE(waiter.permit.has_value());
   EXPECT_EQ(waiter.permit->fencing_token(), held.fencing_token() + 1);
   EXPECT_EQ(node_connection(promoted).command({"GET", counter_key(n)}).str, "2");
+}
+
+// 10 blocking acquires and 10 asynchronous requests of one Client (default connection
+// options), queued behind a holder, ride out an automatic Sentinel failover: the master is
+// killed once its replica has every entry, and for the seconds until the sentinels promote the
+// replica each call fails, past the connection's own reconnect attempts. Each waiter keeps its
+// place, and once the holder releases, through the new master, all 20 are granted in the order
+// they queued; nothing is left.
+TEST_F(SentinelTest, TwentyWaitersRideOutAnAutomaticFailoverInTheOrderTheyQueued) {
+  const std::string n = name("sentinel-twenty");
+  SemaphoreOptions o;
+  o.limit = 1;
+  o.lease = milliseconds(30000);  // outlasts a slow failover: the entries are not reaped
+  fairsem::Client client(ConnectionOptions::from_url(group().url()));
+  FairSemaphore sem(client, n, o);
+  std::optional<Permit> holder = sem.acquire();
+  fairsem::test::QueuedWaiters waiters(sem, holder, 10, 10);
+
+  const int old_master = group().master_port();
+  {
+    // A failover keeps only what the replica has: every entry, once it acknowledged them.
+    Connection master = node_connection(old_master);
+    ASSERT_TRUE(wait_until([&] {
+      master.command({"PUBLISH", "fairsem-test", "sync"});
+      return master.command({"WAIT", "1", "100"}).integer == 1;
+    }));
+  }
+  group().node(old_master).kill();
+  ASSERT_TRUE(wait_until(
+      [&] {
+        try {
+          return group().master_port() != old_master;
+        } catch (const std::exception&) {
+          return false;  // no sentinel answered
+        }
+      },
+      std::chrono::seconds(30)))
+      << group().logs();
+  EXPECT_EQ(holder->release(), fairsem::ReleaseResult::released) << group().logs();
+  ASSERT_TRUE(waiters.all_done(std::chrono::seconds(60))) << group().logs();
+  waiters.join();
+  waiters.expect_all_granted_in_order(true);
+  EXPECT_TRUE(wait_until([&] { return fairsem::test::queue_empty(sem); }));
+  EXPECT_EQ(
+      fairsem::test::leftover_keys(node_connection(group().master_port()), "fairsem:{" + n + "}*"),
+      std::vector<std::string>{});
+
+  // The old master comes back as the new one's replica, for the tests after this one.
+  group().node(old_master).start();
+  group().wait_healthy();
 }
 
 /// min_replicas on a plain master with one replica (no Sentinel needed: WAIT is the master's).

@@ -20,6 +20,7 @@
 #include "fairsem/fairsem.hpp"
 #include "fairsem/impl/connection.hpp"
 #include "fairsem/impl/text.hpp"
+#include "queued_waiters.hpp"
 #include "redis_server.hpp"
 #include "test_env.hpp"
 #include "wait.hpp"
@@ -31,6 +32,7 @@ using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 using detail::Connection;
 using detail::Reply;
+using test::QueuedWaiters;
 using test::RedisServer;
 using test::wait_until;
 
@@ -40,144 +42,6 @@ SemaphoreOptions options(std::chrono::milliseconds lease) {
   o.lease = lease;
   o.key_prefix = test::unique_prefix();
   return o;
-}
-
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() &&
-         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-std::string message_of(const std::exception_ptr& error) {
-  try {
-    std::rethrow_exception(error);
-  } catch (const std::exception& e) {
-    return e.what();
-  } catch (...) {
-    return "unknown";
-  }
-}
-
-/// The semaphore's keys in Redis that a finished run may not leave: anything but the counter,
-/// the stored limit, the free slots and release receipts (which expire).
-std::vector<std::string> leftovers(const RedisServer& server, const std::string& prefix) {
-  Connection conn(server.options());
-  const Reply keys = conn.command({"KEYS", prefix + "*"});
-  std::vector<std::string> left;
-  for (const Reply& key : keys.elements) {
-    const std::string& k = key.str;
-    const bool allowed = ends_with(k, ":counter") || ends_with(k, ":meta") ||
-                         ends_with(k, ":free") || k.find(":released:") != std::string::npos;
-    if (!allowed) left.push_back(k);
-  }
-  return left;
-}
-
-/// Blocking and asynchronous waiters queued behind one holder, in a known order; each one
-/// granted records its place and token, then releases at once. A test that ends early lets
-/// them all through: the holder's permit is dropped before they are joined.
-class Waiters {
- public:
-  Waiters(FairSemaphore& sem, std::optional<Permit>& holder, std::size_t blocking,
-          std::size_t futures)
-      : sem_(sem), holder_(holder) {
-    const std::size_t before = sem_.status().waiters.size();
-    for (std::size_t i = 0; i < blocking; ++i) {
-      threads_.emplace_back([this, i] {
-        try {
-          Permit permit = sem_.acquire();
-          record(i, permit);
-        } catch (...) {
-          fail(i, std::current_exception());
-        }
-      });
-      // One at a time, so that the queue order is the order of the indexes.
-      EXPECT_TRUE(wait_until([&] { return sem_.status().waiters.size() == before + i + 1; }));
-    }
-    for (std::size_t i = blocking; i < blocking + futures; ++i) {
-      auto future = std::make_shared<std::future<Permit>>(sem_.acquire_async());
-      EXPECT_TRUE(wait_until([&] { return sem_.status().waiters.size() == before + i + 1; }));
-      threads_.emplace_back([this, i, future] {
-        try {
-          Permit permit = future->get();
-          record(i, permit);
-        } catch (...) {
-          fail(i, std::current_exception());
-        }
-      });
-    }
-  }
-
-  ~Waiters() { join(); }
-
-  void join() {
-    holder_.reset();
-    for (std::thread& t : threads_) {
-      if (t.joinable()) t.join();
-    }
-  }
-
-  /// Waits (bounded) until every waiter was granted or failed.
-  bool all_done(std::chrono::seconds bound) {
-    return wait_until(
-        [&] {
-          std::lock_guard<std::mutex> lock(mu_);
-          return granted_.size() + failures_.size() == threads_.size();
-        },
-        bound);
-  }
-
-  /// Checks that all were granted, one after the other in the order they queued (`in_queue_order`)
-  /// and, in any case, in the order of their tokens (tickets).
-  void expect_all_granted_in_order(bool in_queue_order) {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (const std::string& failure : failures_) ADD_FAILURE() << failure;
-    EXPECT_EQ(granted_.size(), threads_.size()) << failures_.size() << " waiters failed";
-    for (std::size_t k = 1; k < granted_.size(); ++k) {
-      EXPECT_LT(granted_[k - 1].token, granted_[k].token)
-          << "grant " << k << " (waiter " << granted_[k].index << ") has an older ticket than the "
-          << "one before it (waiter " << granted_[k - 1].index << ")";
-      if (in_queue_order) {
-        EXPECT_LT(granted_[k - 1].index, granted_[k].index) << "granted out of queue order";
-      }
-    }
-  }
-
- private:
-  struct Grant {
-    std::size_t index;
-    long long token;
-  };
-
-  void record(std::size_t index, Permit& permit) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      granted_.push_back({index, permit.fencing_token()});
-    }
-    // Released after it was recorded: with limit 1, the next grant is recorded after this one.
-    (void)permit.release();
-  }
-
-  void fail(std::size_t index, const std::exception_ptr& error) {
-    std::lock_guard<std::mutex> lock(mu_);
-    failures_.push_back("waiter " + std::to_string(index) + " failed: " + message_of(error));
-  }
-
-  FairSemaphore& sem_;
-  std::optional<Permit>& holder_;
-  std::vector<std::thread> threads_;
-  std::mutex mu_;
-  std::vector<Grant> granted_;
-  std::vector<std::string> failures_;
-};
-
-/// Both sets empty: no holder, no waiter, as a fresh status() reads them.
-bool queue_empty(FairSemaphore& sem) {
-  try {
-    const Status s = sem.status();
-    return s.holders.empty() && s.waiters.empty();
-  } catch (const Error&) {
-    return false;
-  }
 }
 
 // The case: an AOF server, one holder, 10 threads in acquire() and 10 futures queued;
@@ -190,7 +54,7 @@ TEST(RideOutTest, WaitersRideOutAnAofRestartInTicketOrder) {
   SemaphoreOptions o = options(10s);
   FairSemaphore sem(client, "aof", o);
   std::optional<Permit> holder = sem.acquire();
-  Waiters waiters(sem, holder, 10, 10);
+  QueuedWaiters waiters(sem, holder, 10, 10);
   server.kill();
   std::this_thread::sleep_for(3s);  // the outage itself, not a synchronisation
   server.start();
@@ -198,8 +62,9 @@ TEST(RideOutTest, WaitersRideOutAnAofRestartInTicketOrder) {
   ASSERT_TRUE(waiters.all_done(60s));
   waiters.join();
   waiters.expect_all_granted_in_order(true);
-  EXPECT_TRUE(wait_until([&] { return queue_empty(sem); }, 20s));
-  EXPECT_EQ(leftovers(server, o.key_prefix), std::vector<std::string>{});
+  EXPECT_TRUE(wait_until([&] { return test::queue_empty(sem); }, 20s));
+  EXPECT_EQ(test::leftover_keys(Connection(server.options()), o.key_prefix + "*"),
+            std::vector<std::string>{});
 }
 
 // Without persistence the queue itself is gone: each waiter queues again at its next poll (a
@@ -211,7 +76,7 @@ TEST(RideOutTest, WaitersQueueAgainAfterARestartWithoutPersistence) {
   SemaphoreOptions o = options(10s);
   FairSemaphore sem(client, "no-persistence", o);
   std::optional<Permit> holder = sem.acquire();
-  Waiters waiters(sem, holder, 10, 10);
+  QueuedWaiters waiters(sem, holder, 10, 10);
   server.kill();
   std::this_thread::sleep_for(3s);  // the outage itself
   server.start();
@@ -219,8 +84,9 @@ TEST(RideOutTest, WaitersQueueAgainAfterARestartWithoutPersistence) {
   EXPECT_EQ(holder->release(), ReleaseResult::expired);
   waiters.join();
   waiters.expect_all_granted_in_order(false);
-  EXPECT_TRUE(wait_until([&] { return queue_empty(sem); }, 20s));
-  EXPECT_EQ(leftovers(server, o.key_prefix), std::vector<std::string>{});
+  EXPECT_TRUE(wait_until([&] { return test::queue_empty(sem); }, 20s));
+  EXPECT_EQ(test::leftover_keys(Connection(server.options()), o.key_prefix + "*"),
+            std::vector<std::string>{});
 }
 
 // A server loading its data set answers LOADING for seconds (longer than the in-place retries
@@ -236,7 +102,7 @@ TEST(RideOutTest, WaitersRideOutALoadingServer) {
   SemaphoreOptions o = options(30s);
   FairSemaphore sem(client, "loading", o);
   std::optional<Permit> holder = sem.acquire();
-  Waiters waiters(sem, holder, 5, 5);
+  QueuedWaiters waiters(sem, holder, 5, 5);
   ASSERT_FALSE(admin.command({"SAVE"}).is_error());
   server.kill();
   server.start_loading();
@@ -259,8 +125,9 @@ TEST(RideOutTest, WaitersRideOutALoadingServer) {
   ASSERT_TRUE(waiters.all_done(60s));
   waiters.join();
   waiters.expect_all_granted_in_order(true);
-  EXPECT_TRUE(wait_until([&] { return queue_empty(sem); }, 20s));
-  EXPECT_EQ(leftovers(server, o.key_prefix), std::vector<std::string>{});
+  EXPECT_TRUE(wait_until([&] { return test::queue_empty(sem); }, 20s));
+  EXPECT_EQ(test::leftover_keys(Connection(server.options()), o.key_prefix + "*"),
+            std::vector<std::string>{});
 }
 
 // A deadline shorter than the outage: the acquire times out at its deadline (no error: the
@@ -306,7 +173,7 @@ TEST(RideOutTest, ADeadlineShorterThanTheOutageTimesOutAndLeavesNothingPromotabl
   const auto cancel_took = Clock::now() - cancel_at;
   const std::exception_ptr why = cancel_result.get();
   ASSERT_TRUE(why);
-  EXPECT_THROW(std::rethrow_exception(why), CancelledError) << message_of(why);
+  EXPECT_THROW(std::rethrow_exception(why), CancelledError) << test::what_of(why);
   // Ended without waiting for the server (at most a call already under way, which gives up
   // after the connection's own reconnects).
   EXPECT_LT(cancel_took, 4s);
@@ -333,8 +200,9 @@ TEST(RideOutTest, ADeadlineShorterThanTheOutageTimesOutAndLeavesNothingPromotabl
   ASSERT_TRUE(wait_until([&] { return sem.status().waiters.empty(); }, 30s));
   EXPECT_LT(Clock::now() - back, 10s) << "the entries expired rather than being left";
   EXPECT_EQ(holder.release(), ReleaseResult::released);
-  EXPECT_TRUE(queue_empty(sem));
-  EXPECT_EQ(leftovers(server, o.key_prefix), std::vector<std::string>{});
+  EXPECT_TRUE(test::queue_empty(sem));
+  EXPECT_EQ(test::leftover_keys(Connection(server.options()), o.key_prefix + "*"),
+            std::vector<std::string>{});
 }
 
 }  // namespace
