@@ -21,6 +21,7 @@ struct RunArgs {
   long long permits = 1;  // units of the limit the command holds
   std::chrono::milliseconds lease{10'000};
   std::optional<std::chrono::milliseconds> wait;  // none: wait as long as it takes
+  long long max_waiters = 0;                      // SemaphoreOptions::max_waiters
   bool kill_on_lost = true;
   std::vector<std::string> command;
 };

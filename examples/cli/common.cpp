@@ -84,6 +84,9 @@ int report_exception(std::string_view command) {
   } catch (const EvictedError& e) {
     fmt::print(stderr, "{}: {}\n", command, without_prefix(e.what()));
     return kExitTempFail;
+  } catch (const QueueFullError& e) {
+    fmt::print(stderr, "{}: {}\n", command, without_prefix(e.what()));
+    return kExitTempFail;
   } catch (const ConnectionError& e) {
     fmt::print(stderr, "{}: {}\n", command, without_prefix(e.what()));
     return kExitUnavailable;

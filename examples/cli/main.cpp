@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -32,8 +33,8 @@ constexpr const char* kExitCodes = R"(Exit codes:
   64     usage error: bad arguments, or --limit differs from the limit Redis stores
   69     Redis unreachable, or authentication refused
   70     internal error
-  75     run: not acquired within --wait, evicted while waiting, or the permit lost
-         (--on-lost kill)
+  75     run: not acquired within --wait, the queue full (--max-waiters), evicted while
+         waiting, or the permit lost (--on-lost kill)
   128+N  run: interrupted by signal N before the command started
   126    run: the command could not be executed
   127    run: the command was not found
@@ -103,6 +104,10 @@ void add_run(CommandLine& cl) {
   cmd->add_option("--wait", cl.wait_text,
                   "Give up (exit 75) if not granted within DUR; 0 tries once without "
                   "queueing (default: wait as long as it takes)");
+  cmd->add_option("--max-waiters", cl.run.max_waiters,
+                  "Do not queue behind N or more waiting requests: exit 75 at once instead "
+                  "(default: 0, no bound)")
+      ->transform(whole_number(0, std::numeric_limits<long long>::max()));
   cmd->add_option("--on-lost", cl.on_lost,
                   "When the permit is lost: kill (SIGTERM CMD, exit 75) or warn")
       ->check(CLI::IsMember({"kill", "warn"}))

@@ -113,6 +113,24 @@ class RequestTooLargeError : public Error {
   long long units_;
 };
 
+/// An acquire that would have waited behind SemaphoreOptions::max_waiters or more queued
+/// requests (of every client) was refused at once; nothing was written. Overload, told at once
+/// instead of an unbounded wait: the caller may shed the work or try again later.
+class QueueFullError : public Error {
+ public:
+  QueueFullError(const std::string& message, long long waiting, long long max_waiters)
+      : Error(message), waiting_(waiting), max_waiters_(max_waiters) {}
+  ~QueueFullError() override;
+
+  /// The requests queued when it was refused, and the bound it was refused by.
+  long long waiting() const noexcept { return waiting_; }
+  long long max_waiters() const noexcept { return max_waiters_; }
+
+ private:
+  long long waiting_;
+  long long max_waiters_;
+};
+
 /// A permit was granted but fewer replicas than SemaphoreOptions::min_replicas acknowledged
 /// it within replica_timeout, so a failover could lose it. The acquire reports failure: the
 /// permit was released again (a caller-chosen permit_id is left to expire with its lease).

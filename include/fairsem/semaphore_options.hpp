@@ -100,6 +100,12 @@ struct SemaphoreOptions {
   int min_replicas = 0;
   /// How long one WAIT may take, > 0 when min_replicas > 0.
   std::chrono::milliseconds replica_timeout = std::chrono::seconds(1);
+  /// A bounded queue: an acquire that would wait behind this many queued requests or more (of
+  /// every client, whatever their units) fails at once with QueueFullError and writes nothing.
+  /// Checked by the acquire script, atomically; a request already queued is never refused, and
+  /// try_acquire (which never queues) is unaffected. Each handle passes its own bound. 0 (the
+  /// default): unbounded.
+  long long max_waiters = 0;
 
   /// Throws InvalidArgument naming the first bad field.
   void validate() const;

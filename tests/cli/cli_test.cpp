@@ -425,6 +425,23 @@ TEST_F(CliTest, EvictedHolderWithOnLostWarnKeepsRunning) {
   EXPECT_EQ(0, exit_code(p->wait_exit())) << p->transcript();
 }
 
+TEST_F(CliTest, RunBehindMaxWaitersExits75AtOnceWithoutQueueing) {
+  auto first = holder();
+  auto waiter = start(cmd({"run"}, {"--limit", "1", "--", "true"}));
+  ASSERT_TRUE(wait_until([&] { return status().waiters.size() == 1; }));
+  const Outcome full = run(cmd({"run"}, {"--limit", "1", "--max-waiters", "1", "--", "true"}));
+  EXPECT_EQ(75, full.code) << full;
+  EXPECT_NE(std::string::npos, full.err.find("the queue is full: 1 requests wait")) << full;
+  EXPECT_EQ(1u, status().waiters.size());
+  // Room behind the one waiter: a bound of 2 queues, and is served in turn.
+  auto second = start(cmd({"run"}, {"--limit", "1", "--max-waiters", "2", "--", "true"}));
+  ASSERT_TRUE(wait_until([&] { return status().waiters.size() == 2; }));
+  first->close_stdin();
+  EXPECT_EQ(0, exit_code(first->wait_exit()));
+  EXPECT_EQ(0, exit_code(waiter->wait_exit())) << waiter->transcript();
+  EXPECT_EQ(0, exit_code(second->wait_exit())) << second->transcript();
+}
+
 TEST_F(CliTest, EvictedWaiterExits75) {
   auto first = holder();
   auto waiter = start(cmd({"run"}, {"--limit", "1", "--", "true"}));

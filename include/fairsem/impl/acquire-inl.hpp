@@ -136,6 +136,11 @@ FAIRSEM_INLINE AcquireEvent AcquireIo::call(const AcquireAction& action) {
         action.ticket);
     turn_.reset();  // the ticket is drawn: the next request may draw its own
     return AcquireEvent::replied(std::move(reply), sent, Clock::now());
+  } catch (const QueueFullError&) {
+    // Refused before writing anything: no entry to leave.
+    turn_.reset();
+    error_ = std::current_exception();
+    return AcquireEvent::failed(false, Clock::now(), false);
   } catch (...) {
     turn_.reset();  // the first call failed: the next request need not wait for the clean-up
     error_ = std::current_exception();
@@ -225,9 +230,10 @@ FAIRSEM_INLINE AcquireReply SemaphoreCore::run_acquire(Connection& conn, const s
   if (mode == "queue") {
     // A waiter's wake-ups come through its Client's inbox of this semaphore (waker.hpp).
     const std::string& client = runtime_->waker(slot_, keys_[5])->client();
-    reply =
-        run(conn, "acquire",
-            {id, mode, owner_info_, std::to_string(ticket), std::to_string(units), client}, units);
+    Args args{id, mode, owner_info_, std::to_string(ticket), std::to_string(units), client};
+    const std::string max_waiters = std::to_string(options_.max_waiters);
+    if (options_.max_waiters > 0) args.push_back(max_waiters);
+    reply = run(conn, "acquire", args, units);
   } else if (units != 1) {
     reply = run(conn, "acquire",
                 {id, mode, owner_info_, std::to_string(ticket), std::to_string(units)}, units);

@@ -94,8 +94,9 @@ struct AcquireEvent {
   static AcquireEvent admitted(Clock::time_point at);
   /// `sent_at`: when the call left, which the lease it reports is counted from.
   static AcquireEvent replied(AcquireReply answer, Clock::time_point sent_at, Clock::time_point at);
-  /// `may_have_reached`: the call may have reached the server (false only when no connection
-  /// could be had for the first call, which then surely did nothing). `passing`: the failure
+  /// `may_have_reached`: the call may have reached the server (false only when the first call
+  /// surely did nothing: no connection could be had for it, or the script refused it before
+  /// writing, as with QueueFullError). `passing`: the failure
   /// passes with time (passes(), acquire_retry.hpp): the server is believed unreachable.
   static AcquireEvent failed(bool may_have_reached, Clock::time_point at, bool passing = false);
   static AcquireEvent woken(WakeUp wake_up, Clock::time_point at);

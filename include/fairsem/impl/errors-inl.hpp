@@ -16,6 +16,7 @@ FAIRSEM_INLINE ProtocolError::~ProtocolError() = default;
 FAIRSEM_INLINE LimitMismatchError::~LimitMismatchError() = default;
 FAIRSEM_INLINE EvictedError::~EvictedError() = default;
 FAIRSEM_INLINE RequestTooLargeError::~RequestTooLargeError() = default;
+FAIRSEM_INLINE QueueFullError::~QueueFullError() = default;
 FAIRSEM_INLINE ReplicationError::~ReplicationError() = default;
 FAIRSEM_INLINE CancelledError::~CancelledError() = default;
 FAIRSEM_INLINE ForkedProcessError::~ForkedProcessError() = default;

@@ -125,6 +125,14 @@ FAIRSEM_INLINE void throw_refusal(const std::vector<Reply>& items, const Refusal
                     "stored in Redis (after a resize); nothing was written",
                     context.where, context.units, stored));
   }
+  if (code == -5 && items.size() == 2) {
+    const long long waiting = replies_helpers::expect_at_least(items[1], "the queued requests", 0);
+    throw QueueFullError(
+        fmt::format("fairsem: {}: the queue is full: {} requests wait, and max_waiters is {}; "
+                    "nothing was written",
+                    context.where, waiting, context.max_waiters),
+        waiting, context.max_waiters);
+  }
   throw ProtocolError(fmt::format("fairsem: {}: unexpected refusal {} from the semaphore script",
                                   context.where, code));
 }

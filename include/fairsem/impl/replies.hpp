@@ -33,6 +33,7 @@ struct RefusalContext {
   std::string_view meta_key;  // the key holding the stored limit
   long long limit = 0;        // the limit this client opened the semaphore with
   long long units = 1;        // the units an acquire asked for
+  long long max_waiters = 0;  // the bound of the queue an acquire would join (0: none)
 };
 
 /// Any reply of the semaphore script: returns its elements when its first element (the
@@ -41,8 +42,8 @@ const std::vector<Reply>& check_script_reply(const Reply& reply, const RefusalCo
 
 /// A refusal's elements: {-1, stored_limit} throws LimitMismatchError (or ReplyError when the
 /// stored limit is not a number), {-2, key, actual_type, wanted_type} and {-3, key} throw
-/// ReplyError, {-4, stored_limit} (more units asked than the limit) InvalidArgument. Anything
-/// else throws ProtocolError.
+/// ReplyError, {-4, stored_limit} (more units asked than the limit) InvalidArgument, {-5,
+/// waiting} (max_waiters reached) QueueFullError. Anything else throws ProtocolError.
 [[noreturn]] void throw_refusal(const std::vector<Reply>& items, const RefusalContext& context);
 
 /// The open reply, {1}.

@@ -118,6 +118,10 @@ FAIRSEM_INLINE void SemaphoreOptions::validate() const {
         "here), so that a permit outlives the WAIT that confirms it",
         replica_timeout.count(), ((lease - renew) / 2).count()));
   }
+  if (max_waiters < 0) {
+    throw InvalidArgument(
+        fmt::format("fairsem: max_waiters must not be negative, got {}", max_waiters));
+  }
   validate_name(key_prefix, "key_prefix");
   if (!permit_id.empty()) validate_name(permit_id, "permit_id");
   if (owner_info.size() > semaphore_helpers::kMaxOwnerInfoBytes) {

@@ -146,7 +146,8 @@ FAIRSEM_INLINE Reply SemaphoreCore::run(Connection& conn, std::string_view op, c
                        e.server_message());
     }
   }
-  detail::check_script_reply(reply, {where_, keys_[3], options_.limit, units});
+  detail::check_script_reply(reply,
+                             {where_, keys_[3], options_.limit, units, options_.max_waiters});
   return reply;
 }
 

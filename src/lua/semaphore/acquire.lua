@@ -2,8 +2,10 @@
 -- queues (mode "queue") in ticket order; run again by a waiter polling with its TICKET, it
 -- renews the entry and reports where it stands (or that it was granted, evicted or removed as
 -- too large for the limit).
---   ARGV: acquire LIMIT LEASE_MS ID MODE OWNER_INFO [TICKET [UNITS [CLIENT]]]
+--   ARGV: acquire LIMIT LEASE_MS ID MODE OWNER_INFO [TICKET [UNITS [CLIENT [MAX_WAITERS]]]]
 --   CLIENT: the Client whose inbox is to wake this waiter (see Wake-ups in common.lua).
+--   MAX_WAITERS: a request that would queue behind this many waiters or more is refused with
+--   {-5, waiting}, writing nothing; one already queued (polling) never is. 0 or none: no bound.
 --   Reply {state, ticket, deadline, position, now, slot...} (see common.lua).
 
 local refused = prepare('acquire')
@@ -73,6 +75,10 @@ end
 -- are left. try never queues: otherwise it fails without writing.
 local granted = count == held and used() + units <= limit
 if mode == 'try' and not granted then return {0, 0, 0, 0, now, -1} end
+local max_waiters = tonumber(ARGV[10] or '0')
+if not granted and not polling and max_waiters > 0 and count - held >= max_waiters then
+  return {-5, count - held}
+end
 -- Writes, each first one to its key guarded, the earlier ones undone on a refusal.
 bad = select(2, guarded(2, 'ZADD', int(deadline), id))
 if bad then return bad end
