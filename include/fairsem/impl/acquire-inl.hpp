@@ -230,8 +230,11 @@ FAIRSEM_INLINE AcquireReply SemaphoreCore::run_acquire(Connection& conn, const s
   if (mode == "queue") {
     // A waiter's wake-ups come through its Client's inbox of this semaphore (waker.hpp).
     const std::string& client = runtime_->waker(slot_, keys_[5])->client();
-    Args args{id, mode, owner_info_, std::to_string(ticket), std::to_string(units), client};
+    // Args are views: the strings they see live to the end of the call.
+    const std::string ticket_arg = std::to_string(ticket);
+    const std::string units_arg = std::to_string(units);
     const std::string max_waiters = std::to_string(options_.max_waiters);
+    Args args{id, mode, owner_info_, ticket_arg, units_arg, client};
     if (options_.max_waiters > 0) args.push_back(max_waiters);
     reply = run(conn, "acquire", args, units);
   } else if (units != 1) {
