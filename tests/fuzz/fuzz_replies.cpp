@@ -96,7 +96,7 @@ void check_lease(milliseconds lease) {
 
 void check_refusals(const Reply& reply) {
   const fairsem::detail::RefusalContext context{"semaphore 'fuzz' on fuzz:1", "fairsem:{fuzz}:meta",
-                                                3};
+                                                3, 1, 5};
   try {
     const auto& items = fairsem::detail::check_script_reply(reply, context);
     require(!items.empty() && items[0].type == Reply::Type::integer && items[0].integer >= 0);
@@ -107,6 +107,9 @@ void check_refusals(const Reply& reply) {
     require(!e.server_message().empty());
   } catch (const fairsem::InvalidArgument&) {
     // {-4, limit}: more units asked than the stored limit.
+  } catch (const fairsem::QueueFullError& e) {
+    // {-5, waiting}: the queue was full.
+    require(e.waiting() >= 0 && e.max_waiters() == context.max_waiters);
   }
   if (reply.type != Reply::Type::array) return;
   try {
@@ -118,6 +121,8 @@ void check_refusals(const Reply& reply) {
   } catch (const fairsem::ReplyError&) {
     return;
   } catch (const fairsem::InvalidArgument&) {
+    return;
+  } catch (const fairsem::QueueFullError&) {
     return;
   }
   std::abort();  // [[noreturn]]: unreachable
