@@ -11,6 +11,7 @@
 #define FAIRSEM_IMPL_BY_CLIENT_HPP
 #endif
 
+#include <chrono>
 #include <cstddef>
 #include <memory>
 
@@ -45,6 +46,11 @@ struct ClientOptions {
   /// them before it exits loses none. Permit::release() is not affected: it still returns what
   /// it found. Off by default: the destructor then releases before it returns.
   bool release_in_background = false;
+  /// How long a wake-up path (a thread and its connection, one per cluster slot waited on, one
+  /// in all elsewhere) and a renewal lane's connection are kept with nothing to do: no request
+  /// waiting through it, no permit renewed over it. Then they close, and open again when
+  /// needed. Positive, at most a day.
+  std::chrono::milliseconds idle_timeout = std::chrono::seconds(30);
 
   /// Throws InvalidArgument naming the bad field.
   void validate() const;
@@ -53,8 +59,8 @@ struct ClientOptions {
 /// What the semaphores opened through it share: the connection options, one pool of
 /// connections (at most ClientOptions::max_connections busy at once; idle ones kept per cluster
 /// slot), the cluster or sentinel routing, one wake-up thread and
-/// connection (per cluster slot) whose one BRPOP waits for the wake-ups of every waiting
-/// acquire, and the watchdog that renews the held permits of all of them, each at its own renew
+/// connection (per cluster slot; closed when idle) whose one BRPOP waits for the wake-ups of
+/// every waiting acquire, and the watchdog that renews the held permits of all of them, each at its own renew
 /// interval: one renewal thread per node (the server; in a Cluster, each master), so that a
 /// node that hangs delays only its own permits, and one callback thread for the callbacks those
 /// renewals make. One Client per process and deployment is the normal use: a hundred semaphores

@@ -308,6 +308,17 @@ TEST(AsyncAcquireTest, BadCallsAreRefusedAndChangeNothing) {
   ClientOptions co;
   co.worker_threads = 0;
   EXPECT_THROW(Client(test::redis_options(), co), InvalidArgument);
+  for (const auto idle : {std::chrono::milliseconds(0), std::chrono::milliseconds(-5),
+                          std::chrono::milliseconds(std::chrono::hours(25))}) {
+    ClientOptions bad_idle;
+    bad_idle.idle_timeout = idle;
+    try {
+      Client refused(test::redis_options(), bad_idle);
+      ADD_FAILURE() << "idle_timeout " << idle.count() << " ms was taken";
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find("idle_timeout"), std::string::npos) << e.what();
+    }
+  }
   AcquireRequest none;
   EXPECT_FALSE(none.cancel());
 }

@@ -5,13 +5,14 @@
 //   map's question to a seed, a sentinel's answer, the master's handshake), and nothing is
 //   written;
 // - resources: through Sentinel, a Client's threads and connections follow the one master, not
-//   the number of semaphore names.
+//   the number of semaphore names; on a Cluster, those of the slots waited on close once idle.
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <future>
+#include <iostream>
 #include <memory>
 #include <optional>
 #include <string>
@@ -81,6 +82,13 @@ void expect_auth_error(const ConnectionOptions& o) {
   }
 }
 
+/// Client connections on the node on `port`, the one asking not counted.
+template <typename Deployment>
+long long connections_on(const Deployment& deployment, int port) {
+  const std::string clients = admin(deployment.node(port), {"CLIENT", "LIST"}).str;
+  return static_cast<long long>(std::count(clients.begin(), clients.end(), '\n')) - 1;
+}
+
 class ClusterClientTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -131,6 +139,74 @@ TEST_F(ClusterClientTest, AMissingPasswordIsAnAuthErrorOnEveryNode) {
   expect_auth_error(as("", ""));
 }
 
+// A Cluster Client waits on each slot through a thread and connection of its own (a script can
+// push a wake-up only to a key of its own slot, and one BRPOP takes keys of one slot), and
+// renews over a connection per slot: a service with a semaphore per tenant would keep one of
+// each per name it ever waited on. Once nothing waits or is held, they close.
+TEST_F(ClusterClientTest, WaitingOnFiftyNamesLeavesNoThreadOrConnectionBehindOnceIdle) {
+  ClientOptions client_options;
+  client_options.max_connections = 4;
+  client_options.worker_threads = 2;
+  client_options.idle_timeout = std::chrono::milliseconds(500);
+  Client client(as(kUser, kSecret), client_options);
+  const std::vector<int> masters = cluster_->master_ports();
+  const auto connections = [&] {
+    long long n = 0;
+    for (int port : masters) n += connections_on(*cluster_, port);
+    return n;
+  };
+  const std::size_t threads_before = thread_count();
+  const long long connections_before = connections();
+
+  constexpr int kNames = 50;
+  SemaphoreOptions options;
+  options.limit = 1;
+  options.lease = std::chrono::milliseconds(1500);
+  std::vector<std::unique_ptr<FairSemaphore>> semaphores;
+  std::vector<Permit> holders;
+  std::vector<std::future<Permit>> waiters;
+  for (int i = 0; i < kNames; ++i) {
+    semaphores.push_back(
+        std::make_unique<FairSemaphore>(client, "tenant-" + std::to_string(i), options));
+    holders.push_back(semaphores.back()->acquire());
+    waiters.push_back(semaphores.back()->acquire_async());
+  }
+  ASSERT_TRUE(wait_until([&] {
+    for (auto& sem : semaphores) {
+      if (sem->status().waiters.size() != 1) return false;
+    }
+    return true;
+  }));
+  // Each holder renewed once: the renewal lanes hold a connection per slot.
+  ASSERT_TRUE(wait_until([&] {
+    for (auto& sem : semaphores) {
+      if (sem->metrics().renewals == 0) return false;
+    }
+    return true;
+  }));
+  std::cout << "while 50 names wait: +" << thread_count() - threads_before << " threads, +"
+            << connections() - connections_before << " connections\n";
+
+  // Every waiter is served, and releases.
+  holders.clear();
+  for (auto& waiter : waiters) {
+    ASSERT_EQ(waiter.wait_for(std::chrono::seconds(30)), std::future_status::ready);
+    Permit p = waiter.get();
+    EXPECT_EQ(p.release(), fairsem::ReleaseResult::released);
+  }
+  // The semaphores stay open, idle: left are the worker threads, a renewal lane per master and
+  // the callback thread, and the pool's connections.
+  const std::size_t threads_left = client_options.worker_threads + masters.size() + 1;
+  EXPECT_TRUE(wait_until([&] { return thread_count() <= threads_before + threads_left; }))
+      << "+" << thread_count() - threads_before << " threads, " << threads_left << " expected";
+  EXPECT_TRUE(wait_until([&] {
+    return connections() <=
+           connections_before + static_cast<long long>(client_options.max_connections);
+  })) << "+"
+      << connections() - connections_before << " connections, at most "
+      << client_options.max_connections << " expected";
+}
+
 class SentinelClientTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -152,11 +228,6 @@ class SentinelClientTest : public ::testing::Test {
 
 std::unique_ptr<SentinelGroup> SentinelClientTest::group_;
 
-/// Client connections on the node on `port`, the one asking not counted.
-long long connections_on(const SentinelGroup& group, int port) {
-  const std::string clients = admin(group.node(port), {"CLIENT", "LIST"}).str;
-  return static_cast<long long>(std::count(clients.begin(), clients.end(), '\n')) - 1;
-}
 
 // Each semaphore name hashes to its own cluster slot, but a Sentinel group has one master for
 // all of them: the semaphores of a Client share its wake-up path, watchdog and connection pool

@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 
+#include "fairsem/client.hpp"
 #include "fairsem/impl/connection.hpp"
 #include "fairsem/impl/waker.hpp"
 #include "redis_server.hpp"
@@ -33,7 +34,7 @@ class WakerTest : public ::testing::Test {
  protected:
   void SetUp() override {
     waker_ = std::make_shared<Waker>(server_.options(), nullptr, -1, wake_prefix_ + "kick-test",
-                                     "c0ffee");
+                                     "c0ffee", ClientOptions{}.idle_timeout);
     // Another request keeps the inbox in the waker's BRPOP, so what is pushed there is popped
     // at once, whoever listens for it.
     keeper_ = waker_->subscribe(wake_prefix_, "keeper", conn_);
@@ -60,6 +61,13 @@ class WakerTest : public ::testing::Test {
     ASSERT_EQ(w.woken->elements.size(), 2U);
     EXPECT_EQ(w.woken->elements[0].str, key);
     EXPECT_EQ(w.woken->elements[1].str, message);
+  }
+
+  /// Clients connected to the server, the one asking included.
+  long long connected_clients() {
+    const std::string info = admin_.command({"INFO", "clients"}).str;
+    const std::string field = "connected_clients:";
+    return std::stoll(info.substr(info.find(field) + field.size()));
   }
 
   RedisServer server_;
@@ -103,6 +111,26 @@ TEST_F(WakerTest, ARequestListeningGetsItsWakeUpAndNobodyElses) {
   push_and_wait_handled("other", "promoted 3");
   push_and_wait_handled("mine", "promoted 4");
   expect_woken(sub->wait_for(30s), wake_prefix_ + "mine", "promoted 4");
+}
+
+// A Cluster Client that waited on many slots must not keep a thread and a connection for each.
+TEST_F(WakerTest, AnIdleWakerClosesItsThreadAndConnectionAndOpensThemForTheNextRequest) {
+  const auto idle = std::make_shared<Waker>(server_.options(), nullptr, -1,
+                                            wake_prefix_ + "kick-idle", "1d1e", 300ms);
+  const long long before = connected_clients();
+  auto first = idle->subscribe(wake_prefix_, "first", conn_);
+  ASSERT_TRUE(wait_until([&] { return connected_clients() == before + 1; }));
+  EXPECT_TRUE(idle->running());
+  first.reset();
+  ASSERT_TRUE(wait_until([&] { return !idle->running(); })) << "the idle waker's thread runs on";
+  EXPECT_TRUE(wait_until([&] { return connected_clients() == before; }))
+      << "the idle waker's connection stays open";
+
+  // The next request gets its wake-up through a thread and connection opened again.
+  const auto next = idle->subscribe(wake_prefix_, "next", conn_);
+  EXPECT_TRUE(idle->running());
+  admin_.command({"LPUSH", idle->inbox(wake_prefix_), "next promoted 5"});
+  expect_woken(next->wait_for(30s), wake_prefix_ + "next", "promoted 5");
 }
 
 }  // namespace

@@ -22,8 +22,10 @@ FAIRSEM_INLINE Runtime::Runtime(ConnectionOptions options, ClientOptions client_
       discovery_(options_.routed() ? std::make_shared<Discovery>(options_) : nullptr),
       pool_(options_, discovery_, (client_options.validate(), client_options.max_connections)),
       executor_(client_options.worker_threads),
-      watchdog_(std::make_shared<Watchdog>(options_, discovery_)),
-      release_in_background_(client_options.release_in_background) {}
+      watchdog_(std::make_shared<Watchdog>(options_, discovery_, client_options.idle_timeout)),
+      release_in_background_(client_options.release_in_background),
+      idle_timeout_(client_options.idle_timeout),
+      client_id_(random_id()) {}
 
 FAIRSEM_INLINE Runtime::~Runtime() {
   for (auto& entry : wakers_) entry.second->stop();
@@ -82,10 +84,20 @@ FAIRSEM_INLINE std::shared_ptr<Admission> Runtime::admission(const std::string& 
 
 FAIRSEM_INLINE std::shared_ptr<Waker> Runtime::waker(int slot, const std::string& wake_prefix) {
   std::lock_guard<std::mutex> lock(wakers_mu_);
+  // A Cluster Client whose semaphores use many slots over time keeps an entry only for those
+  // in use: one nobody holds and whose thread has ended is dropped (a new one for its slot
+  // uses the same inboxes).
+  if (wakers_.size() >= wakers_sweep_at_) {
+    for (auto it = wakers_.begin(); it != wakers_.end();) {
+      const bool unused = it->first != slot && it->second.use_count() == 1 && !it->second->running();
+      it = unused ? wakers_.erase(it) : std::next(it);
+    }
+    wakers_sweep_at_ = std::max<std::size_t>(64, 2 * wakers_.size());
+  }
   std::shared_ptr<Waker>& waker = wakers_[slot];
   if (!waker) {
     waker = std::make_shared<Waker>(options_, discovery_, slot, wake_prefix + "kick-" + random_id(),
-                                    random_id());
+                                    client_id_, idle_timeout_);
   }
   return waker;
 }
@@ -100,6 +112,11 @@ FAIRSEM_INLINE void ClientOptions::validate() const {
   if (worker_threads < 1) {
     throw InvalidArgument(
         fmt::format("fairsem: worker_threads must be at least 1, got {}", worker_threads));
+  }
+  if (idle_timeout <= std::chrono::milliseconds(0) || idle_timeout > std::chrono::hours(24)) {
+    throw InvalidArgument(fmt::format(
+        "fairsem: idle_timeout must be more than 0 ms and at most a day, got {} ms",
+        idle_timeout.count()));
   }
 }
 

@@ -78,7 +78,9 @@ class Runtime : public std::enable_shared_from_this<Runtime> {
 
   /// The wake-up path of cluster slot `slot` (-1 standalone): one per slot, made on first use,
   /// with a kick list under `wake_prefix` (the wake-list prefix of the semaphore that asks
-  /// first, so that the user may write it).
+  /// first, so that the user may write it). Its thread and connection close when idle
+  /// (ClientOptions::idle_timeout); the wakers of slots nobody waits on are forgotten as more
+  /// slots are used.
   std::shared_ptr<Waker> waker(int slot, const std::string& wake_prefix);
 
   /// Watchdog::watch.
@@ -110,8 +112,11 @@ class Runtime : public std::enable_shared_from_this<Runtime> {
   const bool release_in_background_;
   const std::shared_ptr<PendingReleases> releases_ = std::make_shared<PendingReleases>();
 
+  const std::chrono::milliseconds idle_timeout_;
+  const std::string client_id_;  // every waker's: what names this Client's inboxes
   std::mutex wakers_mu_;
   std::unordered_map<int, std::shared_ptr<Waker>> wakers_;
+  std::size_t wakers_sweep_at_ = 64;  // wakers idle and unused are dropped then
 };
 
 }  // namespace fairsem::detail

@@ -73,13 +73,15 @@ FAIRSEM_INLINE void WakeSubscription::rearm(Connection& conn) {
 // --- Waker ----------------------------------------------------------------------------------
 
 FAIRSEM_INLINE Waker::Waker(ConnectionOptions options, std::shared_ptr<Discovery> discovery,
-                            int slot, std::string kick_key, std::string client)
+                            int slot, std::string kick_key, std::string client,
+                            std::chrono::milliseconds idle_timeout)
     : options_(std::move(options)),
       discovery_(std::move(discovery)),
       slot_(slot),
       kick_key_(std::move(kick_key)),
       client_(std::move(client)),
-      inbox_suffix_(std::string(waker_helpers::kInboxMark) + client_) {}
+      inbox_suffix_(std::string(waker_helpers::kInboxMark) + client_),
+      idle_timeout_(idle_timeout) {}
 
 FAIRSEM_INLINE std::string Waker::inbox(const std::string& wake_prefix) const {
   return wake_prefix + inbox_suffix_;
@@ -103,6 +105,11 @@ FAIRSEM_INLINE void Waker::stop() noexcept {
   join_or_park(thread);
 }
 
+FAIRSEM_INLINE bool Waker::running() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return thread_.joinable() && !retired_;
+}
+
 FAIRSEM_INLINE std::unique_ptr<WakeSubscription> Waker::subscribe(const std::string& wake_prefix,
                                                                   const std::string& id,
                                                                   Connection& conn,
@@ -119,6 +126,11 @@ FAIRSEM_INLINE void Waker::list(WakeSubscription& sub, Connection& conn) {
   bool handed = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (retired_) {
+      // Ended idle: it has let go of the lock for good, and closes its connection.
+      if (thread_.joinable()) thread_.join();
+      retired_ = false;
+    }
     if (!thread_.joinable() && !stop_) thread_ = std::thread(&Waker::run, this);
     const auto it = subs_.emplace(sub.key_, &sub);
     sub.listed_ = true;
@@ -251,7 +263,13 @@ FAIRSEM_INLINE void Waker::run() {
     {
       std::unique_lock<std::mutex> lock(mu_);
       listening_ = false;
-      cv_.wait(lock, [&] { return stop_ || !subs_.empty(); });
+      if (!cv_.wait_for(lock, idle_timeout_, [&] { return stop_ || !subs_.empty(); })) {
+        // Nobody has listened for the idle timeout: the thread ends and, after the lock, its
+        // connection closes. A semaphore per tenant on a Cluster must not keep a thread and a
+        // connection per slot it once waited on.
+        retired_ = true;
+        return;
+      }
       if (stop_) return;
       collect_keys(keys);
       listening_ = true;  // from here on, a subscription through another inbox kicks

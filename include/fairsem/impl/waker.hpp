@@ -77,9 +77,12 @@ class Waker : public std::enable_shared_from_this<Waker> {
  public:
   /// For commands on cluster slot `slot` (-1 standalone); `kick_key` is a list in that slot,
   /// under a key prefix the user may write, that nobody else uses. `client`: the name of this
-  /// waker's inboxes (random; no permit id can be one).
+  /// waker's inboxes (random; no permit id can be one; the same for every waker of a Client, so
+  /// that a waker made again routes as the one it replaces). With no request listening for
+  /// `idle_timeout` (ClientOptions::idle_timeout), the thread ends and closes its connection; the
+  /// next subscription starts them again.
   Waker(ConnectionOptions options, std::shared_ptr<Discovery> discovery, int slot,
-        std::string kick_key, std::string client);
+        std::string kick_key, std::string client, std::chrono::milliseconds idle_timeout);
   /// Stops the thread: interrupts its BRPOP and joins it.
   ~Waker();
   Waker(const Waker&) = delete;
@@ -99,6 +102,9 @@ class Waker : public std::enable_shared_from_this<Waker> {
                                               Connection& conn, std::function<void()> hook = {});
   /// Stops the thread (the destructor does); subscriptions left wait out their time.
   void stop() noexcept;
+  /// Whether its thread runs (and holds a connection): from the first subscription until it
+  /// has been idle for the idle timeout, or stopped.
+  bool running() const;
 
  private:
   friend class WakeSubscription;
@@ -154,8 +160,9 @@ class Waker : public std::enable_shared_from_this<Waker> {
   const std::string kick_key_;
   const std::string client_;
   const std::string inbox_suffix_;  // "{inbox}" + client_
+  const std::chrono::milliseconds idle_timeout_;
 
-  std::mutex mu_;  // guards subs_, inboxes_, in_brpop_, unclaimed_, stop_, thread_, results
+  mutable std::mutex mu_;  // guards subs_, inboxes_, in_brpop_, unclaimed_, stop_, thread_, results
   std::condition_variable cv_;
   std::unordered_multimap<std::string, WakeSubscription*> subs_;  // by wake list
   std::unordered_map<std::string, Inbox> inboxes_;                // by key
@@ -165,6 +172,7 @@ class Waker : public std::enable_shared_from_this<Waker> {
   // call's reply and its subscribe(), or between a delivered wake-up and rearm().
   std::unordered_map<std::string, Unclaimed> unclaimed_;
   bool stop_ = false;
+  bool retired_ = false;    // the thread ended, idle (thread_ is still to be joined)
   bool listening_ = false;  // a BRPOP is under way with the keys it had when it began
   int fd_ = -1;             // the socket a BRPOP waits on, for stop() to shut down
   bool cut_ = false;        // the last BRPOP was sent, and its reply never came (thread only)

@@ -18,12 +18,15 @@ namespace fairsem::detail {
 
 namespace watchdog_helpers {
 
-/// Closes the connections of `connections` (a lane's, by slot) whose slot is not in `slots`.
-template <class Connections>
-void close_unused(Connections& connections, const std::vector<int>& slots) {
+/// Closes the connections of `connections` (a lane's, by slot) whose slot is not in `slots`
+/// (unless `every_slot`), and those that renewed nothing since `idle_since`.
+template <class Connections, class TimePoint>
+void close_unused(Connections& connections, bool every_slot, const std::vector<int>& slots,
+                  TimePoint idle_since) {
   for (auto it = connections.begin(); it != connections.end();) {
-    const bool used = std::find(slots.begin(), slots.end(), it->first) != slots.end();
-    it = used ? std::next(it) : connections.erase(it);
+    const bool watched =
+        every_slot || std::find(slots.begin(), slots.end(), it->first) != slots.end();
+    it = watched && it->second.used > idle_since ? std::next(it) : connections.erase(it);
   }
 }
 
@@ -37,9 +40,11 @@ auto earliest(const std::vector<Watched>& watched) {
 
 }  // namespace watchdog_helpers
 
-FAIRSEM_INLINE Watchdog::Watchdog(ConnectionOptions options, std::shared_ptr<Discovery> discovery)
+FAIRSEM_INLINE Watchdog::Watchdog(ConnectionOptions options, std::shared_ptr<Discovery> discovery,
+                                  std::chrono::milliseconds idle_timeout)
     : options_(std::move(options)),
       discovery_(std::move(discovery)),
+      idle_timeout_(idle_timeout),
       // Sentinel: one master serves every slot, so one connection serves every semaphore.
       per_slot_(discovery_ && !discovery_->sentinel()) {}
 
@@ -184,13 +189,18 @@ FAIRSEM_INLINE void Watchdog::run(const std::shared_ptr<Watchdog>& self,
     }
     std::vector<std::shared_ptr<SemaphoreCore>> due = self->take_due(*lane, Clock::now());
     std::vector<int> slots;  // those of the semaphores this lane renews
-    if (self->per_slot_) {
-      for (const Watched& w : watched) slots.push_back(w.slot);
+    auto longest = std::chrono::milliseconds(0);  // of their intervals
+    for (const Watched& w : watched) {
+      if (self->per_slot_) slots.push_back(w.slot);
+      longest = std::max(longest, w.interval);
     }
     lock.unlock();
-    // The connections of slots renewed elsewhere now are closed.
-    if (self->per_slot_) watchdog_helpers::close_unused(connections, slots);
     for (const auto& core : due) self->renew(*core, connections);
+    // The connections of slots renewed elsewhere now are closed, and those that renewed nothing
+    // for the idle timeout (and for two of the longest intervals, lest a slow renewal reconnect
+    // each round).
+    watchdog_helpers::close_unused(connections, !self->per_slot_, slots,
+                                   Clock::now() - std::max(self->idle_timeout_, 2 * longest));
     // May drop the last reference to the Client: its runtime then stops the watchdog, and this
     // thread is parked.
     due.clear();
@@ -215,6 +225,7 @@ FAIRSEM_INLINE void Watchdog::renew(SemaphoreCore& core, Connections& connection
         return nullptr;
       }
     }
+    w.used = Clock::now();
     // Reconnects during the round count for the semaphore whose permits it renews.
     w.conn->count_reconnects(core.reconnect_counter());
     return w.conn.get();

@@ -30,7 +30,10 @@ class SemaphoreCore;
 class Watchdog : public std::enable_shared_from_this<Watchdog> {
  public:
   /// Starts nothing yet: a lane starts with the first semaphore watched on its node.
-  Watchdog(ConnectionOptions options, std::shared_ptr<Discovery> discovery);
+  /// A lane's connection that renews nothing for `idle_timeout` (ClientOptions::idle_timeout)
+  /// is closed.
+  Watchdog(ConnectionOptions options, std::shared_ptr<Discovery> discovery,
+           std::chrono::milliseconds idle_timeout);
   /// stop().
   ~Watchdog();
   Watchdog(const Watchdog&) = delete;
@@ -68,6 +71,7 @@ class Watchdog : public std::enable_shared_from_this<Watchdog> {
   struct SlotConnection {
     std::unique_ptr<Connection> conn;
     bool connected = false;
+    Clock::time_point used;  // by the last renewal that had permits to renew
   };
   using Connections = std::unordered_map<int, SlotConnection>;
 
@@ -91,6 +95,7 @@ class Watchdog : public std::enable_shared_from_this<Watchdog> {
 
   const ConnectionOptions options_;
   const std::shared_ptr<Discovery> discovery_;
+  const std::chrono::milliseconds idle_timeout_;
   const bool per_slot_;  // Cluster: a connection per slot (each follows its slot's master)
   Notifier notifier_;
 
