@@ -311,6 +311,26 @@ TEST_F(ProcessTest, PermitOfAKilledHolderPassesOnWithinItsLease) {
   EXPECT_EQ(b.permit()->release(), ReleaseResult::released);
 }
 
+// A process whose main returns while an asynchronous acquire's callback drops the last
+// reference to its Client, on a worker thread: that thread destroys the Client's runtime and
+// parks itself, racing the exit (and the exit handler that joins parked threads). Every run
+// exits 0, and the sanitizers (ChildProcess checks
+// their reports, ThreadSanitizer's leaked or racing threads among them) stay silent.
+TEST_F(ProcessTest, MainReturningWhileACallbackDropsTheLastClientExitsCleanly) {
+  for (int run = 0; run < 21; ++run) {
+    // Main returns at once (the process ends the thread tearing the Client down); once that
+    // thread parked (fairsem's exit handler joins it); or at once, and the process waits for
+    // the thread, which parks after fairsem's exit handler ran (it is detached).
+    const char* modes[] = {"exit-in-callback", "exit-after-callback", "exit-while-parking"};
+    const char* mode = modes[run % 3];
+    Worker worker(worker_args(1, 5000ms, "exiting-" + std::to_string(run), {mode}));
+    ASSERT_TRUE(worker.expect("CALLED released").has_value()) << worker.transcript();
+    ASSERT_TRUE(worker.expect("EXITING").has_value()) << worker.transcript();
+    ASSERT_TRUE(exited_cleanly(worker.wait_exit(), worker)) << "run " << run;
+  }
+  EXPECT_TRUE(open(1, 5000ms, "check").status().holders.empty());
+}
+
 // --- 3. Liveness: a killed waiter -------------------------------------------------------------
 
 TEST_F(ProcessTest, KilledWaiterDoesNotBlockTheQueue) {

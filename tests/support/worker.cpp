@@ -25,11 +25,25 @@
 //           violations key if the result exceeds the limit, holds 0-300 us, DECRs KEY and
 //           releases. Prints "DONE grants=<n> max=<highest INCR result seen> violations=<n>
 //           expired=<releases that found the permit gone>".
+//   exit-in-callback
+//           main opens the semaphore (and so its Client) for one asynchronous acquire only,
+//           and returns as soon as that acquire's callback has released its permit and printed
+//           "CALLED": the callback's copy of the semaphore, the last reference to the Client,
+//           is let go of on a worker thread while the process exits. Prints "EXITING" first.
+//   exit-after-callback
+//           the same, but main returns only once the worker thread that let go of the Client
+//           has torn it down and parked itself: fairsem's exit handler joins it.
+//   exit-while-parking
+//           the same as exit-in-callback, but an exit handler of the worker's own, which runs
+//           after fairsem's, waits until the callback's thread has ended: that thread, tearing
+//           the Client down, parks after fairsem's handler ran, and ends while the process
+//           exits.
 //
 // Every output line is written with one write(2) (atomic on a pipe), so lines from different
 // threads never interleave. Exit status: 0 done, 2 bad usage, 3 an exception (also printed as
 // "ERROR <what>").
 
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -39,6 +53,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <future>
+#include <memory>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -49,6 +65,7 @@
 
 #include "fairsem/connection_options.hpp"
 #include "fairsem/impl/connection.hpp"
+#include "fairsem/impl/thread_reaper.hpp"
 #include "fairsem/semaphore.hpp"
 #include "fenced_store.hpp"
 
@@ -267,6 +284,43 @@ int run_cycle(const Args& args) {
   return 0;
 }
 
+// The thread the callback of exit-in-callback ran on (0 until then).
+std::atomic<pid_t> callback_thread{0};
+
+// Until the callback's thread, which joins the Client's other threads as it tears it down, has
+// ended (its /proc/self/task entry is gone).
+void wait_for_the_callbacks_thread() {
+  const pid_t tid = callback_thread.load();
+  if (tid == 0) return;
+  const std::string task = "/proc/self/task/" + std::to_string(tid);
+  while (::access(task.c_str(), F_OK) == 0) std::this_thread::yield();
+}
+
+int run_exit_in_callback(const Args& args, bool after_last_reference) {
+  auto sem = std::make_shared<fairsem::FairSemaphore>(connection_options(args),
+                                                      required(args, "--name"),
+                                                      semaphore_options(args));
+  // Shared with the callback: main may return (and its frame go) while set_value() is under way.
+  auto called = std::make_shared<std::promise<void>>();
+  std::future<void> done = called->get_future();
+  sem->acquire_async([sem, called](std::exception_ptr error, std::optional<fairsem::Permit> p) {
+    callback_thread = static_cast<pid_t>(::syscall(SYS_gettid));
+    if (error || !p) {
+      emit("ERROR the acquire failed");
+    } else {
+      emit(std::string("CALLED ") + result_name(p->release()));
+    }
+    called->set_value();
+  });
+  sem.reset();  // the callback's copy is the last
+  done.wait();
+  if (after_last_reference) {
+    while (fairsem::detail::parked_threads() == 0) std::this_thread::yield();
+  }
+  emit("EXITING");
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -277,6 +331,13 @@ int main(int argc, char** argv) {
   try {
     if (args.mode == "hold" || args.mode == "wait") return run_hold(args);
     if (args.mode == "cycle") return run_cycle(args);
+    if (args.mode == "exit-in-callback") return run_exit_in_callback(args, false);
+    if (args.mode == "exit-after-callback") return run_exit_in_callback(args, true);
+    if (args.mode == "exit-while-parking") {
+      // Registered before fairsem's (with its first thread), so it runs after it.
+      if (std::atexit(wait_for_the_callbacks_thread) != 0) usage("no exit handler");
+      return run_exit_in_callback(args, false);
+    }
     usage("unknown mode '" + args.mode + "'");
   } catch (const std::exception& e) {
     emit(std::string("ERROR ") + e.what());

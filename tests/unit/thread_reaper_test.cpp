@@ -47,6 +47,30 @@ TEST(ThreadReaperTest, AThreadLettingGoOfItselfIsParkedAndJoinedOnceFinished) {
   }));
 }
 
+// One handler for the process, however many threads park: one per park grew the exit list for
+// as long as the process ran.
+TEST(ThreadReaperTest, OneExitHandlerHoweverManyThreadsPark) {
+  join_finished_parked_threads();
+  const std::size_t parked = parked_threads();
+  for (int i = 0; i < 100; ++i) {
+    std::promise<void> handed;
+    std::promise<void> let_go;
+    std::thread owned;
+    owned = std::thread([&, handed_over = handed.get_future()] {
+      handed_over.wait();
+      join_or_park(owned);
+      let_go.set_value();
+    });
+    handed.set_value();
+    let_go.get_future().wait();
+  }
+  EXPECT_EQ(exit_handlers_registered(), 1U);
+  EXPECT_TRUE(test::wait_until([&] {
+    join_finished_parked_threads();
+    return parked_threads() == parked;
+  }));
+}
+
 TEST(ThreadReaperTest, AnEmptyHandleIsLeftAlone) {
   std::thread none;
   join_or_park(none);

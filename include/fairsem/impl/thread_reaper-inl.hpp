@@ -83,6 +83,24 @@ FAIRSEM_INLINE void join_at_exit() {
   }
 }
 
+// The one exit handler, registered once, when the first of fairsem's threads starts: every
+// thread that may park is one of those, so it runs after any park, and before the destructors of
+// the static objects that existed then (Asio's system context is one from the program's start;
+// OpenSSL is asked for no exit handler, tls.hpp). A handler registered at every park instead
+// grew the exit list by one entry per park, for the life of the process.
+FAIRSEM_INLINE std::atomic<std::size_t> exit_handlers{0};
+
+FAIRSEM_INLINE void register_exit_handler() noexcept {
+  static std::once_flag registered;
+  try {
+    std::call_once(registered, [] {
+      if (std::atexit(join_at_exit) == 0) exit_handlers.fetch_add(1, std::memory_order_relaxed);
+    });
+  } catch (...) {
+    // Without it, a thread parked at exit is not joined; the process ends it.
+  }
+}
+
 }  // namespace thread_reaper_helpers
 
 FAIRSEM_INLINE void join_or_park(std::thread& thread) noexcept {
@@ -92,6 +110,7 @@ FAIRSEM_INLINE void join_or_park(std::thread& thread) noexcept {
     thread.join();
     return;
   }
+  h::register_exit_handler();  // once; a thread fairsem did not start may park too
   h::Reaper& r = h::reaper();
   std::vector<std::thread> finished;
   try {
@@ -105,10 +124,6 @@ FAIRSEM_INLINE void join_or_park(std::thread& thread) noexcept {
       r.parked.push_back(h::Parked{std::thread(), flag});
       r.parked.back().thread = std::move(thread);
       finished = h::take_finished(r);
-      // Registered at every park, after every static object built so far (such as Asio's
-      // system context, which may have been built after an earlier park), so that it runs
-      // before their destructors. Running it more than once joins nothing more.
-      (void)std::atexit(h::join_at_exit);
     }
     thread_local h::FinishedMark mark;
     mark.flag = std::move(flag);
@@ -120,18 +135,12 @@ FAIRSEM_INLINE void join_or_park(std::thread& thread) noexcept {
 
 FAIRSEM_INLINE void mark_as_fairsems_thread() noexcept {
   thread_reaper_helpers::fairsems_thread = true;
-  // The exit handler, registered once while the first of fairsem's threads starts (besides at
-  // every park): a thread that parks itself while the process is already exiting, with no
-  // handler registered before, would otherwise be neither joined nor detached (seen once
-  // under ThreadSanitizer as a leaked thread: a watchdog that dropped the last reference to
-  // its Client in a renewal as main returned). With it, such a thread is joined by it, or
-  // detached if it parks after it ran.
-  static std::once_flag registered;
-  try {
-    std::call_once(registered, [] { (void)std::atexit(thread_reaper_helpers::join_at_exit); });
-  } catch (...) {
-    // Only the late park is left unhandled, as before.
-  }
+  // Before any of them can park: a thread that parks itself while the process is exiting, with
+  // no handler registered before, would be neither joined nor detached (seen once under
+  // ThreadSanitizer as a leaked thread: a watchdog that dropped the last reference to its
+  // Client in a renewal as main returned). With it, such a thread is joined by it, or detached
+  // if it parks after it ran.
+  thread_reaper_helpers::register_exit_handler();
 }
 
 FAIRSEM_INLINE bool on_fairsems_thread() noexcept { return thread_reaper_helpers::fairsems_thread; }
@@ -140,6 +149,10 @@ FAIRSEM_INLINE std::size_t parked_threads() noexcept {
   thread_reaper_helpers::Reaper& r = thread_reaper_helpers::reaper();
   std::lock_guard<std::mutex> lock(r.mu);
   return r.parked.size();
+}
+
+FAIRSEM_INLINE std::size_t exit_handlers_registered() noexcept {
+  return thread_reaper_helpers::exit_handlers.load(std::memory_order_relaxed);
 }
 
 FAIRSEM_INLINE void join_finished_parked_threads() noexcept {
