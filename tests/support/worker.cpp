@@ -54,8 +54,8 @@
 #include <cstdlib>
 #include <exception>
 #include <future>
-#include <memory>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <random>
@@ -297,9 +297,8 @@ void wait_for_the_callbacks_thread() {
 }
 
 int run_exit_in_callback(const Args& args, bool after_last_reference) {
-  auto sem = std::make_shared<fairsem::FairSemaphore>(connection_options(args),
-                                                      required(args, "--name"),
-                                                      semaphore_options(args));
+  auto sem = std::make_shared<fairsem::FairSemaphore>(
+      connection_options(args), required(args, "--name"), semaphore_options(args));
   // Shared with the callback: main may return (and its frame go) while set_value() is under way.
   auto called = std::make_shared<std::promise<void>>();
   std::future<void> done = called->get_future();
