@@ -58,10 +58,10 @@ struct ClientOptions {
 
 /// What the semaphores opened through it share: the connection options, one pool of
 /// connections (at most ClientOptions::max_connections busy at once; idle ones kept per cluster
-/// slot), the cluster or sentinel routing, one wake-up thread and
-/// connection (per cluster slot; closed when idle) whose one BRPOP waits for the wake-ups of
-/// every waiting acquire, and the watchdog that renews the held permits of all of them, each at its own renew
-/// interval: one renewal thread per node (the server; in a Cluster, each master), so that a
+/// slot), the cluster or sentinel routing, one wake-up thread and connection (per cluster slot;
+/// closed when idle) whose one BRPOP waits for the wake-ups of every waiting acquire, and the
+/// watchdog that renews the held permits of all of them, each at its own renew interval: one
+/// renewal thread per node (the server; in a Cluster, each master), so that a
 /// node that hangs delays only its own permits, and one callback thread for the callbacks those
 /// renewals make. One Client per process and deployment is the normal use: a hundred semaphores
 /// opened through one Client on one server hold one renewal thread, not a hundred, and a
