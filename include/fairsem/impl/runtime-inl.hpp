@@ -89,7 +89,8 @@ FAIRSEM_INLINE std::shared_ptr<Waker> Runtime::waker(int slot, const std::string
   // uses the same inboxes).
   if (wakers_.size() >= wakers_sweep_at_) {
     for (auto it = wakers_.begin(); it != wakers_.end();) {
-      const bool unused = it->first != slot && it->second.use_count() == 1 && !it->second->running();
+      const bool unused =
+          it->first != slot && it->second.use_count() == 1 && !it->second->running();
       it = unused ? wakers_.erase(it) : std::next(it);
     }
     wakers_sweep_at_ = std::max<std::size_t>(64, 2 * wakers_.size());
@@ -114,9 +115,9 @@ FAIRSEM_INLINE void ClientOptions::validate() const {
         fmt::format("fairsem: worker_threads must be at least 1, got {}", worker_threads));
   }
   if (idle_timeout <= std::chrono::milliseconds(0) || idle_timeout > std::chrono::hours(24)) {
-    throw InvalidArgument(fmt::format(
-        "fairsem: idle_timeout must be more than 0 ms and at most a day, got {} ms",
-        idle_timeout.count()));
+    throw InvalidArgument(
+        fmt::format("fairsem: idle_timeout must be more than 0 ms and at most a day, got {} ms",
+                    idle_timeout.count()));
   }
 }
 
