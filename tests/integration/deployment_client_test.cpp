@@ -228,7 +228,6 @@ class SentinelClientTest : public ::testing::Test {
 
 std::unique_ptr<SentinelGroup> SentinelClientTest::group_;
 
-
 // Each semaphore name hashes to its own cluster slot, but a Sentinel group has one master for
 // all of them: the semaphores of a Client share its wake-up path, watchdog and connection pool
 // as on a single server. (They were once per slot, as on a cluster: +53 threads and +66

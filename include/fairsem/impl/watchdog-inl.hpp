@@ -188,7 +188,7 @@ FAIRSEM_INLINE void Watchdog::run(const std::shared_ptr<Watchdog>& self,
       continue;
     }
     std::vector<std::shared_ptr<SemaphoreCore>> due = self->take_due(*lane, Clock::now());
-    std::vector<int> slots;  // those of the semaphores this lane renews
+    std::vector<int> slots;                       // those of the semaphores this lane renews
     auto longest = std::chrono::milliseconds(0);  // of their intervals
     for (const Watched& w : watched) {
       if (self->per_slot_) slots.push_back(w.slot);
