@@ -259,6 +259,7 @@ FAIRSEM_INLINE void Waker::run() {
   const std::weak_ptr<Waker> weak = weak_from_this();
   std::unique_ptr<Connection> conn;
   std::vector<std::string> keys;
+  bool failed_before = false;  // the last BRPOP (or connect) failed too
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(mu_);
@@ -278,12 +279,14 @@ FAIRSEM_INLINE void Waker::run() {
     try {
       if (!conn) conn = std::make_unique<Connection>(options_, discovery_, slot_);
       pause_after = listen(*conn, keys);
+      failed_before = false;
     } catch (const std::exception&) {
       // Unreachable or broken (or out of memory): made again (or reconnected) for the next
       // BRPOP; the waiters poll meanwhile. A BRPOP cut off may have popped a wake-up whose
       // reply is lost: its waiter (whichever it is) polls at once. Nothing escapes the thread.
       conn.reset();
-      if (std::exchange(cut_, false)) {
+      const bool cut = std::exchange(cut_, false);
+      if (cut) {
         bool stopping = false;
         {
           std::lock_guard<std::mutex> lock(mu_);
@@ -291,7 +294,13 @@ FAIRSEM_INLINE void Waker::run() {
         }
         if (!stopping) interrupted();
       }
-      pause_after = true;
+      // A BRPOP that was listening, cut off (its connection killed or reset), listens again at
+      // once on a new connection: the waiters' polls just now found them queued, and the
+      // wake-up of a promotion pushed during a pause would reach its waiter only after it (an
+      // acquire granted that late enters after requests queued behind it). A failure that
+      // follows a failure (a server down) pauses.
+      pause_after = !cut || failed_before;
+      failed_before = true;
     }
     // The waiters hear of what came before the pause; a hook that destroyed this Waker (its
     // runtime's last reference dropped on this thread) ends the thread here.
