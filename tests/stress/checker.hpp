@@ -14,7 +14,15 @@
 
 namespace fairsem::stress {
 
-enum class Mode : std::uint8_t { acquire = 0, try_acquire = 1, try_acquire_for = 2 };
+/// How a request was made. Every kind but try_acquire queues, and is held to FIFO order.
+enum class Mode : std::uint8_t {
+  acquire = 0,
+  try_acquire = 1,
+  try_acquire_for = 2,
+  acquire_async = 3,          // the future of acquire_async(n)
+  try_acquire_for_async = 4,  // the future of try_acquire_for_async(n, timeout)
+  callback = 5,               // acquire_async_until(n, deadline, callback), sometimes cancelled
+};
 
 /// One critical section as the checker sees it.
 struct Section {

@@ -30,8 +30,9 @@ namespace fairsem::stress {
 
 // --- the driver -------------------------------------------------------------------------------
 
-inline const std::vector<std::string> kFaultKinds = {
-    "kill", "stop", "restart", "client-kill", "script-flush", "delay", "cut", "blackhole"};
+inline const std::vector<std::string> kFaultKinds = {"kill",        "stop",       "restart",
+                                                     "client-kill", "waker-kill", "script-flush",
+                                                     "delay",       "cut",        "blackhole"};
 
 // Sanitizers slow every step several times over, and with it a client's notice of its grant.
 #if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
@@ -103,6 +104,8 @@ class Driver {
   void kill_worker();
   void stop_worker();
   void restart_redis();
+  /// CLIENT KILL of every client blocked in BRPOP: the workers' wake-up connections.
+  void kill_wakers();
   void raw_command(const std::string& kind, std::initializer_list<std::string_view> argv,
                    milliseconds disturbed_for);
   void wait_until_loaded();
@@ -161,6 +164,7 @@ class Driver {
   };
   std::vector<PendingCont> pending_conts_;
   std::int64_t delay_ends_ns_ = 0;
+  std::size_t wakers_killed_ = 0;        // connections the waker-kill faults cut
   std::int64_t longest_restart_ns_ = 0;  // SIGKILL of redis-server until it answers again
 };
 

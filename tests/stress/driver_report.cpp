@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <iterator>
 #include <map>
 #include <set>
 #include <string>
@@ -205,6 +206,20 @@ int Driver::finish() {
     failures_.push_back("no SIGSTOP caught a holder inside its critical section");
   }
   if (result.grants == 0) failures_.push_back("no permit was granted");
+  std::uint64_t cancels_broken = 0, callbacks_broken = 0;
+  for (const ProcessSlot& ps : shm_->log().processes) {
+    cancels_broken += ps.cancels_broken.load();
+    callbacks_broken += ps.callbacks_broken.load();
+  }
+  if (cancels_broken > 0) {
+    failures_.push_back(fmt::format(
+        "{} cancels that returned true were followed by another outcome than CancelledError",
+        cancels_broken));
+  }
+  if (callbacks_broken > 0) {
+    failures_.push_back(fmt::format(
+        "{} asynchronous requests' callbacks were not called exactly once", callbacks_broken));
+  }
   print_summary(checked, result, leaked, keys);
   return failures_.empty() ? 0 : 1;
 }
@@ -212,7 +227,12 @@ int Driver::finish() {
 void Driver::print_summary(const CheckInput& checked, const CheckResult& r, std::size_t leaked,
                            const std::vector<std::string>& keys) {
   std::uint64_t acquire_errors = 0, release_errors = 0, rejected = 0, timed_out = 0, lost = 0;
+  std::uint64_t callbacks = 0, cancelled = 0, cancels_broken = 0, callbacks_broken = 0;
   for (const ProcessSlot& ps : shm_->log().processes) {
+    callbacks += ps.callback_requests.load();
+    cancelled += ps.cancelled.load();
+    cancels_broken += ps.cancels_broken.load();
+    callbacks_broken += ps.callbacks_broken.load();
     acquire_errors += ps.acquire_errors.load();
     release_errors += ps.release_errors.load();
     rejected += ps.rejected.load();
@@ -227,6 +247,20 @@ void Driver::print_summary(const CheckInput& checked, const CheckResult& r, std:
   for (const auto& [units, count] : by_units)
     units_counts.push_back(fmt::format("{}: {}", units, count));
   fmt::print("\n{:<44} {} (by units {})\n", "grants", r.grants, fmt::join(units_counts, ", "));
+  static constexpr const char* kModeNames[] = {
+      "acquire",       "try_acquire",           "try_acquire_for",
+      "acquire_async", "try_acquire_for_async", "callback"};
+  std::map<int, std::size_t> by_mode;
+  for (const Section& section : checked.sections) ++by_mode[static_cast<int>(section.mode)];
+  std::vector<std::string> mode_counts;
+  for (const auto& [mode, count] : by_mode) {
+    const bool known = mode >= 0 && mode < static_cast<int>(std::size(kModeNames));
+    mode_counts.push_back(fmt::format("{} {}", known ? kModeNames[mode] : "?", count));
+  }
+  fmt::print("{:<44} {}\n", "grants by kind of request", fmt::join(mode_counts, ", "));
+  fmt::print("{:<44} {} ({} cancelled; {} cancels broken, {} callbacks not called once)\n",
+             "asynchronous requests with a callback", callbacks, cancelled, cancels_broken,
+             callbacks_broken);
   fmt::print("{:<44} {} ({} failed; {} kept other than the lowest slots)\n", "partial releases",
              r.partial_releases, r.partial_releases_failed, r.partial_wrong_slots);
   fmt::print("{:<44} {} in {} permits (limit {}; over the limit {} times)\n",
@@ -266,6 +300,7 @@ void Driver::print_summary(const CheckInput& checked, const CheckResult& r, std:
   for (const auto& kind : kFaultKinds) {
     if (enabled(kind)) fmt::print(" {} {}", kind, injected_[kind]);
   }
+  if (enabled("waker-kill")) fmt::print(" (waker-kill: {} connections)", wakers_killed_);
   if (proxy_) {
     fmt::print(" (proxy: {} cuts, {} connections blackholed)", proxy_->cuts(),
                proxy_->blackholed());

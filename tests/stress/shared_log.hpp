@@ -17,7 +17,7 @@ constexpr std::size_t kIdBytes = 64;
 /// The most units one request asks for (--weights), and so the most slots a permit holds.
 constexpr int kMaxUnits = 8;
 
-/// timed_out: a try_acquire_for that gave up without a permit (no token, no slots).
+/// timed_out: a request with a timeout that gave up without a permit (no token, no slots).
 enum RecordState : std::uint8_t { empty = 0, entered = 1, left = 2, timed_out = 3 };
 
 struct Record {
@@ -58,6 +58,14 @@ struct ProcessSlot {
   std::atomic<std::uint64_t> rejected;   // try_acquire found no free permit
   std::atomic<std::uint64_t> timed_out;  // try_acquire_for gave up
   std::atomic<std::uint64_t> lost;       // on_lost calls
+  /// Asynchronous requests with a callback, those cancel() took back, the cancels whose
+  /// callback got anything but CancelledError, and the requests whose callback was not called
+  /// exactly once (counted by a worker that exits normally, once its semaphore is gone): the
+  /// last two are broken promises.
+  std::atomic<std::uint64_t> callback_requests;
+  std::atomic<std::uint64_t> cancelled;
+  std::atomic<std::uint64_t> cancels_broken;
+  std::atomic<std::uint64_t> callbacks_broken;
   ThreadSlot threads[kMaxThreads];
 };
 

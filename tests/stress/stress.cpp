@@ -2,9 +2,10 @@
 // one semaphore with limit L units, each request asking for one of the --weights units (some
 // giving part of them back half way through), for S seconds, against a private redis-server
 // (appendonly, appendfsync always), while the driver injects faults at random moments: SIGKILL
-// and SIGSTOP of workers, Redis restarts, CLIENT KILL, SCRIPT FLUSH, and network faults through
-// a proxy. Every critical section, and every timed wait that gave up, is logged to shared
-// memory; afterwards checker.cpp proves the promises from that log alone, counted in units, and
+// and SIGSTOP of workers, Redis restarts, CLIENT KILL (of every client, or of the wake-up
+// connections), SCRIPT FLUSH, and network faults through a proxy. Requests are blocking and
+// asynchronous (futures, and callbacks of which some are cancelled) side by side. Every
+// critical section, and every timed wait that gave up, is logged to shared memory; afterwards checker.cpp proves the promises from that log alone, counted in units, and
 // the driver checks that nothing is left in Redis.
 //
 //   fairsem_stress --seconds 60 --processes 4 --threads 4 --limit 4 --weights 1,2,3 --faults all
@@ -54,9 +55,10 @@ int main(int argc, char** argv) {
   app.add_option("--hold-us", s.hold_us, "longest critical section")->check(CLI::Range(0, 1000000));
   app.add_option("--max-timeout-ms", s.max_timeout_ms, "longest try_acquire_for timeout")
       ->check(CLI::Range(0, 60000));
-  app.add_option("--faults", s.faults,
-                 "all, none, or a comma list of: kill,stop,restart,client-kill,script-flush,"
-                 "delay,cut,blackhole");
+  app.add_option(
+      "--faults", s.faults,
+      "all, none, or a comma list of: kill,stop,restart,client-kill,waker-kill,script-flush,"
+      "delay,cut,blackhole");
   app.add_option("--fault-interval-ms", s.fault_interval_ms, "mean time between faults")
       ->check(CLI::Range(50, 600000));
   app.add_option("--grants", s.grants, "end the load after this many grants (within --seconds)");

@@ -10,7 +10,12 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
+#include <exception>
 #include <functional>
+#include <iterator>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <random>
 #include <string>
@@ -84,16 +89,85 @@ void give_back(Record& r, ProcessSlot& ps, Permit& permit, const std::vector<lon
 struct Request {
   Mode mode = Mode::acquire;
   long long units = 1;
-  milliseconds timeout{0};  // try_acquire_for
+  milliseconds timeout{0};  // try_acquire_for, try_acquire_for_async, callback
+  /// callback: cancel() if no outcome came within this (0: never).
+  milliseconds cancel_after{0};
   std::int64_t wait_ns = 0;
+  bool cancelled = false;  // cancel() returned true: the callback got CancelledError
 };
 
-std::optional<Permit> ask(FairSemaphore& sem, const Request& req) {
+// This process's callbacks: requests made, and calls (all of them, a second one included).
+std::atomic<std::uint64_t> callbacks_asked{0};
+std::atomic<std::uint64_t> callbacks_called{0};
+
+/// What an asynchronous request's callback was called with, and how often.
+struct Outcome {
+  std::mutex mu;
+  std::condition_variable cv;
+  int calls = 0;
+  std::exception_ptr error;
+  std::optional<Permit> permit;
+};
+
+bool is_cancelled_error(const std::exception_ptr& error) {
+  if (!error) return false;
+  try {
+    std::rethrow_exception(error);
+  } catch (const CancelledError&) {
+    return true;
+  } catch (...) {
+    return false;
+  }
+}
+
+/// acquire_async_until with a callback; cancelled after req.cancel_after without an outcome.
+/// cancel() returning true promises the callback CancelledError, whatever raced it.
+std::optional<Permit> ask_with_callback(FairSemaphore& sem, Request& req, ProcessSlot& ps) {
+  auto out = std::make_shared<Outcome>();
+  ps.callback_requests.fetch_add(1);
+  callbacks_asked.fetch_add(1);
+  AcquireRequest request =
+      sem.acquire_async_until(req.units, Clock::now() + req.timeout,
+                              [out](std::exception_ptr error, std::optional<Permit> permit) {
+                                callbacks_called.fetch_add(1);
+                                {
+                                  std::lock_guard<std::mutex> lock(out->mu);
+                                  if (++out->calls == 1) {
+                                    out->error = std::move(error);
+                                    out->permit = std::move(permit);
+                                  }
+                                }
+                                out->cv.notify_all();
+                              });
+  std::unique_lock<std::mutex> lock(out->mu);
+  if (req.cancel_after.count() > 0 &&
+      !out->cv.wait_for(lock, req.cancel_after, [&] { return out->calls > 0; })) {
+    lock.unlock();
+    req.cancelled = request.cancel();
+    lock.lock();
+  }
+  out->cv.wait(lock, [&] { return out->calls > 0; });
+  if (req.cancelled) {
+    ps.cancelled.fetch_add(1);
+    if (!is_cancelled_error(out->error) || out->permit) ps.cancels_broken.fetch_add(1);
+    return std::nullopt;
+  }
+  if (out->error) std::rethrow_exception(out->error);
+  return std::move(out->permit);
+}
+
+std::optional<Permit> ask(FairSemaphore& sem, Request& req, ProcessSlot& ps) {
   switch (req.mode) {
     case Mode::try_acquire:
       return sem.try_acquire(req.units);
     case Mode::try_acquire_for:
       return sem.try_acquire_for(req.units, req.timeout);
+    case Mode::acquire_async:
+      return sem.acquire_async(req.units).get();
+    case Mode::try_acquire_for_async:
+      return sem.try_acquire_for_async(req.units, req.timeout).get();
+    case Mode::callback:
+      return ask_with_callback(sem, req, ps);
     case Mode::acquire:
       break;
   }
@@ -170,15 +244,25 @@ void worker_thread(SharedLog& log, ProcessSlot& ps, ThreadSlot& ts, FairSemaphor
   const Config& cfg = log.config;
   while (log.stop.load() == 0) {
     Request req;
-    const auto pick = rng() % 10;
-    req.mode = pick < 4 ? Mode::acquire : pick < 7 ? Mode::try_acquire : Mode::try_acquire_for;
+    // Blocking and asynchronous requests side by side, as services mix them.
+    static constexpr Mode kModes[] = {
+        Mode::acquire,         Mode::acquire,       Mode::try_acquire,
+        Mode::try_acquire,     Mode::try_acquire,   Mode::try_acquire_for,
+        Mode::try_acquire_for, Mode::acquire_async, Mode::try_acquire_for_async,
+        Mode::callback};
+    req.mode = kModes[rng() % std::size(kModes)];
     req.timeout = milliseconds(rng() % static_cast<std::uint64_t>(cfg.max_timeout_ms + 1));
+    // Half the callbacks are cancelled if nothing came by a random moment of their wait.
+    if (req.mode == Mode::callback && rng() % 2 == 0) {
+      req.cancel_after =
+          milliseconds(1 + rng() % static_cast<std::uint64_t>(cfg.max_timeout_ms + 1));
+    }
     req.units = cfg.weights[rng() % static_cast<std::uint64_t>(cfg.weight_count)];
     ts.state.store(waiting);
     req.wait_ns = now_ns();
     std::optional<Permit> permit;
     try {
-      permit = ask(sem, req);
+      permit = ask(sem, req, ps);
     } catch (const Error&) {
       // Redis restarting, a connection cut or blackholed, an eviction: count and go on.
       ps.acquire_errors.fetch_add(1);
@@ -189,6 +273,11 @@ void worker_thread(SharedLog& log, ProcessSlot& ps, ThreadSlot& ts, FairSemaphor
     if (!permit) {
       const std::int64_t end_ns = now_ns();
       ts.state.store(idle);
+      if (req.cancelled) {
+        // Taken back: it may have been promoted at that instant and handed on, so it is no
+        // timed-out waiter that nobody could pass.
+        continue;
+      }
       if (req.mode == Mode::try_acquire) {
         ps.rejected.fetch_add(1);
       } else {
@@ -240,6 +329,12 @@ int worker_main(int log_fd, int slot, const std::string& url) {
   }
   ps.ready.store(1);
   for (auto& t : threads) t.join();
+  // The destructor waits for every callback: each request's was called exactly once by now.
+  sem.reset();
+  const std::uint64_t asked = callbacks_asked.load();
+  const std::uint64_t called = callbacks_called.load();
+  if (asked != called)
+    ps.callbacks_broken.fetch_add(asked > called ? asked - called : called - asked);
   return 0;
 }
 
