@@ -31,6 +31,7 @@
 #include <utility>
 #include <vector>
 
+#include "exception_is.hpp"
 #include "fairsem/asio.hpp"
 #include "fairsem/fairsem.hpp"
 #include "fairsem/impl/connection.hpp"
@@ -62,14 +63,7 @@ SemaphoreOptions options(long long limit) {
 
 /// True when `error` holds a CancelledError.
 bool cancelled(const std::exception_ptr& error) {
-  if (!error) return false;
-  try {
-    std::rethrow_exception(error);
-  } catch (const CancelledError&) {
-    return true;
-  } catch (...) {
-    return false;
-  }
+  return test::exception_is<CancelledError>(error);
 }
 
 /// Holds back every write command and script call of the test's redis-server (CLIENT PAUSE

@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "exception_is.hpp"
 #include "fairsem/fairsem.hpp"
 #include "redis_server.hpp"
 #include "stopped.hpp"
@@ -75,14 +76,7 @@ unsigned seed_of_run() {
 }
 
 bool is_cancelled(const std::exception_ptr& error) {
-  if (!error) return false;
-  try {
-    std::rethrow_exception(error);
-  } catch (const CancelledError&) {
-    return true;
-  } catch (...) {
-    return false;
-  }
+  return test::exception_is<CancelledError>(error);
 }
 
 TEST(AsyncCancelTest, ACancelThatReturnedTrueEndsInCancelledErrorOnceWhateverRacesIt) {

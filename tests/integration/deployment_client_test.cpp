@@ -89,6 +89,42 @@ long long connections_on(const Deployment& deployment, int port) {
   return static_cast<long long>(std::count(clients.begin(), clients.end(), '\n')) - 1;
 }
 
+/// `count` semaphores of limit 1 opened through one Client, each held, with one waiter queued
+/// behind its holder (an asynchronous acquire).
+struct NamesWithAWaiter {
+  std::vector<std::unique_ptr<FairSemaphore>> semaphores;
+  std::vector<Permit> holders;
+  std::vector<std::future<Permit>> waiters;
+
+  NamesWithAWaiter(Client& client, const std::string& prefix, int count,
+                   const SemaphoreOptions& options) {
+    for (int i = 0; i < count; ++i) {
+      semaphores.push_back(
+          std::make_unique<FairSemaphore>(client, prefix + std::to_string(i), options));
+      holders.push_back(semaphores.back()->acquire());
+      waiters.push_back(semaphores.back()->acquire_async());
+    }
+  }
+  /// Every waiter is in Redis.
+  bool queued() {
+    return wait_until([&] {
+      for (auto& sem : semaphores) {
+        if (sem->status().waiters.size() != 1) return false;
+      }
+      return true;
+    });
+  }
+  /// The holders release; every waiter is granted, and releases.
+  void serve_all() {
+    holders.clear();
+    for (auto& waiter : waiters) {
+      ASSERT_EQ(waiter.wait_for(std::chrono::seconds(30)), std::future_status::ready);
+      Permit p = waiter.get();
+      EXPECT_EQ(p.release(), fairsem::ReleaseResult::released);
+    }
+  }
+};
+
 class ClusterClientTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -158,28 +194,14 @@ TEST_F(ClusterClientTest, WaitingOnFiftyNamesLeavesNoThreadOrConnectionBehindOnc
   const std::size_t threads_before = thread_count();
   const long long connections_before = connections();
 
-  constexpr int kNames = 50;
   SemaphoreOptions options;
   options.limit = 1;
   options.lease = std::chrono::milliseconds(1500);
-  std::vector<std::unique_ptr<FairSemaphore>> semaphores;
-  std::vector<Permit> holders;
-  std::vector<std::future<Permit>> waiters;
-  for (int i = 0; i < kNames; ++i) {
-    semaphores.push_back(
-        std::make_unique<FairSemaphore>(client, "tenant-" + std::to_string(i), options));
-    holders.push_back(semaphores.back()->acquire());
-    waiters.push_back(semaphores.back()->acquire_async());
-  }
-  ASSERT_TRUE(wait_until([&] {
-    for (auto& sem : semaphores) {
-      if (sem->status().waiters.size() != 1) return false;
-    }
-    return true;
-  }));
+  NamesWithAWaiter names(client, "tenant-", 50, options);
+  ASSERT_TRUE(names.queued());
   // Each holder renewed once: the renewal lanes hold a connection per slot.
   ASSERT_TRUE(wait_until([&] {
-    for (auto& sem : semaphores) {
+    for (auto& sem : names.semaphores) {
       if (sem->metrics().renewals == 0) return false;
     }
     return true;
@@ -187,13 +209,8 @@ TEST_F(ClusterClientTest, WaitingOnFiftyNamesLeavesNoThreadOrConnectionBehindOnc
   std::cout << "while 50 names wait: +" << thread_count() - threads_before << " threads, +"
             << connections() - connections_before << " connections\n";
 
-  // Every waiter is served, and releases.
-  holders.clear();
-  for (auto& waiter : waiters) {
-    ASSERT_EQ(waiter.wait_for(std::chrono::seconds(30)), std::future_status::ready);
-    Permit p = waiter.get();
-    EXPECT_EQ(p.release(), fairsem::ReleaseResult::released);
-  }
+  names.serve_all();
+  if (HasFatalFailure()) return;
   // The semaphores stay open, idle: left are the worker threads, a renewal lane per master and
   // the callback thread, and the pool's connections.
   const std::size_t threads_left = client_options.worker_threads + masters.size() + 1;
@@ -241,25 +258,10 @@ TEST_F(SentinelClientTest, FiftySemaphoreNamesShareTheClientsThreadsAndConnectio
   const std::size_t threads_before = thread_count();
   const long long connections_before = connections_on(*group_, master);
 
-  constexpr int kNames = 50;
   fairsem::SemaphoreOptions options;
   options.limit = 1;
-  std::vector<std::unique_ptr<FairSemaphore>> semaphores;
-  std::vector<Permit> holders;
-  std::vector<std::future<Permit>> waiters;
-  for (int i = 0; i < kNames; ++i) {
-    semaphores.push_back(
-        std::make_unique<FairSemaphore>(client, "per-name-" + std::to_string(i), options));
-    holders.push_back(semaphores.back()->acquire());
-    waiters.push_back(semaphores.back()->acquire_async());
-  }
-  // Every waiter queued in Redis.
-  ASSERT_TRUE(wait_until([&] {
-    for (auto& sem : semaphores) {
-      if (sem->status().waiters.size() != 1) return false;
-    }
-    return true;
-  }));
+  NamesWithAWaiter names(client, "per-name-", 50, options);
+  ASSERT_TRUE(names.queued());
   // The worker threads, one waker and one watchdog; the pool, the waker's and the watchdog's
   // connections.
   EXPECT_LE(thread_count() - threads_before, client_options.worker_threads + 2);
@@ -267,12 +269,7 @@ TEST_F(SentinelClientTest, FiftySemaphoreNamesShareTheClientsThreadsAndConnectio
             static_cast<long long>(client_options.max_connections) + 2);
 
   // And every waiter is served.
-  holders.clear();
-  for (auto& waiter : waiters) {
-    ASSERT_EQ(waiter.wait_for(std::chrono::seconds(30)), std::future_status::ready);
-    Permit p = waiter.get();
-    EXPECT_EQ(p.release(), fairsem::ReleaseResult::released);
-  }
+  names.serve_all();
 }
 
 TEST_F(SentinelClientTest, AWrongPasswordForTheMasterIsAnAuthErrorAndWritesNothing) {

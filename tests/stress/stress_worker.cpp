@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "checker.hpp"
+#include "exception_is.hpp"
 #include "fairsem/fairsem.hpp"
 #include "shared_log.hpp"
 
@@ -109,17 +110,6 @@ struct Outcome {
   std::optional<Permit> permit;
 };
 
-bool is_cancelled_error(const std::exception_ptr& error) {
-  if (!error) return false;
-  try {
-    std::rethrow_exception(error);
-  } catch (const CancelledError&) {
-    return true;
-  } catch (...) {
-    return false;
-  }
-}
-
 /// acquire_async_until with a callback; cancelled after req.cancel_after without an outcome.
 /// cancel() returning true promises the callback CancelledError, whatever raced it.
 std::optional<Permit> ask_with_callback(FairSemaphore& sem, Request& req, ProcessSlot& ps) {
@@ -149,7 +139,8 @@ std::optional<Permit> ask_with_callback(FairSemaphore& sem, Request& req, Proces
   out->cv.wait(lock, [&] { return out->calls > 0; });
   if (req.cancelled) {
     ps.cancelled.fetch_add(1);
-    if (!is_cancelled_error(out->error) || out->permit) ps.cancels_broken.fetch_add(1);
+    if (!test::exception_is<CancelledError>(out->error) || out->permit)
+      ps.cancels_broken.fetch_add(1);
     return std::nullopt;
   }
   if (out->error) std::rethrow_exception(out->error);

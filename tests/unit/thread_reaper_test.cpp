@@ -13,6 +13,20 @@
 namespace fairsem::detail {
 namespace {
 
+/// Starts `owned` on a thread that lets go of its own handle, as an owner destroyed on its own
+/// thread does; returns once it has.
+void let_go_of_itself(std::thread& owned) {
+  std::promise<void> handed;
+  std::promise<void> let_go;
+  owned = std::thread([&, handed_over = handed.get_future()] {
+    handed_over.wait();
+    join_or_park(owned);
+    let_go.set_value();
+  });
+  handed.set_value();
+  let_go.get_future().wait();
+}
+
 TEST(ThreadReaperTest, AnotherThreadIsJoined) {
   join_finished_parked_threads();
   const std::size_t parked = parked_threads();
@@ -27,17 +41,8 @@ TEST(ThreadReaperTest, AnotherThreadIsJoined) {
 TEST(ThreadReaperTest, AThreadLettingGoOfItselfIsParkedAndJoinedOnceFinished) {
   join_finished_parked_threads();
   const std::size_t parked = parked_threads();
-  std::promise<void> handed;
-  std::promise<void> let_go;
   std::thread owned;
-  // As an owner destroyed on its own thread does: the thread lets go of its own handle.
-  owned = std::thread([&, handed_over = handed.get_future()] {
-    handed_over.wait();
-    join_or_park(owned);
-    let_go.set_value();
-  });
-  handed.set_value();
-  let_go.get_future().wait();
+  let_go_of_itself(owned);
   EXPECT_FALSE(owned.joinable());
   EXPECT_EQ(parked + 1, parked_threads()) << "parked, not detached";
   // Joined once it has finished (here by the test; otherwise by the next park, or at exit).
@@ -53,16 +58,8 @@ TEST(ThreadReaperTest, OneExitHandlerHoweverManyThreadsPark) {
   join_finished_parked_threads();
   const std::size_t parked = parked_threads();
   for (int i = 0; i < 100; ++i) {
-    std::promise<void> handed;
-    std::promise<void> let_go;
     std::thread owned;
-    owned = std::thread([&, handed_over = handed.get_future()] {
-      handed_over.wait();
-      join_or_park(owned);
-      let_go.set_value();
-    });
-    handed.set_value();
-    let_go.get_future().wait();
+    let_go_of_itself(owned);
   }
   EXPECT_EQ(exit_handlers_registered(), 1U);
   EXPECT_TRUE(test::wait_until([&] {
