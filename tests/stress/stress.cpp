@@ -5,8 +5,9 @@
 // and SIGSTOP of workers, Redis restarts, CLIENT KILL (of every client, or of the wake-up
 // connections), SCRIPT FLUSH, and network faults through a proxy. Requests are blocking and
 // asynchronous (futures, and callbacks of which some are cancelled) side by side. Every
-// critical section, and every timed wait that gave up, is logged to shared memory; afterwards checker.cpp proves the promises from that log alone, counted in units, and
-// the driver checks that nothing is left in Redis.
+// critical section, and every timed wait that gave up, is logged to shared memory; afterwards
+// checker.cpp proves the promises from that log alone, counted in units, and the driver checks
+// that nothing is left in Redis.
 //
 //   fairsem_stress --seconds 60 --processes 4 --threads 4 --limit 4 --weights 1,2,3 --faults all
 //
