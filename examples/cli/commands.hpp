@@ -42,6 +42,13 @@ struct ResizeArgs {
   std::string new_limit;  // as typed; checked by resize_main before anything is sent
 };
 
+struct ListArgs {
+  std::string url;  // as resolved by examples::resolve_url()
+  std::string key_prefix = "fairsem";
+  std::string match = "*";  // a Redis glob on the names
+  bool json = false;
+};
+
 struct DemoArgs {
   std::string url;  // empty: start a private redis-server
   int workers = 6;
@@ -55,6 +62,7 @@ int status_main(const StatusArgs& args);  // calls watch_main for --watch
 int watch_main(const StatusArgs& args);
 int evict_main(const EvictArgs& args);
 int resize_main(const ResizeArgs& args);
+int list_main(const ListArgs& args);
 int demo_main(const DemoArgs& args);
 
 }  // namespace fairsem::cli

@@ -1,5 +1,6 @@
 // fairsem: the command-line face of the library. Caps how many copies of a command run at once
-// across machines (`run`), shows and edits a semaphore (`status`, `evict`, `resize`), and
+// across machines (`run`), shows and edits a semaphore (`status`, `evict`, `resize`), lists
+// every semaphore of a deployment (`list`), and
 // demonstrates the guarantees on a private Redis (`demo`).
 
 #include <fmt/format.h>
@@ -70,6 +71,9 @@ struct CommandLine {
   CLI::Option* watch_opt = nullptr;
   CLI::App* status_cmd = nullptr;
 
+  fairsem::cli::ListArgs list;
+  CLI::App* list_cmd = nullptr;
+
   fairsem::cli::EvictArgs evict;
   std::string evict_url;
   CLI::App* evict_cmd = nullptr;
@@ -133,6 +137,21 @@ void add_status(CommandLine& cl) {
   cl.status_cmd = cmd;
 }
 
+void add_list(CommandLine& cl) {
+  CLI::App* cmd = cl.app.add_subcommand(
+      "list",
+      "List every semaphore under a key prefix, on every master: limit, units held, holders, "
+      "waiters, idle time (where the server can tell: Redis 7.2+, Valkey) and node");
+  cmd->add_option("--url", cl.list.url, "Redis URL (see below)");
+  cmd->add_option("--prefix", cl.list.key_prefix, "Key prefix in Redis")->capture_default_str();
+  cmd->add_option("--match", cl.list.match, "Only names matching this glob (* ? [...])")
+      ->capture_default_str();
+  cmd->add_flag("--json", cl.list.json,
+                "One JSON array of objects (name, limit, held, holders, waiting, idle_seconds, "
+                "counter, node) instead of a table");
+  cl.list_cmd = cmd;
+}
+
 void add_evict(CommandLine& cl) {
   CLI::App* cmd = cl.app.add_subcommand(
       "evict", "Remove one permit, holder or waiter; its owner is told (run applies --on-lost)");
@@ -182,13 +201,14 @@ void add_demo(CommandLine& cl) {
 std::optional<int> parse(CommandLine& cl, int argc, char** argv, int parsed_argc,
                          bool has_separator) {
   const std::string first = parsed_argc > 1 ? argv[1] : "";
-  const std::vector<std::string> known = {"run", "status", "evict", "resize", "demo"};
+  const std::vector<std::string> known = {"run", "status", "list", "evict", "resize", "demo"};
   if (!first.empty() && first[0] != '-' &&
       std::find(known.begin(), known.end(), first) == known.end()) {
     return usage_error(
         "fairsem",
         hide_credentials(
-            fmt::format("unknown command '{}' (use run, status, evict, resize or demo)", argv[1]),
+            fmt::format("unknown command '{}' (use run, status, list, evict, resize or demo)",
+                        argv[1]),
             argc, argv));
   }
   try {
@@ -288,6 +308,7 @@ int fairsem_main(int argc, char** argv) {
   cl.app.footer(kExitCodes);
   add_run(cl);
   add_status(cl);
+  add_list(cl);
   add_evict(cl);
   add_resize(cl);
   add_demo(cl);
@@ -296,6 +317,10 @@ int fairsem_main(int argc, char** argv) {
   if (cl.run_cmd->parsed()) return start_run(cl, std::move(command), has_separator);
   if (has_separator) return usage_error("fairsem", "'--' is only for `fairsem run`");
   if (cl.status_cmd->parsed()) return start_status(cl);
+  if (cl.list_cmd->parsed()) {
+    cl.list.url = resolve_url(cl.list.url);
+    return fairsem::cli::list_main(cl.list);
+  }
   if (cl.evict_cmd->parsed()) {
     cl.evict.target.url = resolve_url(cl.evict_url);
     return fairsem::cli::evict_main(cl.evict);

@@ -234,6 +234,20 @@ class FairSemaphore {
   std::shared_ptr<detail::SemaphoreCore> core_;
 };
 
+/// One semaphore found by SemaphoreAdmin::list().
+struct SemaphoreListing {
+  std::string name;
+  /// "host:port" of the master that stores it.
+  std::string node;
+  /// As SemaphoreAdmin::status() reads it (limit > 0: a listed semaphore has one stored).
+  Status status;
+  /// How long nobody has used it: zero while anyone holds or waits; otherwise the time since a
+  /// client last called it, to the second. Known where the server can tell without the listing
+  /// itself counting as a use (CLIENT NO-TOUCH: Redis 7.2 and later, Valkey) and keeps access
+  /// times (not under an LFU maxmemory-policy); nullopt elsewhere.
+  std::optional<std::chrono::seconds> idle;
+};
+
 /// Reads and administers a semaphore known only by name, without its limit (which Redis
 /// stores): for tools such as `fairsem status` and `fairsem evict`. Opening one writes nothing.
 /// Thread-safe.
@@ -259,6 +273,17 @@ class SemaphoreAdmin {
   ResizeResult resize(long long new_limit);
 
   const std::string& name() const noexcept;
+
+  /// Every semaphore stored under `key_prefix` whose name matches `match` (a Redis glob: `*`,
+  /// `?`, `[...]`, `\\` escapes; no braces, whitespace or control bytes), on every master of
+  /// the Client's deployment (each master of a Cluster; the master of a Sentinel deployment),
+  /// sorted by name. Found by SCAN (the prefix matches itself only), then each read as status()
+  /// reads it, one call per semaphore. Not a snapshot: a semaphore made or gone while it runs
+  /// may be missing or listed. Throws InvalidArgument for a bad prefix or match (before
+  /// anything is sent), ConnectionError or AuthError when a master cannot be read.
+  static std::vector<SemaphoreListing> list(const Client& client,
+                                            const std::string& key_prefix = "fairsem",
+                                            const std::string& match = "*");
 
  private:
   std::shared_ptr<detail::SemaphoreCore> core_;

@@ -5,7 +5,9 @@
 //   map's question to a seed, a sentinel's answer, the master's handshake), and nothing is
 //   written;
 // - resources: through Sentinel, a Client's threads and connections follow the one master, not
-//   the number of semaphore names; on a Cluster, those of the slots waited on close once idle.
+//   the number of semaphore names; on a Cluster, those of the slots waited on close once idle;
+// - SemaphoreAdmin::list reads every master: each semaphore listed once, with the node that
+//   stores it and what it holds and queues.
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -15,6 +17,7 @@
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -34,6 +37,8 @@ using fairsem::ClientOptions;
 using fairsem::ConnectionOptions;
 using fairsem::FairSemaphore;
 using fairsem::Permit;
+using fairsem::SemaphoreAdmin;
+using fairsem::SemaphoreListing;
 using fairsem::SemaphoreOptions;
 using fairsem::test::admin;
 using fairsem::test::RedisCluster;
@@ -124,6 +129,30 @@ struct NamesWithAWaiter {
     }
   }
 };
+
+/// Lists the `count` semaphores of `names` (prefix "listing", names `stem`0...) through `client`
+/// and checks each: listed once, in name order, held with one waiter, on the node whose port
+/// `stores` says holds its keys. Returns the nodes seen.
+template <typename Stores>
+std::set<std::string> check_listing(const Client& client, const std::string& stem, int count,
+                                    Stores stores) {
+  std::vector<std::string> expected;
+  for (int i = 0; i < count; ++i) expected.push_back(stem + std::to_string(i));
+  std::sort(expected.begin(), expected.end());
+  const std::vector<SemaphoreListing> found = SemaphoreAdmin::list(client, "listing");
+  std::set<std::string> nodes;
+  EXPECT_EQ(expected.size(), found.size());
+  for (std::size_t i = 0; i < std::min(expected.size(), found.size()); ++i) {
+    const SemaphoreListing& l = found[i];
+    EXPECT_EQ(expected[i], l.name);
+    EXPECT_EQ(1u, l.status.holders.size()) << l.name;
+    EXPECT_EQ(1u, l.status.waiters.size()) << l.name;
+    const int port = std::stoi(l.node.substr(l.node.rfind(':') + 1));
+    EXPECT_TRUE(stores(port, "listing:{" + l.name + "}:meta")) << l.name << " on " << l.node;
+    nodes.insert(l.node);
+  }
+  return nodes;
+}
 
 class ClusterClientTest : public ::testing::Test {
  protected:
@@ -224,6 +253,21 @@ TEST_F(ClusterClientTest, WaitingOnFiftyNamesLeavesNoThreadOrConnectionBehindOnc
       << client_options.max_connections << " expected";
 }
 
+TEST_F(ClusterClientTest, ListReadsEveryMasterAndNamesWhereEachSemaphoreIs) {
+  Client client(as("", ""));
+  SemaphoreOptions options;
+  options.limit = 1;
+  options.key_prefix = "listing";
+  NamesWithAWaiter names(client, "listed-", 12, options);
+  ASSERT_TRUE(names.queued());
+  const std::set<std::string> nodes =
+      check_listing(client, "listed-", 12, [](int port, const std::string& key) {
+        return admin(cluster_->node(port), {"EXISTS", key}).integer == 1;
+      });
+  EXPECT_EQ(3u, nodes.size());  // the 12 names hash to slots on each of the 3 masters
+  names.serve_all();
+}
+
 class SentinelClientTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
@@ -269,6 +313,20 @@ TEST_F(SentinelClientTest, FiftySemaphoreNamesShareTheClientsThreadsAndConnectio
             static_cast<long long>(client_options.max_connections) + 2);
 
   // And every waiter is served.
+  names.serve_all();
+}
+
+TEST_F(SentinelClientTest, ListReadsTheMasterTheSentinelsName) {
+  Client client(as("", ""));
+  SemaphoreOptions options;
+  options.limit = 1;
+  options.key_prefix = "listing";
+  NamesWithAWaiter names(client, "listed-", 5, options);
+  ASSERT_TRUE(names.queued());
+  const int master = group_->master_port();
+  const std::set<std::string> nodes = check_listing(
+      client, "listed-", 5, [&](int port, const std::string&) { return port == master; });
+  EXPECT_EQ(1u, nodes.size());
   names.serve_all();
 }
 

@@ -112,6 +112,18 @@ TEST(RouterTest, LooksUpEachSlotInItsRangeUpToBothEnds) {
   EXPECT_EQ(router.nodes(), (std::vector<NodeAddress>{kSeedA, kMaster1, kMaster2, kMaster3}));
 }
 
+TEST(RouterTest, MastersAreTheNodesServingSlotsEachOnceInSlotOrder) {
+  Router router({kSeedA, kSeedB});
+  EXPECT_TRUE(router.masters().empty());  // seeds serve nothing until a map says so
+  router.replace({SlotRange{0, 99, kMaster2}, SlotRange{100, 199, kMaster1},
+                  SlotRange{200, 299, kMaster2}, SlotRange{300, kClusterSlots - 1, kMaster3}});
+  EXPECT_EQ(router.masters(), (std::vector<NodeAddress>{kMaster2, kMaster1, kMaster3}));
+  router.moved(100, kMaster3);  // kMaster1 still serves 101..199
+  EXPECT_EQ(router.masters(), (std::vector<NodeAddress>{kMaster2, kMaster3, kMaster1}));
+  router.forget();
+  EXPECT_TRUE(router.masters().empty());
+}
+
 TEST(RouterTest, SlotsOutsideEveryRangeStayUnknown) {
   Router router({kSeedA});
   router.replace({SlotRange{100, 199, kMaster1}, SlotRange{300, 300, kMaster2}});

@@ -101,6 +101,16 @@ FAIRSEM_INLINE NodeAddress Discovery::target(int slot) {
       slot, options_.endpoint()));
 }
 
+FAIRSEM_INLINE std::vector<NodeAddress> Discovery::masters() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (sentinel()) {
+    router_.replace({SlotRange{0, kClusterSlots - 1, ask_sentinels()}});
+  } else {
+    refresh_slots();
+  }
+  return router_.masters();
+}
+
 FAIRSEM_INLINE std::optional<NodeAddress> Discovery::known_target(int slot) {
   std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
   if (!lock.owns_lock()) return std::nullopt;

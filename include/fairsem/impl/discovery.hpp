@@ -28,6 +28,9 @@ class Discovery {
   /// The node for commands on `slot` as far as the slot map knows it now, without asking
   /// anyone and without waiting for a question under way (then nullopt, as when not known).
   std::optional<NodeAddress> known_target(int slot);
+  /// Every master, asked afresh (CLUSTER SLOTS of a seed node; under Sentinel, the one master
+  /// the sentinels name). Throws as target() does.
+  std::vector<NodeAddress> masters();
   /// A MOVED reply: `slot` is served by `node` from now on (ignored under Sentinel).
   void moved(int slot, const NodeAddress& node);
   /// The last answer proved wrong (its node is unreachable, not a master, read-only): ask the

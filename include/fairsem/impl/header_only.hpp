@@ -43,6 +43,7 @@
 #include "fairsem/impl/hiredis_context-inl.hpp"
 #include "fairsem/impl/hiredis_reply-inl.hpp"
 #include "fairsem/impl/leaves-inl.hpp"
+#include "fairsem/impl/listing-inl.hpp"
 #include "fairsem/impl/notifier-inl.hpp"
 #include "fairsem/impl/permit-inl.hpp"
 #include "fairsem/impl/redirection-inl.hpp"

@@ -128,6 +128,17 @@ FAIRSEM_INLINE void Router::moved(int slot, const NodeAddress& node) {
   owner_[static_cast<std::size_t>(slot)] = node_index(nodes_, node);
 }
 
+FAIRSEM_INLINE std::vector<NodeAddress> Router::masters() const {
+  std::vector<NodeAddress> out;
+  std::vector<bool> seen(nodes_.size(), false);
+  for (const std::int32_t index : owner_) {
+    if (index < 0 || seen[static_cast<std::size_t>(index)]) continue;
+    seen[static_cast<std::size_t>(index)] = true;
+    out.push_back(nodes_[static_cast<std::size_t>(index)]);
+  }
+  return out;
+}
+
 FAIRSEM_INLINE void Router::replace(const std::vector<SlotRange>& ranges) {
   // Built aside and swapped in, so that a bad range leaves the map as it was.
   std::vector<NodeAddress> nodes(nodes_.begin(),

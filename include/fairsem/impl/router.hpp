@@ -62,6 +62,9 @@ class Router {
   /// every node heard of, so all of them can be asked for the next map.
   void forget();
 
+  /// The nodes serving at least one slot (a cluster's masters, as far as the map knows), each
+  /// once, in slot order.
+  std::vector<NodeAddress> masters() const;
   /// The nodes to ask for a map: the seeds first, then those the last map and MOVEDs named.
   const std::vector<NodeAddress>& nodes() const noexcept { return nodes_; }
 

@@ -273,22 +273,11 @@ FAIRSEM_INLINE Metrics FairSemaphore::metrics() const { return core_->metrics();
 
 // --- SemaphoreAdmin -------------------------------------------------------------------------
 
-namespace semaphore_helpers {
-
-FAIRSEM_INLINE SemaphoreOptions admin_options(std::string key_prefix) {
-  SemaphoreOptions o;
-  o.key_prefix = std::move(key_prefix);
-  o.auto_renew = false;
-  return o;
-}
-
-}  // namespace semaphore_helpers
-
 FAIRSEM_INLINE SemaphoreAdmin::SemaphoreAdmin(const Client& client, std::string name,
                                               std::string key_prefix)
-    : core_(std::make_shared<detail::SemaphoreCore>(
-          client.runtime_, std::move(name), semaphore_helpers::admin_options(std::move(key_prefix)),
-          /*admin=*/true)) {
+    : core_(std::make_shared<detail::SemaphoreCore>(client.runtime_, std::move(name),
+                                                    detail::admin_options(std::move(key_prefix)),
+                                                    /*admin=*/true)) {
   core_->connect();
 }
 

@@ -242,6 +242,10 @@ FAIRSEM_INLINE Status SemaphoreCore::status() {
   return detail::decode_status(reply);
 }
 
+FAIRSEM_INLINE Status SemaphoreCore::status_on(Connection& conn) {
+  return detail::decode_status(run(conn, "status", {}));
+}
+
 FAIRSEM_INLINE EvictResult SemaphoreCore::evict(const std::string& permit_id) {
   validate_name(permit_id, "permit id");
   Reply reply = [&] {
@@ -272,6 +276,13 @@ FAIRSEM_INLINE const Script& scripts::semaphore_script(std::string_view op) {
     if (script->name.substr(std::string_view("semaphore_").size()) == op) return *script;
   }
   throw std::logic_error(fmt::format("fairsem: no semaphore script for operation '{}'", op));
+}
+
+FAIRSEM_INLINE SemaphoreOptions admin_options(std::string key_prefix) {
+  SemaphoreOptions o;
+  o.key_prefix = std::move(key_prefix);
+  o.auto_renew = false;
+  return o;
 }
 
 FAIRSEM_INLINE std::vector<std::string> semaphore_keys(std::string_view key_prefix,

@@ -169,6 +169,10 @@ struct MetricCounters {
   Counter wait_nanoseconds{0};
 };
 
+/// The options of a SemaphoreAdmin's semaphore (and a listing's): the stored limit, nothing
+/// renewed.
+SemaphoreOptions admin_options(std::string key_prefix);
+
 class SemaphoreCore : public std::enable_shared_from_this<SemaphoreCore> {
  public:
   /// `admin`: for SemaphoreAdmin, whose calls pass limit 0 ("whatever Redis stores"); the
@@ -194,6 +198,8 @@ class SemaphoreCore : public std::enable_shared_from_this<SemaphoreCore> {
   bool renew(PermitState& state);
   std::size_t renew_all();
   Status status();
+  /// status() over `conn`, a connection to the node that stores the semaphore (a listing's).
+  Status status_on(Connection& conn);
   EvictResult evict(const std::string& permit_id);
   ResizeResult resize(long long new_limit);
   /// Starts an asynchronous acquire of `units` (until `deadline`, if any); see FairSemaphore.
