@@ -16,6 +16,7 @@
 #include <memory>
 
 #include "fairsem/connection_options.hpp"
+#include "fairsem/metrics.hpp"
 
 namespace fairsem {
 
@@ -51,6 +52,9 @@ struct ClientOptions {
   /// waiting through it, no permit renewed over it. Then they close, and open again when
   /// needed. Positive, at most a day.
   std::chrono::milliseconds idle_timeout = std::chrono::seconds(30);
+  /// Told of the events of every semaphore opened through the Client (metrics.hpp), unless a
+  /// semaphore's SemaphoreOptions::metrics_observer says otherwise. Null: none.
+  std::shared_ptr<MetricsObserver> metrics_observer = nullptr;
 
   /// Throws InvalidArgument naming the bad field.
   void validate() const;

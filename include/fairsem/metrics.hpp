@@ -5,7 +5,9 @@
 // increment per event and no lock; the snapshot copies the counters one by one, so counters that
 // move meanwhile may be a few events apart from each other.
 
+#include <chrono>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace fairsem {
@@ -61,6 +63,50 @@ struct Metrics {
   std::uint64_t reconnects = 0;
   /// For each grant: the time from the acquire call to its return with the permit.
   Histogram acquire_wait;
+};
+
+/// How an acquire call ended, as a MetricsObserver is told.
+enum class AcquireResult {
+  granted,    // it returned a permit
+  timed_out,  // a timed acquire gave up at its deadline
+  cancelled,  // an asynchronous request was cancelled (CancelledError)
+  refused,    // try_acquire found no free units, or the queue was full (QueueFullError)
+  error       // anything else: an eviction (EvictedError), a connection or reply error...
+};
+
+/// Told of each event of the semaphores it watches as it happens, for a metrics library whose
+/// values are set as things happen (fairsem/prometheus.hpp keeps them in a prometheus::Registry).
+/// Set it for every semaphore of a Client (ClientOptions::metrics_observer) or for one
+/// (SemaphoreOptions::metrics_observer, which takes precedence). Its functions are called on the
+/// thread where the event happened (a caller's, a worker thread, the renewal threads), so they
+/// must be thread-safe and quick, and must not call fairsem; what they throw is ignored. Each
+/// does nothing by default. `semaphore` is the semaphore's name. Costs no Redis call.
+class MetricsObserver {
+ public:
+  MetricsObserver() = default;
+  MetricsObserver(const MetricsObserver&) = delete;
+  MetricsObserver& operator=(const MetricsObserver&) = delete;
+  virtual ~MetricsObserver() = default;
+
+  /// The semaphore was opened with this limit, or resized to it by this process.
+  virtual void limit_set(const std::string& /*semaphore*/, long long /*limit*/) {}
+  /// An acquire call (blocking or asynchronous, try_acquire included) for `units` started.
+  virtual void acquire_started(const std::string& /*semaphore*/, long long /*units*/) {}
+  /// That call ended: `waited` from its start to its end.
+  virtual void acquire_ended(const std::string& /*semaphore*/, AcquireResult /*result*/,
+                             long long /*units*/, std::chrono::nanoseconds /*waited*/) {}
+  /// This process came to hold a permit of `units` (after acquire_ended with granted, or for
+  /// a permit granted in the instant its request was cancelled, until it is released).
+  virtual void permit_granted(const std::string& /*semaphore*/, long long /*units*/) {}
+  /// A partial release (Permit::release(units)) gave back `units` of a permit that goes on.
+  virtual void units_released(const std::string& /*semaphore*/, long long /*units*/) {}
+  /// A permit this process held ended, once each: released (lost false), found lost (lost
+  /// true: its lease ran out, it was evicted), or dropped after its release failed (lost
+  /// false). `units`: what it held until then; `held`: since it was granted.
+  virtual void permit_ended(const std::string& /*semaphore*/, long long /*units*/,
+                            std::chrono::nanoseconds /*held*/, bool /*lost*/) {}
+  /// A renewal of one permit failed (as Metrics::renewal_failures counts).
+  virtual void renewal_failed(const std::string& /*semaphore*/) {}
 };
 
 }  // namespace fairsem

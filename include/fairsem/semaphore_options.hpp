@@ -13,9 +13,12 @@
 
 #include <chrono>
 #include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "fairsem/metrics.hpp"
 
 namespace fairsem {
 
@@ -92,6 +95,9 @@ struct SemaphoreOptions {
   /// every acquire gets a fresh random_id().
   std::string permit_id;
   Logger logger;
+  /// Told of this semaphore's events (metrics.hpp); null: the Client's
+  /// (ClientOptions::metrics_observer).
+  std::shared_ptr<MetricsObserver> metrics_observer = nullptr;
   /// After each grant, WAIT until this many replicas have the write; if fewer acknowledge
   /// within replica_timeout, the permit is released and the acquire throws ReplicationError.
   /// Renewals WAIT too, and a renewal not acknowledged in time does not extend deadline().

@@ -27,7 +27,7 @@ FAIRSEM_INLINE std::optional<Permit> SemaphoreCore::measured_acquire(
   using Kind = AcquireAction::Kind;
   check_units(units);
   const auto start = Clock::now();
-  count_attempt();
+  count_attempt(units);
   AcquireFsm fsm(acquire_params(units, wait, deadline, start));
   AcquireIo io(*this, units);
   AcquireOutcome outcome = AcquireOutcome::failed;
@@ -51,9 +51,10 @@ FAIRSEM_INLINE std::optional<Permit> SemaphoreCore::measured_acquire(
     }
     action = fsm.resume(event);
   }
-  count_outcome(outcome, Clock::now() - start, units);
+  const std::exception_ptr error = outcome == AcquireOutcome::granted ? nullptr : io.error(outcome);
+  count_outcome(outcome, error, Clock::now() - start, units);
   if (outcome == AcquireOutcome::granted) return io.take_permit();
-  if (const std::exception_ptr error = io.error(outcome)) std::rethrow_exception(error);
+  if (error) std::rethrow_exception(error);
   return std::nullopt;  // rejected, or timed out
 }
 
@@ -298,6 +299,7 @@ FAIRSEM_INLINE Permit SemaphoreCore::make_permit(const std::string& id, const Ac
     std::lock_guard<std::mutex> lock(mu_);
     live_.emplace(state.get(), state);
   }
+  observed_.permit_granted(state->count());
   return {shared_from_this(), std::move(state)};
 }
 
@@ -356,12 +358,15 @@ FAIRSEM_INLINE std::exception_ptr SemaphoreCore::acquire_error(AcquireOutcome ou
   }
 }
 
-FAIRSEM_INLINE void SemaphoreCore::count_attempt() noexcept {
+FAIRSEM_INLINE void SemaphoreCore::count_attempt(long long units) noexcept {
   MetricCounters::add(metrics_.acquire_attempts);
+  observed_.acquire_started(units);
 }
 
-FAIRSEM_INLINE void SemaphoreCore::count_outcome(AcquireOutcome outcome, Clock::duration waited,
-                                                 long long units) noexcept {
+FAIRSEM_INLINE void SemaphoreCore::count_outcome(AcquireOutcome outcome,
+                                                 const std::exception_ptr& error,
+                                                 Clock::duration waited, long long units) noexcept {
+  observed_.acquire_ended(outcome, error, units, waited);
   switch (outcome) {
     case AcquireOutcome::granted:
       metrics_.record_grant(waited, units);

@@ -24,7 +24,7 @@ FAIRSEM_INLINE AsyncAcquire::AsyncAcquire(std::shared_ptr<SemaphoreCore> core, l
 FAIRSEM_INLINE AsyncAcquire::~AsyncAcquire() = default;
 
 FAIRSEM_INLINE void AsyncAcquire::start() {
-  core_->count_attempt();
+  core_->count_attempt(units_);
   io_.set_hook([weak = weak_from_this(), in_flight = core_->in_flight()] {
     const InFlight::Step counted(*in_flight);
     if (auto self = weak.lock()) self->post();
@@ -202,7 +202,7 @@ FAIRSEM_INLINE void AsyncAcquire::finish(AcquireOutcome outcome) {
   if (outcome != AcquireOutcome::granted) permit.reset();
   const std::exception_ptr error =
       outcome == AcquireOutcome::cancelled ? cancelled : io_.error(outcome);
-  core_->count_outcome(outcome, Clock::now() - started_, units_);
+  core_->count_outcome(outcome, error, Clock::now() - started_, units_);
   core_->forget_request(this);
   AcquireCallback done = std::move(done_);
   try {

@@ -45,6 +45,7 @@
 #include "fairsem/impl/leaves-inl.hpp"
 #include "fairsem/impl/listing-inl.hpp"
 #include "fairsem/impl/notifier-inl.hpp"
+#include "fairsem/impl/observation-inl.hpp"
 #include "fairsem/impl/permit-inl.hpp"
 #include "fairsem/impl/redirection-inl.hpp"
 #include "fairsem/impl/renewal-inl.hpp"

@@ -73,6 +73,7 @@ FAIRSEM_INLINE void SemaphoreCore::call_back(const std::function<void()>& call) 
 FAIRSEM_INLINE void SemaphoreCore::mark_lost(PermitState& state, const std::string& reason) {
   if (state.lost.exchange(true)) return;
   MetricCounters::add(metrics_.permits_lost);
+  end_permit(state, true);
   forget(state);
   if (!options_.on_lost) {
     log(LogLevel::warning,
@@ -190,6 +191,7 @@ FAIRSEM_INLINE void SemaphoreCore::renewal_failed(const std::vector<PermitState*
     }
   }
   MetricCounters::add(metrics_.renewal_failures, failed);
+  observed_.renewals_failed(failed);
 }
 
 FAIRSEM_INLINE bool SemaphoreCore::renew(PermitState& state) {

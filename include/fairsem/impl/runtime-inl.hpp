@@ -24,6 +24,7 @@ FAIRSEM_INLINE Runtime::Runtime(ConnectionOptions options, ClientOptions client_
       executor_(client_options.worker_threads),
       watchdog_(std::make_shared<Watchdog>(options_, discovery_, client_options.idle_timeout)),
       release_in_background_(client_options.release_in_background),
+      metrics_observer_(std::move(client_options.metrics_observer)),
       idle_timeout_(client_options.idle_timeout),
       client_id_(random_id()) {}
 
@@ -122,7 +123,7 @@ FAIRSEM_INLINE void ClientOptions::validate() const {
 }
 
 FAIRSEM_INLINE Client::Client(ConnectionOptions connection, ClientOptions options)
-    : runtime_(std::make_shared<detail::Runtime>(std::move(connection), options)) {}
+    : runtime_(std::make_shared<detail::Runtime>(std::move(connection), std::move(options))) {}
 
 FAIRSEM_INLINE Client::Client(const Client&) = default;
 FAIRSEM_INLINE Client::Client(Client&&) noexcept = default;

@@ -68,6 +68,10 @@ class Runtime : public std::enable_shared_from_this<Runtime> {
 
   /// ClientOptions::release_in_background.
   bool release_in_background() const noexcept { return release_in_background_; }
+  /// ClientOptions::metrics_observer.
+  const std::shared_ptr<MetricsObserver>& metrics_observer() const noexcept {
+    return metrics_observer_;
+  }
   /// Runs `release` (a task that releases the Permit it holds) on a worker thread, counted as
   /// pending until it has run and let go of what it held. Throws std::system_error if no
   /// worker thread can start (nothing is counted then).
@@ -110,6 +114,7 @@ class Runtime : public std::enable_shared_from_this<Runtime> {
     std::size_t count = 0;
   };
   const bool release_in_background_;
+  const std::shared_ptr<MetricsObserver> metrics_observer_;
   const std::shared_ptr<PendingReleases> releases_ = std::make_shared<PendingReleases>();
 
   const std::chrono::milliseconds idle_timeout_;

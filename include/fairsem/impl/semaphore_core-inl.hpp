@@ -71,7 +71,10 @@ FAIRSEM_INLINE SemaphoreCore::SemaphoreCore(std::shared_ptr<Runtime> runtime, st
   } else if (connection_.routed()) {
     slot_ = 0;
   }
-  if (!admin) admission_ = runtime_->admission(keys_[0]);
+  if (admin) return;
+  admission_ = runtime_->admission(keys_[0]);
+  observed_ = Observation(
+      options_.metrics_observer ? options_.metrics_observer : runtime_->metrics_observer(), name_);
 }
 
 FAIRSEM_INLINE void SemaphoreCore::log(LogLevel level, const std::string& message) const noexcept {
@@ -164,6 +167,7 @@ FAIRSEM_INLINE void SemaphoreCore::open() {
   }
   Borrowed conn(*this);
   detail::decode_open(run(*conn, "open", {}));
+  observed_.limit_set(options_.limit);
   // Run as a function, open has loaded the whole library. Run as a script, it is in the
   // server's cache now, and the others go there in one round trip, so that no acquire or
   // release pays for a NOSCRIPT first. A refusal (an ACL without SCRIPT LOAD, a flushed cache
@@ -188,19 +192,25 @@ FAIRSEM_INLINE void SemaphoreCore::forget(PermitState& state) {
 FAIRSEM_INLINE ReleaseResult SemaphoreCore::release(PermitState& state) {
   if (state.done.exchange(true)) return ReleaseResult::already_released;
   forget(state);
-  Reply reply = [&] {
+  Reply reply;
+  try {
     Borrowed conn(*this);
     const std::string ticket = std::to_string(state.ticket);
-    return run(*conn, "release", {state.id, ticket, receipt_arg_});
-  }();
+    reply = run(*conn, "release", {state.id, ticket, receipt_arg_});
+  } catch (...) {
+    end_permit(state, false);  // dropped: its entry expires with its lease
+    throw;
+  }
   // released_before: an earlier run whose reply was lost released it (it left a receipt).
   if (detail::decode_release(reply) != detail::ReleaseState::not_present) {
     MetricCounters::add(metrics_.releases);
     MetricCounters::add(metrics_.units_released, static_cast<std::uint64_t>(state.count()));
+    end_permit(state, false);
     return ReleaseResult::released;
   }
   // Gone before anyone noticed (e.g. an expired lease without auto_renew): lost all the same.
   if (!state.lost.exchange(true)) MetricCounters::add(metrics_.permits_lost);
+  end_permit(state, true);
   return ReleaseResult::expired;
 }
 
@@ -225,12 +235,14 @@ FAIRSEM_INLINE ReleaseResult SemaphoreCore::release_units(PermitState& state, lo
     state.keep_slots(static_cast<std::size_t>(keep));
     MetricCounters::add(metrics_.releases);
     MetricCounters::add(metrics_.units_released, static_cast<std::uint64_t>(units));
+    observed_.units_released(units);
     return ReleaseResult::released;
   }
   // Gone before anyone noticed: the whole permit is lost, and dropped as release() drops it.
   if (state.done.exchange(true)) return ReleaseResult::already_released;
   forget(state);
   if (!state.lost.exchange(true)) MetricCounters::add(metrics_.permits_lost);
+  end_permit(state, true);
   return ReleaseResult::expired;
 }
 
@@ -268,6 +280,7 @@ FAIRSEM_INLINE ResizeResult SemaphoreCore::resize(long long new_limit) {
     return run(*conn, "resize", {limit});
   }();
   const detail::ResizeReply r = detail::decode_resize(reply);
+  observed_.limit_set(r.new_limit);
   return {r.old_limit, r.new_limit, r.promoted};
 }
 

@@ -28,6 +28,7 @@
 #include "fairsem/impl/admission.hpp"
 #include "fairsem/impl/connection.hpp"
 #include "fairsem/impl/in_flight.hpp"
+#include "fairsem/impl/observation.hpp"
 #include "fairsem/impl/replies.hpp"
 #include "fairsem/impl/router.hpp"
 #include "fairsem/impl/runtime.hpp"
@@ -90,7 +91,9 @@ struct PermitState {
   const long long ticket;
   std::atomic<Clock::rep> deadline;
   std::atomic<bool> lost{false};
-  std::atomic<bool> done{false};  // released, or dropped after a failed release
+  std::atomic<bool> done{false};   // released, or dropped after a failed release
+  std::atomic<bool> ended{false};  // its end told to the observer (SemaphoreCore::end_permit)
+  const Clock::time_point granted_at = Clock::now();
 
  private:
   mutable std::mutex slots_mu_;
@@ -306,10 +309,15 @@ class SemaphoreCore : public std::enable_shared_from_this<SemaphoreCore> {
   /// RequestTooLargeError, or ReplicationError (with `acked` replicas). Null for the others.
   std::exception_ptr acquire_error(AcquireOutcome outcome, const std::string& id, long long units,
                                    long long acked) const;
-  /// Counts an acquire made.
-  void count_attempt() noexcept;
-  /// Counts an acquire of `units` that ended with `outcome` after `waited`.
-  void count_outcome(AcquireOutcome outcome, Clock::duration waited, long long units) noexcept;
+  /// Counts an acquire of `units` made.
+  void count_attempt(long long units) noexcept;
+  /// Counts an acquire of `units` that ended with `outcome` (throwing `error`) after `waited`.
+  void count_outcome(AcquireOutcome outcome, const std::exception_ptr& error,
+                     Clock::duration waited, long long units) noexcept;
+  /// The observer learns, once, that `state`'s permit ended (lost, or released or dropped).
+  void end_permit(PermitState& state, bool lost) const noexcept {
+    if (!state.ended.exchange(true)) observed_.permit_ended(state.count(), state.granted_at, lost);
+  }
   /// The line this semaphore's requests send their first call in (admission.hpp).
   Admission& admission() const noexcept { return *admission_; }
   /// The asynchronous requests pending, and their steps under way.
@@ -395,6 +403,7 @@ class SemaphoreCore : public std::enable_shared_from_this<SemaphoreCore> {
       static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count())};
 
   MetricCounters metrics_;
+  Observation observed_;
 };
 
 }  // namespace fairsem::detail

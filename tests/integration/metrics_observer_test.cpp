@@ -1,0 +1,181 @@
+// MetricsObserver: what a Client's (or one semaphore's) observer is told, event by event: the
+// limit on open and resize; each acquire's start and end with its result (granted, refused,
+// timed out, cancelled, error, and a full queue as refused); each permit's grant and its one
+// end, released or lost, with its units and hold time; partial releases; failed renewals. An
+// observer that throws changes nothing for the caller, and a semaphore's own observer takes
+// the place of the Client's.
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <future>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "fairsem/fairsem.hpp"
+#include "test_env.hpp"
+#include "wait.hpp"
+
+namespace fairsem {
+namespace {
+
+using namespace std::chrono_literals;
+using test::wait_until;
+
+/// Every event, as one line: "ended granted 2", "permit_ended 2 released"...
+class RecordingObserver : public MetricsObserver {
+ public:
+  void limit_set(const std::string& s, long long limit) override {
+    add(s, "limit " + std::to_string(limit));
+  }
+  void acquire_started(const std::string& s, long long units) override {
+    add(s, "started " + std::to_string(units));
+  }
+  void acquire_ended(const std::string& s, AcquireResult result, long long units,
+                     std::chrono::nanoseconds waited) override {
+    static const std::map<AcquireResult, std::string> names = {
+        {AcquireResult::granted, "granted"},
+        {AcquireResult::timed_out, "timed_out"},
+        {AcquireResult::cancelled, "cancelled"},
+        {AcquireResult::refused, "refused"},
+        {AcquireResult::error, "error"}};
+    EXPECT_GE(waited.count(), 0);
+    add(s, "ended " + names.at(result) + " " + std::to_string(units));
+  }
+  void permit_granted(const std::string& s, long long units) override {
+    add(s, "granted " + std::to_string(units));
+  }
+  void units_released(const std::string& s, long long units) override {
+    add(s, "units_released " + std::to_string(units));
+  }
+  void permit_ended(const std::string& s, long long units, std::chrono::nanoseconds held,
+                    bool lost) override {
+    EXPECT_GT(held.count(), 0);
+    add(s, "permit_ended " + std::to_string(units) + (lost ? " lost" : " released"));
+  }
+  void renewal_failed(const std::string& s) override { add(s, "renewal_failed"); }
+
+  std::vector<std::string> take() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return std::exchange(events_, {});
+  }
+  std::size_t size() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return events_.size();
+  }
+
+ private:
+  void add(const std::string& semaphore, const std::string& event) {
+    std::lock_guard<std::mutex> lock(mu_);
+    events_.push_back(semaphore + ": " + event);
+  }
+  std::mutex mu_;
+  std::vector<std::string> events_;
+};
+
+using Events = std::vector<std::string>;
+
+class MetricsObserverTest : public ::testing::Test {
+ protected:
+  SemaphoreOptions options(long long limit) const {
+    SemaphoreOptions o;
+    o.limit = limit;
+    o.lease = 30s;
+    o.key_prefix = prefix_;
+    return o;
+  }
+  Client client_with(std::shared_ptr<MetricsObserver> observer) const {
+    ClientOptions o;
+    o.metrics_observer = std::move(observer);
+    return Client(test::redis_options(), o);
+  }
+
+  const std::string prefix_ = test::unique_prefix();
+  const std::shared_ptr<RecordingObserver> observer_ = std::make_shared<RecordingObserver>();
+  Client client_ = client_with(observer_);
+};
+
+TEST_F(MetricsObserverTest, TellsEachAcquireAndEachPermitFromGrantToRelease) {
+  FairSemaphore sem(client_, "s", options(3));
+  EXPECT_EQ((Events{"s: limit 3"}), observer_->take());
+
+  Permit two = sem.acquire(2);
+  EXPECT_EQ((Events{"s: started 2", "s: granted 2", "s: ended granted 2"}), observer_->take());
+  EXPECT_FALSE(sem.try_acquire(2).has_value());
+  EXPECT_EQ((Events{"s: started 2", "s: ended refused 2"}), observer_->take());
+  EXPECT_FALSE(sem.try_acquire_for(2, 20ms).has_value());
+  EXPECT_EQ((Events{"s: started 2", "s: ended timed_out 2"}), observer_->take());
+
+  EXPECT_EQ(ReleaseResult::released, two.release(1));  // a partial release
+  EXPECT_EQ((Events{"s: units_released 1"}), observer_->take());
+  EXPECT_EQ(ReleaseResult::released, two.release());
+  EXPECT_EQ((Events{"s: permit_ended 1 released"}), observer_->take());
+  EXPECT_EQ(ReleaseResult::already_released, two.release());
+  EXPECT_TRUE(observer_->take().empty());  // one end per permit
+
+  EXPECT_EQ(5, sem.resize(5).new_limit);
+  EXPECT_EQ((Events{"s: limit 5"}), observer_->take());
+}
+
+TEST_F(MetricsObserverTest, TellsCancelledAndFullQueueRequestsAndALostPermit) {
+  SemaphoreOptions bounded = options(1);
+  bounded.max_waiters = 1;
+  FairSemaphore sem(client_, "s", bounded);
+  Permit holder = sem.acquire();
+  std::promise<std::exception_ptr> cancelled;
+  AcquireRequest request = sem.acquire_async(
+      [&](std::exception_ptr error, std::optional<Permit>) { cancelled.set_value(error); });
+  ASSERT_TRUE(wait_until([&] { return sem.status().waiters.size() == 1; }));
+  observer_->take();
+  // Behind one waiter with max_waiters 1: refused.
+  EXPECT_THROW((void)sem.acquire(), QueueFullError);
+  EXPECT_EQ((Events{"s: started 1", "s: ended refused 1"}), observer_->take());
+  ASSERT_TRUE(request.cancel());
+  EXPECT_NE(nullptr, cancelled.get_future().get());
+  EXPECT_EQ((Events{"s: ended cancelled 1"}), observer_->take());
+
+  // Evicted: its next renewal finds it gone.
+  ASSERT_EQ(EvictResult::holder, sem.evict(holder.id()));
+  EXPECT_FALSE(holder.renew());
+  EXPECT_TRUE(holder.lost());
+  EXPECT_EQ((Events{"s: permit_ended 1 lost"}), observer_->take());
+  EXPECT_EQ(ReleaseResult::expired, holder.release());
+  EXPECT_TRUE(observer_->take().empty());
+}
+
+TEST_F(MetricsObserverTest, ASemaphoresOwnObserverTakesThePlaceOfTheClients) {
+  auto own = std::make_shared<RecordingObserver>();
+  SemaphoreOptions o = options(1);
+  o.metrics_observer = own;
+  FairSemaphore sem(client_, "own", o);
+  sem.acquire().release();
+  EXPECT_EQ((Events{"own: limit 1", "own: started 1", "own: granted 1", "own: ended granted 1",
+                    "own: permit_ended 1 released"}),
+            own->take());
+  EXPECT_TRUE(observer_->take().empty());
+}
+
+TEST_F(MetricsObserverTest, AnObserverThatThrowsChangesNothingForTheCaller) {
+  class Throwing : public MetricsObserver {
+   public:
+    void acquire_started(const std::string&, long long) override {
+      throw std::runtime_error("observer");
+    }
+    void permit_ended(const std::string&, long long, std::chrono::nanoseconds, bool) override {
+      throw std::runtime_error("observer");
+    }
+  };
+  Client client = client_with(std::make_shared<Throwing>());
+  FairSemaphore sem(client, "s", options(1));
+  Permit p = sem.acquire();
+  EXPECT_EQ(ReleaseResult::released, p.release());
+  EXPECT_EQ(1u, sem.metrics().grants);
+}
+
+}  // namespace
+}  // namespace fairsem
