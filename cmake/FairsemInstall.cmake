@@ -25,6 +25,19 @@ install(FILES "${FAIRSEM_GENERATED_INCLUDE_DIR}/fairsem/impl/scripts_data.hpp"
 install(EXPORT fairsemTargets
   NAMESPACE fairsem::
   DESTINATION ${FAIRSEM_CMAKE_DIR})
+# fairsem::prometheus, where it is built: an export of its own, which fairsemConfig.cmake loads
+# (and looks for prometheus-cpp) only for find_package(fairsem COMPONENTS prometheus).
+if(FAIRSEM_WITH_PROMETHEUS)
+  install(TARGETS fairsem_prometheus
+    EXPORT fairsemPrometheusTargets
+    ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+    LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+    RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
+    INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+  install(EXPORT fairsemPrometheusTargets
+    NAMESPACE fairsem::
+    DESTINATION ${FAIRSEM_CMAKE_DIR})
+endif()
 configure_package_config_file(cmake/fairsemConfig.cmake.in
   "${CMAKE_CURRENT_BINARY_DIR}/fairsemConfig.cmake"
   INSTALL_DESTINATION ${FAIRSEM_CMAKE_DIR})

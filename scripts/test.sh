@@ -5,6 +5,8 @@
 #          pkg-config, the .deb, the examples built standalone) among them
 #   tsan   Debug, C++17, warnings as errors, ThreadSanitizer, with Debian's hiredis: every test
 #          but the packaging ones (they build consumers; they run no code of fairsem's threads)
+#          and the Prometheus one (label prometheus: its processes run Debian's prometheus-cpp
+#          and civetweb, which are not built with TSan, whose atomics it cannot see)
 #   compat Release (-O2; the tests' own code -O0), C++20, warnings as errors, with the
 #          benchmarks (each runs a second), against hiredis 1.2.0 and the other servers fairsem
 #          supports, built from the compat tarballs (scripts/compat.sh): the tests that need no
@@ -18,6 +20,9 @@
 #   fuzz   each libFuzzer target for FAIRSEM_FUZZ_SECONDS (30) seconds (scripts/fuzz.sh)
 #          (tidy and fuzz, after compat, run beside compat's test passes at nice 19: those mostly
 #          wait on their servers)
+# Every configuration builds fairsem::prometheus and `fairsem exporter` (FAIRSEM_PROMETHEUS=ON:
+# prometheus-cpp-dev is installed) and runs the test against a real Prometheus (asan, and
+# compat's first pass with hiredis 1.2.0).
 # So each standard (17, 20), build type, hiredis (Debian's 0.14.1, 1.2.0) and sanitizer is
 # built with warnings as errors and runs the tests. Every configuration that builds the tests
 # builds header-only mode too (header_only.consumer and the package tests' header-only
@@ -39,7 +44,9 @@ cd "$FAIRSEM_ROOT"
 configs=("$@")
 [ "${#configs[@]}" -gt 0 ] || configs=(asan tsan compat tidy fuzz)
 
-fairsem_ensure_packages
+# prometheus-cpp for fairsem::prometheus and `fairsem exporter` (built ON here, so that a
+# missing one fails the configure), and Debian's prometheus server, which their test starts.
+fairsem_ensure_packages prometheus-cpp-dev prometheus
 
 fairsem_log "checking clang-format"
 mapfile -t sources < <(git ls-files '*.hpp' '*.cpp' 2>/dev/null || find include src tests examples -name '*.[ch]pp')
@@ -102,7 +109,7 @@ build_config() {
   shift 3
   fairsem_log "[$tag] configure ($preset preset, C++$std, -Werror)"
   cmake --preset "$preset" -B "$dir" -DFAIRSEM_WERROR=ON -DCMAKE_CXX_STANDARD="$std" \
-    -DCMAKE_CXX_FLAGS_DEBUG=-g1 "$@" >/dev/null
+    -DCMAKE_CXX_FLAGS_DEBUG=-g1 -DFAIRSEM_PROMETHEUS=ON "$@" >/dev/null
   fairsem_log "[$tag] build"
   cmake --build "$dir" -j "$(fairsem_jobs)"
 }
@@ -241,7 +248,7 @@ for config in "${configs[@]}"; do
     asan)  preset=asan;    std=17; env=(ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1
                                          UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1) ;;
     tsan)  preset=tsan;    std=17; env=(TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1)
-           labels=(-LE package) ;;
+           labels=(-LE 'package|prometheus') ;;
     compat) run_compat; continue ;;
     tidy|fuzz) run_check "$config"; continue ;;
     *) echo "unknown configuration '$config' (cxx17, cxx20, asan, tsan, compat, tidy, fuzz)" >&2

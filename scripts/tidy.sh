@@ -7,7 +7,8 @@
 # `fairsem` command's files as another (see fold_units below), the other programs one by one. Fails on any finding (.clang-tidy makes every warning an error),
 # and on a file that is not in the compile database (clang-tidy would skip it silently).
 #
-#   bash scripts/tidy.sh                       # every file in src/, examples/, examples/cli/
+#   bash scripts/tidy.sh                       # every file in src/, src/prometheus/,
+#                                              # examples/, examples/cli/
 #                                              # but examples/asio_requests.cpp (see below)
 #   bash scripts/tidy.sh src/semaphore.cpp     # only these
 set -euo pipefail
@@ -62,7 +63,7 @@ PY
 fold_units() {
   local dir=$1 f units=() cli=() rest=()
   for f in "${files[@]}"; do
-    if [[ "$f" == src/*.cpp ]]; then
+    if [[ "$f" == src/*.cpp && "$f" != src/*/* ]]; then
       units+=("$f")
     elif [[ "$f" == examples/cli/*.cpp && "$f" != examples/cli/watch.cpp ]]; then
       cli+=("$f")
@@ -101,7 +102,8 @@ tidy_pass() {
   # header-only). Nothing is built from this directory.
   cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_COMPILER=clang++-14 \
     -DCMAKE_EXPORT_COMPILE_COMMANDS=ON -DFAIRSEM_BUILD_TESTS=OFF -DFAIRSEM_BUILD_EXAMPLES=ON \
-    -DFAIRSEM_INSTALL=OFF "-DCMAKE_CXX_FLAGS=-DFAIRSEM_INLINE=inline" "$@" >/dev/null
+    -DFAIRSEM_INSTALL=OFF -DFAIRSEM_PROMETHEUS=ON "-DCMAKE_CXX_FLAGS=-DFAIRSEM_INLINE=inline" \
+    "$@" >/dev/null
   # run-clang-tidy takes regular expressions over the database's absolute paths.
   for f in "${files[@]}"; do
     if ! grep -qF "\"file\": \"$(realpath "$f")\"" "$dir/compile_commands.json"; then
@@ -144,7 +146,7 @@ tidy_pass() {
 files=("$@")
 if [ "${#files[@]}" -eq 0 ]; then
   # Not asio_requests.cpp: clang-tidy 14 cannot parse Asio's coroutines; g++ builds it in every CI job.
-  mapfile -t files < <(find src examples examples/cli -maxdepth 1 -name '*.cpp' \
+  mapfile -t files < <(find src src/prometheus examples examples/cli -maxdepth 1 -name '*.cpp' \
     ! -path examples/asio_requests.cpp | sort)
 fi
 # A header given on its own is in no compile command: clang-tidy would check it without the

@@ -49,6 +49,14 @@ struct ListArgs {
   bool json = false;
 };
 
+struct ExporterArgs {
+  std::string url;  // as resolved by examples::resolve_url()
+  std::string listen = "127.0.0.1:9464";
+  std::string key_prefix = "fairsem";
+  std::string match = "*";
+  std::chrono::milliseconds scrape_timeout{5'000};  // one listing's time limit
+};
+
 struct DemoArgs {
   std::string url;  // empty: start a private redis-server
   int workers = 6;
@@ -63,6 +71,7 @@ int watch_main(const StatusArgs& args);
 int evict_main(const EvictArgs& args);
 int resize_main(const ResizeArgs& args);
 int list_main(const ListArgs& args);
+int exporter_main(const ExporterArgs& args);  // needs prometheus-cpp (FAIRSEM_WITH_PROMETHEUS)
 int demo_main(const DemoArgs& args);
 
 }  // namespace fairsem::cli

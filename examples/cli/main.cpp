@@ -74,6 +74,10 @@ struct CommandLine {
   fairsem::cli::ListArgs list;
   CLI::App* list_cmd = nullptr;
 
+  fairsem::cli::ExporterArgs exporter;
+  std::string scrape_timeout = "5s";
+  CLI::App* exporter_cmd = nullptr;
+
   fairsem::cli::EvictArgs evict;
   std::string evict_url;
   CLI::App* evict_cmd = nullptr;
@@ -152,6 +156,24 @@ void add_list(CommandLine& cl) {
   cl.list_cmd = cmd;
 }
 
+void add_exporter(CommandLine& cl) {
+  CLI::App* cmd = cl.app.add_subcommand(
+      "exporter",
+      "Serve the server's view of every semaphore under a prefix (every master) to Prometheus: "
+      "one listing per scrape of /metrics, bounded by --scrape-timeout. Runs until SIGINT or "
+      "SIGTERM (exit 0)");
+  cmd->add_option("--listen", cl.exporter.listen, "HOST:PORT to serve /metrics on (port 0: any)")
+      ->capture_default_str();
+  cmd->add_option("--url", cl.exporter.url, "Redis URL (see below)");
+  cmd->add_option("--prefix", cl.exporter.key_prefix, "Key prefix in Redis")->capture_default_str();
+  cmd->add_option("--match", cl.exporter.match, "Only names matching this glob (* ? [...])")
+      ->capture_default_str();
+  cmd->add_option("--scrape-timeout", cl.scrape_timeout,
+                  "Give up a scrape's listing after DUR (fairsem_exporter_up 0)")
+      ->capture_default_str();
+  cl.exporter_cmd = cmd;
+}
+
 void add_evict(CommandLine& cl) {
   CLI::App* cmd = cl.app.add_subcommand(
       "evict", "Remove one permit, holder or waiter; its owner is told (run applies --on-lost)");
@@ -201,14 +223,16 @@ void add_demo(CommandLine& cl) {
 std::optional<int> parse(CommandLine& cl, int argc, char** argv, int parsed_argc,
                          bool has_separator) {
   const std::string first = parsed_argc > 1 ? argv[1] : "";
-  const std::vector<std::string> known = {"run", "status", "list", "evict", "resize", "demo"};
+  const std::vector<std::string> known = {"run",    "status", "list",    "evict",
+                                          "resize", "demo",   "exporter"};
   if (!first.empty() && first[0] != '-' &&
       std::find(known.begin(), known.end(), first) == known.end()) {
     return usage_error(
         "fairsem",
         hide_credentials(
-            fmt::format("unknown command '{}' (use run, status, list, evict, resize or demo)",
-                        argv[1]),
+            fmt::format(
+                "unknown command '{}' (use run, status, list, exporter, evict, resize or demo)",
+                argv[1]),
             argc, argv));
   }
   try {
@@ -279,6 +303,27 @@ int start_resize(CommandLine& cl) {
   return fairsem::cli::resize_main(cl.resize);
 }
 
+int start_exporter(CommandLine& cl) {
+#if FAIRSEM_CLI_EXPORTER
+  try {
+    cl.exporter.scrape_timeout =
+        fairsem::cli::parse_duration(cl.scrape_timeout, "--scrape-timeout");
+    if (cl.exporter.scrape_timeout.count() == 0) {
+      throw fairsem::InvalidArgument("--scrape-timeout must be positive");
+    }
+  } catch (...) {
+    return report_exception("fairsem exporter");
+  }
+  cl.exporter.url = resolve_url(cl.exporter.url);
+  return fairsem::cli::exporter_main(cl.exporter);
+#else
+  (void)cl;
+  return usage_error("fairsem exporter",
+                     "this fairsem was built without prometheus-cpp (FAIRSEM_PROMETHEUS); "
+                     "install prometheus-cpp-dev and build it again");
+#endif
+}
+
 int start_demo(CommandLine& cl) {
   try {
     cl.demo.lease = fairsem::cli::parse_duration(cl.demo_lease, "--lease");
@@ -309,6 +354,7 @@ int fairsem_main(int argc, char** argv) {
   add_run(cl);
   add_status(cl);
   add_list(cl);
+  add_exporter(cl);
   add_evict(cl);
   add_resize(cl);
   add_demo(cl);
@@ -321,6 +367,7 @@ int fairsem_main(int argc, char** argv) {
     cl.list.url = resolve_url(cl.list.url);
     return fairsem::cli::list_main(cl.list);
   }
+  if (cl.exporter_cmd->parsed()) return start_exporter(cl);
   if (cl.evict_cmd->parsed()) {
     cl.evict.target.url = resolve_url(cl.evict_url);
     return fairsem::cli::evict_main(cl.evict);

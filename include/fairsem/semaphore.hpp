@@ -279,11 +279,14 @@ class SemaphoreAdmin {
   /// the Client's deployment (each master of a Cluster; the master of a Sentinel deployment),
   /// sorted by name. Found by SCAN (the prefix matches itself only), then each read as status()
   /// reads it, one call per semaphore. Not a snapshot: a semaphore made or gone while it runs
-  /// may be missing or listed. Throws InvalidArgument for a bad prefix or match (before
-  /// anything is sent), ConnectionError or AuthError when a master cannot be read.
-  static std::vector<SemaphoreListing> list(const Client& client,
-                                            const std::string& key_prefix = "fairsem",
-                                            const std::string& match = "*");
+  /// may be missing or listed. With `time_limit`, the whole listing stops there (every call is
+  /// cut short at it) with a TimeoutError. Throws InvalidArgument for a bad prefix, match or
+  /// time limit (before anything is sent), ConnectionError or AuthError when a master cannot
+  /// be read.
+  static std::vector<SemaphoreListing> list(
+      const Client& client, const std::string& key_prefix = "fairsem",
+      const std::string& match = "*",
+      std::optional<std::chrono::milliseconds> time_limit = std::nullopt);
 
  private:
   std::shared_ptr<detail::SemaphoreCore> core_;

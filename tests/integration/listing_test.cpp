@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <csignal>
 #include <future>
 #include <optional>
 #include <stdexcept>
@@ -15,6 +16,7 @@
 
 #include "fairsem/fairsem.hpp"
 #include "fairsem/impl/connection.hpp"
+#include "redis_server.hpp"
 #include "test_env.hpp"
 #include "wait.hpp"
 
@@ -139,6 +141,27 @@ TEST_F(ListingTest, IdleTimeGrowsWhileUnusedIsNotResetByListingAndRestartsOnUse)
   EXPECT_LT(*after_use, 2s);
 }
 
+// A hung server (SIGSTOP) answers nothing: the listing gives up at its time limit, and says
+// which limit passed. The command timeout is an hour: were the limit not applied to each call,
+// the test would outlast ctest's timeout.
+TEST_F(ListingTest, AListingThatOutlivesItsTimeLimitEndsWithATimeoutError) {
+  test::RedisServer server;
+  ConnectionOptions o = server.options();
+  o.command_timeout = 1h;
+  Client client(o);
+  FairSemaphore(client, "before-the-hang", options(1)).acquire().release();
+  ASSERT_EQ(0, ::kill(server.pid(), SIGSTOP));
+  std::string message;
+  try {
+    SemaphoreAdmin::list(client, prefix_, "*", 300ms);
+  } catch (const TimeoutError& e) {
+    message = e.what();
+  }
+  ::kill(server.pid(), SIGCONT);
+  EXPECT_NE(std::string::npos, message.find("time limit of 300 ms")) << message;
+  EXPECT_EQ(1u, SemaphoreAdmin::list(client, prefix_).size());  // and after it, all is well
+}
+
 TEST_F(ListingTest, ABadPrefixOrMatchIsRefusedNamingIt) {
   const auto refusal = [&](const std::string& prefix, const std::string& match) -> std::string {
     try {
@@ -151,6 +174,12 @@ TEST_F(ListingTest, ABadPrefixOrMatchIsRefusedNamingIt) {
   EXPECT_NE(std::string::npos, refusal("a{b", "*").find("key_prefix"));
   EXPECT_NE(std::string::npos, refusal(prefix_, "x}").find("match pattern"));
   EXPECT_NE(std::string::npos, refusal(prefix_, "").find("match pattern"));
+  try {
+    SemaphoreAdmin::list(client_, prefix_, "*", 0ms);
+    ADD_FAILURE() << "a time limit of 0 ms was taken";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string::npos, std::string(e.what()).find("time limit")) << e.what();
+  }
 }
 
 }  // namespace

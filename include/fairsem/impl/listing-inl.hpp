@@ -28,6 +28,8 @@ namespace fairsem {
 
 namespace listing_helpers {
 
+using Clock = std::chrono::steady_clock;
+
 /// Keys asked for per SCAN call.
 constexpr const char* kScanCount = "1000";
 
@@ -172,28 +174,51 @@ class NodeReader {
 
 }  // namespace listing_helpers
 
-FAIRSEM_INLINE std::vector<SemaphoreListing> SemaphoreAdmin::list(const Client& client,
-                                                                  const std::string& key_prefix,
-                                                                  const std::string& match) {
+FAIRSEM_INLINE std::vector<SemaphoreListing> SemaphoreAdmin::list(
+    const Client& client, const std::string& key_prefix, const std::string& match,
+    std::optional<std::chrono::milliseconds> time_limit) {
   namespace lh = listing_helpers;
   detail::admin_options(key_prefix).validate();
   validate_name(match, "match pattern");
+  if (time_limit && time_limit->count() <= 0) {
+    throw InvalidArgument(fmt::format("fairsem: a listing's time limit must be positive, got {} ms",
+                                      time_limit->count()));
+  }
+  const std::optional<lh::Clock::time_point> deadline =
+      time_limit ? std::optional<lh::Clock::time_point>(lh::Clock::now() + *time_limit)
+                 : std::nullopt;
+  const auto check_time = [&] {
+    if (deadline && lh::Clock::now() >= *deadline) {
+      throw TimeoutError(
+          fmt::format("fairsem: listing the semaphores under '{}' took more than "
+                      "its time limit of {} ms",
+                      key_prefix, time_limit->count()));
+    }
+  };
   // Every key is PREFIX:{NAME}:SUFFIX; the listing looks for the meta key.
   const std::string meta_key = detail::semaphore_keys(key_prefix, "")[3];
   const std::string head = meta_key.substr(0, meta_key.find('{') + 1);
   const std::string tail = meta_key.substr(meta_key.find('}'));
   std::vector<SemaphoreListing> out;
-  for (detail::Connection& conn : lh::master_connections(*client.runtime_)) {
-    const std::vector<std::string> names = lh::scan_names(conn, head, tail, match);
-    if (names.empty()) continue;
-    lh::NodeReader reader(conn);
-    for (const std::string& name : names) {
-      std::string key = head;
-      key.append(name).append(tail);
-      if (auto entry = reader.read(client, client.runtime_, key_prefix, name, key)) {
-        out.push_back(*std::move(entry));
+  try {
+    for (detail::Connection& conn : lh::master_connections(*client.runtime_)) {
+      check_time();
+      conn.set_deadline(deadline);
+      const std::vector<std::string> names = lh::scan_names(conn, head, tail, match);
+      if (names.empty()) continue;
+      lh::NodeReader reader(conn);
+      for (const std::string& name : names) {
+        check_time();
+        std::string key = head;
+        key.append(name).append(tail);
+        if (auto entry = reader.read(client, client.runtime_, key_prefix, name, key)) {
+          out.push_back(*std::move(entry));
+        }
       }
     }
+  } catch (const ConnectionError&) {
+    check_time();  // a call cut short by the time limit says so
+    throw;
   }
   std::sort(out.begin(), out.end(), [](const SemaphoreListing& a, const SemaphoreListing& b) {
     return a.name != b.name ? a.name < b.name : a.node < b.node;

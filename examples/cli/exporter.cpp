@@ -1,0 +1,169 @@
+// `fairsem exporter`: the server's view of every semaphore under a prefix, for Prometheus. Each
+// scrape of /metrics runs one SemaphoreAdmin::list pass (every master, bounded by
+// --scrape-timeout) and answers with what it found; served by prometheus-cpp's Exposer.
+
+#include <fmt/format.h>
+#include <prometheus/collectable.h>
+#include <prometheus/exposer.h>
+#include <prometheus/metric_family.h>
+#include <signal.h>  // NOLINT(modernize-deprecated-headers): POSIX sigset_t, sigwait
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "commands.hpp"
+#include "common.hpp"
+
+namespace fairsem::cli {
+
+namespace {
+
+namespace pm = ::prometheus;
+
+/// One family of gauges (or counters), one sample per semaphore.
+struct Family {
+  pm::MetricFamily family;
+
+  Family(std::string name, std::string help, pm::MetricType type = pm::MetricType::Gauge) {
+    family.name = std::move(name);
+    family.help = std::move(help);
+    family.type = type;
+  }
+  void add(const SemaphoreListing& l, double value) {
+    pm::ClientMetric m;
+    m.label = {{"node", l.node}, {"semaphore", l.name}};
+    if (family.type == pm::MetricType::Counter) {
+      m.counter.value = value;
+    } else {
+      m.gauge.value = value;
+    }
+    family.metric.push_back(std::move(m));
+  }
+};
+
+pm::MetricFamily single(std::string name, std::string help, double value) {
+  pm::MetricFamily f;
+  f.name = std::move(name);
+  f.help = std::move(help);
+  f.type = pm::MetricType::Gauge;
+  pm::ClientMetric m;
+  m.gauge.value = value;
+  f.metric.push_back(std::move(m));
+  return f;
+}
+
+double seconds(std::chrono::milliseconds d) { return std::chrono::duration<double>(d).count(); }
+
+/// What one listing found, as metric families.
+std::vector<pm::MetricFamily> families_of(const std::vector<SemaphoreListing>& found) {
+  Family limit("fairsem_redis_semaphore_limit", "The limit Redis stores for the semaphore");
+  Family held("fairsem_redis_semaphore_units_held", "Units held, by every client");
+  Family holders("fairsem_redis_semaphore_holders", "Permits held, by every client");
+  Family waiters("fairsem_redis_semaphore_waiters", "Requests queued, by every client");
+  Family lease("fairsem_redis_semaphore_shortest_lease_left_seconds",
+               "The shortest lease left among the holders (none without holders)");
+  Family idle("fairsem_redis_semaphore_idle_seconds",
+              "Time since a client last used the semaphore (0 while held or waited on; none "
+              "where the server cannot tell)");
+  Family tickets("fairsem_redis_semaphore_tickets_total",
+                 "Tickets (fencing tokens) handed out so far", pm::MetricType::Counter);
+  for (const SemaphoreListing& l : found) {
+    const Status& s = l.status;
+    long long units = 0;
+    for (const PermitInfo& p : s.holders) units += p.count;
+    limit.add(l, static_cast<double>(s.limit));
+    held.add(l, static_cast<double>(units));
+    holders.add(l, static_cast<double>(s.holders.size()));
+    waiters.add(l, static_cast<double>(s.waiters.size()));
+    if (!s.holders.empty()) {
+      const auto shortest = std::min_element(
+          s.holders.begin(), s.holders.end(),
+          [](const PermitInfo& a, const PermitInfo& b) { return a.lease_left < b.lease_left; });
+      lease.add(l, seconds(shortest->lease_left));
+    }
+    if (l.idle) idle.add(l, static_cast<double>(l.idle->count()));
+    tickets.add(l, static_cast<double>(std::max(0LL, s.last_ticket)));
+  }
+  std::vector<pm::MetricFamily> out;
+  for (Family* f : {&limit, &held, &holders, &waiters, &lease, &idle, &tickets}) {
+    out.push_back(std::move(f->family));
+  }
+  return out;
+}
+
+/// Lists the semaphores at each scrape, one scrape at a time.
+class FleetCollector : public pm::Collectable {
+ public:
+  FleetCollector(Client client, ExporterArgs args)
+      : client_(std::move(client)), args_(std::move(args)) {}
+
+  std::vector<pm::MetricFamily> Collect() const override {
+    const std::lock_guard<std::mutex> lock(mu_);
+    const auto started = std::chrono::steady_clock::now();
+    std::vector<pm::MetricFamily> out;
+    double up = 1;
+    double count = 0;
+    try {
+      const std::vector<SemaphoreListing> found =
+          SemaphoreAdmin::list(client_, args_.key_prefix, args_.match, args_.scrape_timeout);
+      count = static_cast<double>(found.size());
+      out = families_of(found);
+    } catch (const std::exception& e) {
+      up = 0;
+      fmt::print(stderr, "fairsem exporter: a scrape failed: {}\n", without_prefix(e.what()));
+    }
+    const std::chrono::duration<double> took = std::chrono::steady_clock::now() - started;
+    out.push_back(single("fairsem_exporter_up",
+                         "1 if the last scrape listed every master, 0 if it failed", up));
+    out.push_back(
+        single("fairsem_exporter_semaphores", "Semaphores the last scrape listed", count));
+    out.push_back(single("fairsem_exporter_scrape_duration_seconds",
+                         "How long the last scrape's listing took", took.count()));
+    return out;
+  }
+
+ private:
+  const Client client_;
+  const ExporterArgs args_;
+  mutable std::mutex mu_;
+};
+
+}  // namespace
+
+int exporter_main(const ExporterArgs& args) {
+  const sigset_t stop = stop_signals();
+  pthread_sigmask(SIG_BLOCK, &stop, nullptr);  // before any thread starts
+  try {
+    // Checked before listening: a bad prefix or pattern is a usage error, not a failed scrape.
+    SemaphoreOptions prefix_check;
+    prefix_check.key_prefix = args.key_prefix;
+    prefix_check.validate();
+    validate_name(args.match, "match pattern");
+  } catch (...) {
+    return report_exception("fairsem exporter");
+  }
+  try {
+    auto collector =
+        std::make_shared<FleetCollector>(Client(ConnectionOptions::from_url(args.url)), args);
+    pm::Exposer exposer(args.listen, 2);
+    exposer.RegisterCollectable(collector);
+    const std::vector<int> ports = exposer.GetListeningPorts();
+    const std::string host = args.listen.substr(0, args.listen.rfind(':'));
+    fmt::print("fairsem exporter: serving http://{}:{}/metrics (prefix '{}', match '{}')\n", host,
+               ports.empty() ? 0 : ports.front(), args.key_prefix, args.match);
+    (void)std::fflush(stdout);
+    int sig = 0;
+    sigwait(&stop, &sig);
+    return 0;
+  } catch (...) {
+    return report_exception("fairsem exporter");
+  }
+}
+
+}  // namespace fairsem::cli

@@ -1,0 +1,263 @@
+// fairsem's metrics as a real Prometheus sees them: Debian's prometheus server, started on a
+// free loopback port, scrapes `fairsem exporter` (the server's view of every semaphore under a
+// prefix) and fairsem-prometheus-service (a service instrumented with fairsem::prometheus) every
+// second while the service works under load. The test then asks Prometheus's HTTP API for each
+// series and checks it against what the service says it did and what the test itself holds.
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "child_process.hpp"
+#include "fairsem/fairsem.hpp"
+#include "redis_server.hpp"
+#include "test_env.hpp"
+
+#ifndef FAIRSEM_CLI
+#error "FAIRSEM_CLI (the fairsem binary) must be defined by the build"
+#endif
+#ifndef FAIRSEM_PROMETHEUS_SERVICE
+#error "FAIRSEM_PROMETHEUS_SERVICE (the instrumented example) must be defined by the build"
+#endif
+
+namespace fairsem {
+namespace {
+
+using namespace std::chrono_literals;
+using test::ChildProcess;
+
+/// The body of GET http://127.0.0.1:`port``path` (HTTP/1.0: the server closes when done), or
+/// nullopt when nothing answers with 200.
+std::optional<std::string> http_get(int port, const std::string& path) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return std::nullopt;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<std::uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::string response;
+  if (::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0) {
+    const std::string request = "GET " + path + " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+    if (::send(fd, request.data(), request.size(), MSG_NOSIGNAL) ==
+        static_cast<ssize_t>(request.size())) {
+      char buf[4096];
+      ssize_t n = 0;
+      while ((n = ::recv(fd, buf, sizeof buf, 0)) > 0)
+        response.append(buf, static_cast<std::size_t>(n));
+    }
+  }
+  ::close(fd);
+  const auto body = response.find("\r\n\r\n");
+  if (response.rfind("HTTP/1.", 0) != 0 || response.find(" 200 ") != 8 ||
+      body == std::string::npos) {
+    return std::nullopt;
+  }
+  return response.substr(body + 4);
+}
+
+std::string url_encode(const std::string& text) {
+  std::string out;
+  for (const unsigned char c : text) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
+      out += static_cast<char>(c);
+    } else {
+      char hex[4];
+      std::snprintf(hex, sizeof hex, "%%%02X", c);
+      out += hex;
+    }
+  }
+  return out;
+}
+
+/// Debian's prometheus on a free loopback port, its data in a directory of its own, scraping
+/// `targets` (job name -> port) every second.
+class PrometheusServer {
+ public:
+  explicit PrometheusServer(const std::map<std::string, int>& targets)
+      : dir_(std::filesystem::temp_directory_path() /
+             ("fairsem-prometheus-" + std::to_string(::getpid()))) {
+    std::filesystem::create_directories(dir_);
+    {
+      std::ofstream config(dir_ / "prometheus.yml");
+      config << "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n";
+      for (const auto& [job, port] : targets) {
+        config << "  - job_name: " << job
+               << "\n    static_configs:\n      - targets: ['127.0.0.1:" << port << "']\n";
+      }
+    }
+    // A port taken between the pick and the bind: the next attempt picks another.
+    for (int attempt = 0; attempt < 5 && !process_; ++attempt) {
+      port_ = test::free_loopback_port();
+      auto p = std::make_unique<ChildProcess>(std::vector<std::string>{
+          binary(), "--config.file=" + (dir_ / "prometheus.yml").string(),
+          "--storage.tsdb.path=" + (dir_ / "data").string(),
+          "--web.listen-address=127.0.0.1:" + std::to_string(port_), "--log.level=warn"});
+      const auto give_up = std::chrono::steady_clock::now() + 60s;
+      while (std::chrono::steady_clock::now() < give_up && !p->wait_exit(0ms)) {
+        if (http_get(port_, "/-/ready")) {
+          process_ = std::move(p);
+          break;
+        }
+        std::this_thread::sleep_for(50ms);
+      }
+    }
+    if (!process_) throw std::runtime_error("prometheus did not become ready on a free port");
+  }
+  ~PrometheusServer() {
+    process_.reset();
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+
+  /// Absolute path of Debian's prometheus; throws saying how to install it.
+  static std::string binary() {
+    for (const char* path : {"/usr/bin/prometheus", "/usr/local/bin/prometheus"}) {
+      if (::access(path, X_OK) == 0) return path;
+    }
+    throw std::runtime_error("prometheus is not installed (apt-get install prometheus)");
+  }
+
+  /// The one value an instant query returns; nullopt for none, several, or no answer.
+  std::optional<double> value(const std::string& promql) const {
+    const auto body = http_get(port_, "/api/v1/query?query=" + url_encode(promql));
+    if (!body) return std::nullopt;
+    const auto j = nlohmann::json::parse(*body, nullptr, false);
+    if (j.is_discarded() || j.value("status", "") != "success") return std::nullopt;
+    const auto& result = j.at("data").at("result");
+    if (result.size() != 1) return std::nullopt;
+    return std::stod(result.at(0).at("value").at(1).get<std::string>());
+  }
+
+  /// Waits until `promql` has the value `want`: Prometheus scrapes every second, so 20 s is
+  /// many scrapes (and keeps a failing test's checks within ctest's timeout).
+  bool reaches(const std::string& promql, double want, std::string& last) const {
+    const auto give_up = std::chrono::steady_clock::now() + 20s;
+    for (;;) {
+      const std::optional<double> v = value(promql);
+      last = v ? std::to_string(*v) : "(no single series)";
+      if (v && *v == want) return true;
+      if (std::chrono::steady_clock::now() >= give_up) return false;
+      std::this_thread::sleep_for(100ms);
+    }
+  }
+
+ private:
+  std::filesystem::path dir_;
+  int port_ = 0;
+  std::unique_ptr<ChildProcess> process_;
+};
+
+/// The port a process printed in "...http://127.0.0.1:PORT/metrics...".
+int port_in(const std::string& line) {
+  const auto at = line.find("127.0.0.1:");
+  if (at == std::string::npos) return 0;
+  return std::stoi(line.substr(at + 10));
+}
+
+TEST(PrometheusTest, ARealPrometheusScrapesTheExporterAndAnInstrumentedServiceUnderLoad) {
+  const std::string prefix = test::unique_prefix();
+  const std::string url = test::RedisEnvironment::instance().url();
+
+  // The test's own semaphore: one holder and one waiter, for the exporter to show.
+  Client client(test::redis_options());
+  SemaphoreOptions options;
+  options.limit = 1;
+  options.key_prefix = prefix;
+  FairSemaphore held(client, "held-by-test", options);
+  Permit holder = held.acquire();
+  std::future<Permit> waiter = held.acquire_async();
+
+  ChildProcess exporter(
+      {FAIRSEM_CLI, "exporter", "--listen", "127.0.0.1:0", "--prefix", prefix, "--url", url});
+  const auto exporter_line = exporter.expect("fairsem exporter: serving");
+  ASSERT_TRUE(exporter_line) << exporter.stderr_text();
+  ChildProcess service({FAIRSEM_PROMETHEUS_SERVICE, "--listen", "127.0.0.1:0", "--prefix", prefix,
+                        "--name", "service", "--limit", "2", "--threads", "4", "--turns", "400",
+                        "--start-on-stdin", "--url", url});
+  const auto service_line = service.expect("metrics:");
+  ASSERT_TRUE(service_line) << service.stderr_text();
+
+  const PrometheusServer prometheus(
+      {{"exporter", port_in(*exporter_line)}, {"service", port_in(*service_line)}});
+  std::string last;
+  // The load starts once Prometheus scrapes the service.
+  ASSERT_TRUE(prometheus.reaches("up{job=\"service\"}", 1, last)) << last;
+  service.write_stdin("start\n");
+  const auto tally_line = service.expect("{", 120s);
+  ASSERT_TRUE(tally_line) << service.transcript() << service.stderr_text();
+  const auto tally = nlohmann::json::parse(*tally_line);
+  ASSERT_EQ(0, tally.at("error").get<int>()) << *tally_line;
+  ASSERT_GT(tally.at("granted").get<double>(), 1600) << *tally_line;
+
+  const auto expect_value = [&](const std::string& promql, double want) {
+    EXPECT_TRUE(prometheus.reaches(promql, want, last))
+        << promql << " = " << last << ", expected " << want;
+  };
+  // The service, as its own process counted it.
+  const std::string s = "{job=\"service\",semaphore=\"service\"";
+  for (const char* result : {"granted", "refused", "timed_out", "cancelled", "error"}) {
+    expect_value("fairsem_acquires_total" + s + ",result=\"" + result + "\"}",
+                 tally.at(result).get<double>());
+  }
+  expect_value("fairsem_acquire_wait_seconds_count" + s + "}", tally.at("granted").get<double>());
+  expect_value("fairsem_permit_hold_seconds_count" + s + "}", tally.at("granted").get<double>());
+  expect_value("fairsem_semaphore_limit" + s + "}", 2);
+  expect_value("fairsem_semaphore_units_held" + s + "}", 0);
+  expect_value("fairsem_semaphore_requests_waiting" + s + "}", 0);
+  expect_value("fairsem_permits_lost_total" + s + "}", 0);
+  // Scraped while it worked: never more units held than the limit, and some held.
+  expect_value("max_over_time(fairsem_semaphore_units_held" + s + "}[10m]) <= bool 2", 1);
+  expect_value("max_over_time(fairsem_semaphore_units_held" + s + "}[10m]) > bool 0", 1);
+
+  // The exporter: the server's view of both semaphores.
+  const std::string held_by_test = "{job=\"exporter\",semaphore=\"held-by-test\"";
+  expect_value("fairsem_redis_semaphore_limit" + held_by_test + "}", 1);
+  expect_value("fairsem_redis_semaphore_holders" + held_by_test + "}", 1);
+  expect_value("fairsem_redis_semaphore_units_held" + held_by_test + "}", 1);
+  expect_value("fairsem_redis_semaphore_waiters" + held_by_test + "}", 1);
+  expect_value("fairsem_redis_semaphore_idle_seconds" + held_by_test + "}", 0);
+  expect_value("fairsem_redis_semaphore_shortest_lease_left_seconds" + held_by_test + "} > bool 0",
+               1);
+  expect_value("fairsem_redis_semaphore_limit{job=\"exporter\",semaphore=\"service\"}", 2);
+  expect_value("fairsem_redis_semaphore_holders{job=\"exporter\",semaphore=\"service\"}", 0);
+  // Every grant drew a ticket (the timed-out request did too; the cancelled one may not have
+  // reached Redis).
+  expect_value(
+      "fairsem_redis_semaphore_tickets_total{job=\"exporter\",semaphore=\"service\"} >= "
+      "bool " +
+          std::to_string(tally.at("granted").get<long long>() + 1),
+      1);
+  expect_value("fairsem_exporter_semaphores{job=\"exporter\"}", 2);
+  expect_value("fairsem_exporter_up{job=\"exporter\"}", 1);
+  expect_value("up{job=\"exporter\"}", 1);
+  expect_value("up{job=\"service\"}", 1);
+
+  // The waiter is served once the test lets go, and the exporter sees it.
+  holder.release();
+  Permit served = waiter.get();
+  expect_value("fairsem_redis_semaphore_waiters" + held_by_test + "}", 0);
+  expect_value("fairsem_redis_semaphore_holders" + held_by_test + "}", 1);
+  served.release();
+  service.close_stdin();
+  exporter.signal(SIGTERM);
+}
+
+}  // namespace
+}  // namespace fairsem
