@@ -17,6 +17,7 @@
 #include "fairsem/fairsem.hpp"
 #include "fairsem/impl/connection.hpp"
 #include "redis_server.hpp"
+#include "semaphore_fixture.hpp"
 #include "test_env.hpp"
 #include "wait.hpp"
 
@@ -26,15 +27,8 @@ namespace {
 using namespace std::chrono_literals;
 using test::wait_until;
 
-class ListingTest : public ::testing::Test {
+class ListingTest : public test::SemaphoreFixture {
  protected:
-  SemaphoreOptions options(long long limit) const {
-    SemaphoreOptions o;
-    o.limit = limit;
-    o.lease = 30s;
-    o.key_prefix = prefix_;
-    return o;
-  }
   std::vector<SemaphoreListing> list(const std::string& match = "*") {
     return SemaphoreAdmin::list(client_, prefix_, match);
   }
@@ -52,7 +46,6 @@ class ListingTest : public ::testing::Test {
     return major > 7 || (major == 7 && minor >= 2);
   }
 
-  const std::string prefix_ = test::unique_prefix();
   Client client_{test::redis_options()};
 };
 

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "fairsem/fairsem.hpp"
+#include "semaphore_fixture.hpp"
 #include "test_env.hpp"
 #include "wait.hpp"
 
@@ -80,22 +81,14 @@ class RecordingObserver : public MetricsObserver {
 
 using Events = std::vector<std::string>;
 
-class MetricsObserverTest : public ::testing::Test {
+class MetricsObserverTest : public test::SemaphoreFixture {
  protected:
-  SemaphoreOptions options(long long limit) const {
-    SemaphoreOptions o;
-    o.limit = limit;
-    o.lease = 30s;
-    o.key_prefix = prefix_;
-    return o;
-  }
   Client client_with(std::shared_ptr<MetricsObserver> observer) const {
     ClientOptions o;
     o.metrics_observer = std::move(observer);
     return Client(test::redis_options(), o);
   }
 
-  const std::string prefix_ = test::unique_prefix();
   const std::shared_ptr<RecordingObserver> observer_ = std::make_shared<RecordingObserver>();
   Client client_ = client_with(observer_);
 };

@@ -872,17 +872,48 @@ TEST_F(AcquireFsmTest, AWaiterWhoseEntryWasLostQueuesAgainWithItsNewTicket) {
   EXPECT_EQ(wake(promoted(3)).kind, Kind::grant);
 }
 
-TEST_F(AcquireFsmTest, AFirstCallThatFailsInAWayThatPassesEndsButLeavesInTheBackground) {
+// The server went away just after the first call reached it: the call may have queued, its
+// reply lost. The waiter rides the outage out as a queued one does: the same call again, with
+// the same id, after a backoff, until the server answers where its entry stands.
+TEST_F(AcquireFsmTest, AFirstCallWhoseReplyIsLostInAWayThatPassesIsSentAgain) {
   make(queue_params());
   start();
   admitted();
   now += 2s;
-  // Not queued yet (as far as it knows): an unreachable server is reported, not waited for.
-  const AcquireAction later = failed_passing();
+  const AcquireAction backoff = failed_passing();
+  ASSERT_EQ(backoff.kind, Kind::backoff);
+  ASSERT_TRUE(backoff.until.has_value());
+  // A wake-up meanwhile cannot be matched to a ticket yet: kept, not acted on.
+  EXPECT_EQ(wake(promoted()).kind, Kind::none);
+  now = *backoff.until;
+  // Not reached this time (connection refused): still possibly queued, so still retried.
+  ASSERT_EQ(tick().kind, Kind::send_queue);
+  const AcquireAction again = failed_passing(false);
+  ASSERT_EQ(again.kind, Kind::backoff);
+  now = *again.until;
+  ASSERT_EQ(tick().kind, Kind::send_queue);
+  // The server is back: it listens as any waiter does, and the kept wake-up is for this
+  // ticket, so the grant is taken.
+  ASSERT_EQ(reply(queued()).kind, Kind::subscribe);
+  EXPECT_EQ(done().kind, Kind::grant);
+}
+
+TEST_F(AcquireFsmTest, AFirstCallRetriedPastTheDeadlineGivesUpAndLeavesInTheBackground) {
+  AcquireParams p = queue_params();
+  p.deadline = kT0 + 3s;
+  make(p);
+  start();
+  admitted();
+  now += 2s;
+  const AcquireAction backoff = failed_passing();
+  ASSERT_EQ(backoff.kind, Kind::backoff);
+  now = *p.deadline;
+  // Whatever entry the lost call made is left in the background, by when it expires.
+  const AcquireAction later = tick();
   ASSERT_EQ(later.kind, Kind::leave_later);
-  EXPECT_EQ(later.ticket, 0);  // whatever entry the lost call made
-  EXPECT_EQ(later.until, now + kLease);
-  expect_finish(done(), AcquireOutcome::failed);
+  EXPECT_EQ(later.ticket, 0);
+  EXPECT_EQ(later.until, kT0 + 2s + kLease);
+  expect_finish(done(), AcquireOutcome::timed_out);
 }
 
 TEST_F(AcquireFsmTest, AFirstCallThatNeverReachedTheServerLeavesNothing) {

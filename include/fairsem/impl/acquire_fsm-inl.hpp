@@ -84,6 +84,7 @@ FAIRSEM_INLINE AcquireAction AcquireFsm::on_replied(const AcquireEvent& event) {
   if (stage_ != Stage::calling && stage_ != Stage::polling) return {};
   const bool first = stage_ == Stage::calling;
   if (first) sent_first_ = true;
+  answered_ = true;
   // The server answers: whatever entry the id has now, it lasts a lease from here at most.
   unreachable_ = false;
   backoff_.reset();
@@ -136,7 +137,14 @@ FAIRSEM_INLINE AcquireAction AcquireFsm::on_failed(const AcquireEvent& event) {
       (stage_ == Stage::polling || stage_ == Stage::subscribing || stage_ == Stage::rearming)) {
     return retry(event.now);
   }
-  if (stage_ == Stage::calling) sent_first_ = event.reached;
+  if (stage_ == Stage::calling) sent_first_ = sent_first_ || event.reached;
+  // So does a waiter's first call once it reached the server: it may have queued with its
+  // reply lost (the server went away just after), and it is sent again, with the same id, until
+  // the server is back; the script answers where that entry stands, or queues it then. One that
+  // never reached a server queued nothing: the outage is reported at once.
+  if (event.transient && stage_ == Stage::calling && !tries_ && sent_first_) {
+    return retry(event.now);
+  }
   kept_wake_.reset();
   return end(AcquireOutcome::failed, leaves_after_error());
 }
@@ -155,8 +163,15 @@ FAIRSEM_INLINE bool AcquireFsm::leaves_after_error() const noexcept {
 FAIRSEM_INLINE AcquireAction AcquireFsm::on_woken(const AcquireEvent& event) {
   if (tries_) return {};  // a try never listens
   switch (stage_) {
-    case Stage::waiting:
     case Stage::retrying:
+      // Its first call not answered yet: no ticket to match a wake-up against; it is read
+      // once the call is answered, as while the call is out.
+      if (!answered_) {
+        kept_wake_ = event.wake;
+        return {};
+      }
+      return wake_up(event.wake, event.now);
+    case Stage::waiting:
       // Retrying, a wake-up for this entry says the server is back: it grants, or polls now.
       return wake_up(event.wake, event.now);
     case Stage::calling:
@@ -310,6 +325,10 @@ FAIRSEM_INLINE AcquireAction AcquireFsm::retry(Clock::time_point now) {
 FAIRSEM_INLINE AcquireAction AcquireFsm::retry_step(Clock::time_point now) {
   // Given up at the deadline (the leave goes to the background: the server is away).
   if (past_deadline(now)) return end(AcquireOutcome::timed_out, true);
+  if (now >= retry_at_ && !answered_) {
+    stage_ = Stage::calling;
+    return acquire_fsm_helpers::action(AcquireAction::Kind::send_queue);
+  }
   if (now >= retry_at_) {
     stage_ = Stage::polling;
     AcquireAction a = acquire_fsm_helpers::action(AcquireAction::Kind::poll);

@@ -19,7 +19,9 @@
 //     cannot fail).
 // A failure says whether it passes (acquire_retry.hpp: the server restarting, loading, failing
 // over, a broken connection). A queued waiter whose poll fails that way keeps its entry and polls
-// again after a backoff, until its deadline; any other failure ends the acquire at once. A
+// again after a backoff, until its deadline; a waiter whose first call reached the server and
+// then failed that way (it may have queued, its reply lost) sends it again, with the same id,
+// the same way; any other failure ends the acquire at once. A
 // request that gives up while the server is unreachable hands its leave to the background
 // (leave_later), bounded by when its entry expires on its own.
 // A driver that cannot do what it was asked for otherwise (read a wake-up, arm a timer) says
@@ -249,6 +251,7 @@ class AcquireFsm {
   Clock::time_point entry_expiry_;
   bool left_later_ = false;  // the leave was handed to the background
   bool sent_first_ = false;  // the first call was sent (it may have queued even if it failed)
+  bool answered_ = false;    // a reply came: the request has a ticket (and a subscription)
   AcquireReply reply_;
   Clock::time_point sent_;
   Clock::time_point next_poll_ = Clock::time_point::max();
