@@ -18,8 +18,8 @@
 #          TLS (a 20 s stress run, two tests per core)
 #   tidy   clang-tidy 14 over src/ and include/ (scripts/tidy.sh), every finding an error
 #   fuzz   each libFuzzer target for FAIRSEM_FUZZ_SECONDS (30) seconds (scripts/fuzz.sh)
-#          (tidy and fuzz, after compat, run beside compat's test passes and each other at nice
-#          19: those passes mostly wait on their servers)
+#          (tidy and fuzz, after compat, run beside compat's test passes at nice 19, fuzz for
+#          15 s a target there: those passes mostly wait on their servers)
 # Every configuration builds fairsem::prometheus and `fairsem exporter` (FAIRSEM_PROMETHEUS=ON:
 # prometheus-cpp-dev is installed); asan runs the test against a real Prometheus.
 # So each standard (17, 20), build type, hiredis (Debian's 0.14.1, 1.2.0) and sanitizer is
@@ -145,17 +145,17 @@ start_background_checks() {
   [ "${#wanted[@]}" -gt 0 ] || return 0
   fairsem_ensure_packages clang-tidy-14 clang-14 libclang-rt-14-dev  # apt, before, not beside
   fairsem_log "[${wanted[*]}] started beside compat's tests (nice 19)"
-  # Side by side, not one after the other: run in turn, fuzz (its build and its runs, about
-  # 2.7 minutes) came after tidy and ended 3.5 minutes after compat's last pass.
+  # One after the other: side by side they took as long (the CPU is what they wait for), and
+  # in the one run where they were, two process tests hung in compat's last pass (the cause is
+  # not known yet). Fuzz runs each target 15 s here (FAIRSEM_FUZZ_SECONDS, 30 by default): it
+  # comes last, after tidy.
   (
     for c in "${wanted[@]}"; do
-      (
-        rc=0
-        nice -n 19 bash "scripts/$c.sh" >"build/ci-$c.out" 2>&1 || rc=$?
-        echo "$rc" >"build/ci-$c.rc"
-      ) &
+      rc=0
+      FAIRSEM_FUZZ_SECONDS="${FAIRSEM_FUZZ_SECONDS:-15}" nice -n 19 bash "scripts/$c.sh" \
+        >"build/ci-$c.out" 2>&1 || rc=$?
+      echo "$rc" >"build/ci-$c.rc"
     done
-    wait
   ) &
   background_pid=$!
 }
