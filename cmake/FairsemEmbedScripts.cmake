@@ -1,6 +1,6 @@
 # fairsem_embed_scripts(OUTPUT <file.hpp> SCRIPTS <a.lua> ...
 #                       [COMPOSE <name>=<part.lua>+<part.lua>... ...] [LUA_DIR <dir>]
-#                       [COMPOSED_LIST <name>] [LIBRARY <var>=<prefix>])
+#                       [COMPOSED_LIST <name>] [LIBRARY <var>=<prefix> [LIBRARY_VERSION <v>]])
 #
 # Generates a C++ header that defines one inline constexpr fairsem::detail::Script per script:
 # its name, its body and the SHA1 that Redis will give it. A SCRIPTS entry is one .lua file,
@@ -10,7 +10,9 @@
 # defines `inline constexpr std::array<const Script*, N> <name>`: the COMPOSE entries in order,
 # so that code walking every composed script names none of them. LIBRARY also makes the COMPOSE
 # entries one Redis function library, `inline constexpr Library <var>`, and gives each composed
-# Script its function there (see FairsemEmbedScriptsRun.cmake for how the library is built).
+# Script its function there (see FairsemEmbedScriptsRun.cmake for how the library is built);
+# LIBRARY_VERSION, the version each of its functions names in its description ("fairsem <v>"),
+# which is how `fairsem functions list` tells which version loaded a library.
 #
 # The header is written at configure time, not by a build step: in header-only mode
 # (fairsem::fairsem_header_only, an INTERFACE target) a consumer's sources include it, and no
@@ -20,7 +22,7 @@
 set(_FAIRSEM_EMBED_SCRIPT "${CMAKE_CURRENT_LIST_DIR}/FairsemEmbedScriptsRun.cmake")
 
 function(fairsem_embed_scripts)
-  cmake_parse_arguments(ARG "" "OUTPUT;LUA_DIR;COMPOSED_LIST;LIBRARY" "SCRIPTS;COMPOSE" ${ARGN})
+  cmake_parse_arguments(ARG "" "OUTPUT;LUA_DIR;COMPOSED_LIST;LIBRARY;LIBRARY_VERSION" "SCRIPTS;COMPOSE" ${ARGN})
   set(_entries)
   set(_composed)
   set(_depends)
@@ -50,9 +52,11 @@ function(fairsem_embed_scripts)
   list(REMOVE_DUPLICATES _depends)
   set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${_depends}
                                                                  "${_FAIRSEM_EMBED_SCRIPT}")
-  # The worker reads OUTPUT, SCRIPTS, LUA_DIR, COMPOSED_LIST, COMPOSED and LIBRARY.
+  # The worker reads OUTPUT, SCRIPTS, LUA_DIR, COMPOSED_LIST, COMPOSED, LIBRARY and
+  # LIBRARY_VERSION.
   set(OUTPUT "${ARG_OUTPUT}")
   set(LIBRARY "${ARG_LIBRARY}")
+  set(LIBRARY_VERSION "${ARG_LIBRARY_VERSION}")
   set(COMPOSED_LIST "${ARG_COMPOSED_LIST}")
   string(REPLACE ";" "|" COMPOSED "${_composed}")
   string(REPLACE ";" "|" SCRIPTS "${_entries}")

@@ -26,7 +26,9 @@ endfunction()
 # each a comment or `local NAMES = VALUES`) declared there and assigned again by begin() at the
 # start of every call; each composed script's last part becomes the body of the function
 # <library>_<script name>, with the flags its line "-- function flags: ..." names (none
-# without). The library is written to LUA_DIR/VAR.lua as FUNCTION LOAD gets it.
+# without) and, with LIBRARY_VERSION, the description "fairsem <LIBRARY_VERSION>" (part of the
+# content, so each version has a library of its own). The library is written to LUA_DIR/VAR.lua
+# as FUNCTION LOAD gets it.
 set(_library_var "")
 if(LIBRARY)
   string(REGEX MATCH "^([a-z][a-z0-9_]*)=([a-z][a-z0-9_]*)$" _ok "${LIBRARY}")
@@ -63,6 +65,12 @@ if(LIBRARY)
       set(_flags "'${_flags}'")
     endif()
     string(APPEND _functions "\nredis.register_function{function_name = '@LIBRARY@_${_name}', ")
+    if(LIBRARY_VERSION)
+      if(NOT LIBRARY_VERSION MATCHES "^[0-9]+\\.[0-9]+\\.[0-9]+$")
+        message(FATAL_ERROR "LIBRARY_VERSION '${LIBRARY_VERSION}' is not MAJOR.MINOR.PATCH")
+      endif()
+      string(APPEND _functions "description = 'fairsem ${LIBRARY_VERSION}', ")
+    endif()
     string(APPEND _functions "flags = {${_flags}}, callback = function(keys, args)\n")
     string(APPEND _functions "begin(keys, args)\n${_text}\nend}\n")
   endforeach()

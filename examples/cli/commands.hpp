@@ -49,6 +49,13 @@ struct ListArgs {
   bool json = false;
 };
 
+struct FunctionsArgs {
+  std::string action;    // "list" or "prune"
+  std::string url;       // as resolved by examples::resolve_url()
+  bool dry_run = false;  // prune: delete nothing, print what would be deleted
+  bool json = false;
+};
+
 struct ExporterArgs {
   std::string url;  // as resolved by examples::resolve_url()
   std::string listen = "127.0.0.1:9464";
@@ -71,6 +78,7 @@ int watch_main(const StatusArgs& args);
 int evict_main(const EvictArgs& args);
 int resize_main(const ResizeArgs& args);
 int list_main(const ListArgs& args);
+int functions_main(const FunctionsArgs& args);
 int exporter_main(const ExporterArgs& args);  // needs prometheus-cpp (FAIRSEM_WITH_PROMETHEUS)
 int demo_main(const DemoArgs& args);
 

@@ -12,6 +12,7 @@
 #endif
 
 #include <chrono>
+#include <cstddef>
 #include <exception>
 #include <functional>
 #include <future>
@@ -248,6 +249,23 @@ struct SemaphoreListing {
   std::optional<std::chrono::seconds> idle;
 };
 
+/// A fairsem function library loaded on a node (SemaphoreAdmin::function_libraries()). Each
+/// fairsem version loads its own, named after its content, on each node it uses (Redis 7 and
+/// later, Valkey), and never removes another version's.
+struct FunctionLibrary {
+  /// "host:port" of the master it is loaded on.
+  std::string node;
+  /// "fairsem_" and 12 hexadecimal digits of its content's SHA1.
+  std::string name;
+  /// The fairsem version that loads it (fairsem::version() of that client); empty for a library
+  /// loaded by a release that did not record it (0.3.1 and earlier).
+  std::string version;
+  /// How many functions it defines.
+  std::size_t functions = 0;
+  /// This version's library, which prune_function_libraries() keeps.
+  bool current = false;
+};
+
 /// Reads and administers a semaphore known only by name, without its limit (which Redis
 /// stores): for tools such as `fairsem status` and `fairsem evict`. Opening one writes nothing.
 /// Thread-safe.
@@ -287,6 +305,20 @@ class SemaphoreAdmin {
       const Client& client, const std::string& key_prefix = "fairsem",
       const std::string& match = "*",
       std::optional<std::chrono::milliseconds> time_limit = std::nullopt);
+
+  /// The fairsem function libraries loaded on every master of the Client's deployment (as
+  /// list() walks them), sorted by node, then current first, then name. Libraries of other
+  /// names are not listed. Empty for a server without functions (Redis 6.2). Throws
+  /// ConnectionError or AuthError when a master cannot be read.
+  static std::vector<FunctionLibrary> function_libraries(const Client& client);
+  /// Deletes (FUNCTION DELETE) every fairsem function library but this version's from every
+  /// master, and returns those it deleted; with `dry_run`, deletes nothing and returns those it
+  /// would. Safe while clients of other versions run: a client that finds its library gone
+  /// loads it again on its next call (one round trip more). Libraries of other names are never
+  /// touched. Throws as function_libraries(), and ReplyError when the server refuses the
+  /// deletion (an ACL without FUNCTION DELETE); what was deleted before stays deleted.
+  static std::vector<FunctionLibrary> prune_function_libraries(const Client& client,
+                                                               bool dry_run = false);
 
  private:
   std::shared_ptr<detail::SemaphoreCore> core_;

@@ -7,7 +7,8 @@
 // - resources: through Sentinel, a Client's threads and connections follow the one master, not
 //   the number of semaphore names; on a Cluster, those of the slots waited on close once idle;
 // - SemaphoreAdmin::list reads every master: each semaphore listed once, with the node that
-//   stores it and what it holds and queues.
+//   stores it and what it holds and queues; function_libraries and prune_function_libraries
+//   too.
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -36,6 +37,7 @@ using fairsem::Client;
 using fairsem::ClientOptions;
 using fairsem::ConnectionOptions;
 using fairsem::FairSemaphore;
+using fairsem::FunctionLibrary;
 using fairsem::Permit;
 using fairsem::SemaphoreAdmin;
 using fairsem::SemaphoreListing;
@@ -266,6 +268,52 @@ TEST_F(ClusterClientTest, ListReadsEveryMasterAndNamesWhereEachSemaphoreIs) {
       });
   EXPECT_EQ(3u, nodes.size());  // the 12 names hash to slots on each of the 3 masters
   names.serve_all();
+}
+
+TEST_F(ClusterClientTest, FunctionLibrariesAreListedAndPrunedOnEveryMaster) {
+  Client client(as("", ""));
+  SemaphoreOptions options;
+  options.limit = 1;
+  options.key_prefix = "libraries";
+  {
+    // The names of the listing test, which hash to each of the 3 masters: each loads this
+    // version's library there (where the servers have functions).
+    NamesWithAWaiter names(client, "listed-", 12, options);
+    ASSERT_TRUE(names.queued());
+    names.serve_all();
+  }
+  const std::vector<int> ports = cluster_->node_ports();
+  const fairsem::detail::Reply fcall =
+      admin(cluster_->node(ports[0]), {"COMMAND", "INFO", "FCALL"});
+  if (fcall.elements.empty() || fcall.elements[0].type != fairsem::detail::Reply::Type::array) {
+    // Redis 6.2: no functions, nothing to list or prune.
+    EXPECT_TRUE(SemaphoreAdmin::function_libraries(client).empty());
+    EXPECT_TRUE(SemaphoreAdmin::prune_function_libraries(client).empty());
+    return;
+  }
+  const std::string old_library = "fairsem_00000000aaaa";
+  admin(cluster_->node(ports[1]), {"FUNCTION", "LOAD",
+                                   "#!lua name=" + old_library + "\nredis.register_function('" +
+                                       old_library + "_f', function() return 1 end)"});
+  const auto port_of = [](const FunctionLibrary& l) {
+    return std::stoi(l.node.substr(l.node.rfind(':') + 1));
+  };
+  std::set<int> current_on;
+  std::vector<int> old_on;
+  for (const FunctionLibrary& l : SemaphoreAdmin::function_libraries(client)) {
+    if (l.current) current_on.insert(port_of(l));
+    if (l.name == old_library) old_on.push_back(port_of(l));
+  }
+  EXPECT_EQ(std::set<int>(ports.begin(), ports.end()), current_on);
+  EXPECT_EQ(std::vector<int>{ports[1]}, old_on);
+
+  const std::vector<FunctionLibrary> pruned = SemaphoreAdmin::prune_function_libraries(client);
+  ASSERT_EQ(1u, pruned.size());
+  EXPECT_EQ(old_library, pruned[0].name);
+  EXPECT_EQ(ports[1], port_of(pruned[0]));
+  const std::vector<FunctionLibrary> after = SemaphoreAdmin::function_libraries(client);
+  EXPECT_EQ(3u, after.size());
+  for (const FunctionLibrary& l : after) EXPECT_TRUE(l.current) << l.name << " on " << l.node;
 }
 
 class SentinelClientTest : public ::testing::Test {

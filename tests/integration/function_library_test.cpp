@@ -1,6 +1,7 @@
 // The semaphore's scripts as one Redis function library (src/lua/semaphore, built by
 // cmake/FairsemEmbedScriptsRun.cmake): FCALL where the server has functions, the library
-// loaded when it is missing, and EVALSHA wherever functions are unknown, refused or taken.
+// loaded when it is missing, and EVALSHA wherever functions are unknown, refused or taken; the
+// listing and pruning of the libraries of each version (SemaphoreAdmin::function_libraries).
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -235,6 +236,66 @@ TEST_F(FunctionLibraryTest, OutOfMemoryHoldersStillRenewAndReleaseButNoNewPermit
   EXPECT_TRUE(sem.status().holders.empty());
   EXPECT_EQ(scripts, calls("evalsha"));
   EXPECT_THAT(libraries(), ::testing::ElementsAre(std::string(semaphore_library.name)));
+}
+
+TEST_F(FunctionLibraryTest, ListingNamesEachVersionsLibraryAndPruningDeletesAllButThisVersions) {
+  const Client client(redis_options());
+  if (!has_functions()) {
+    // Redis 6.2: no library to list or delete, and no error for it.
+    EXPECT_THAT(SemaphoreAdmin::function_libraries(client), IsEmpty());
+    EXPECT_THAT(SemaphoreAdmin::prune_function_libraries(client), IsEmpty());
+    return;
+  }
+  // Libraries of two other fairsem versions (one from before versions were recorded), and two
+  // that are not fairsem's although one has its prefix.
+  const auto load = [&](const std::string& name, const std::string& description) {
+    const std::string body = "#!lua name=" + name + "\nredis.register_function{function_name = '" +
+                             name + "_f', callback = function() return 1 end" +
+                             (description.empty() ? "" : ", description = '" + description + "'") +
+                             "}";
+    admin_.command({"FUNCTION", "LOAD", body});
+  };
+  load("fairsem_0123456789ab", "");
+  load("fairsem_abcdef012345", "fairsem 9.9.9");
+  load("fairsem_mine", "fairsem 1.0.0");
+  load("billing", "");
+  hand_off(redis_options(), "current");  // loads this version's
+
+  const std::string node = admin_.endpoint();
+  const std::vector<FunctionLibrary> listed = SemaphoreAdmin::function_libraries(client);
+  ASSERT_EQ(3u, listed.size());
+  EXPECT_EQ(std::string(semaphore_library.name), listed[0].name);
+  EXPECT_TRUE(listed[0].current);
+  EXPECT_EQ(std::string(version()), listed[0].version);
+  EXPECT_EQ(detail::scripts::semaphore_scripts.size(), listed[0].functions);
+  EXPECT_EQ(node, listed[0].node);
+  EXPECT_EQ("fairsem_0123456789ab", listed[1].name);
+  EXPECT_EQ("", listed[1].version);
+  EXPECT_FALSE(listed[1].current);
+  EXPECT_EQ(1u, listed[1].functions);
+  EXPECT_EQ("fairsem_abcdef012345", listed[2].name);
+  EXPECT_EQ("9.9.9", listed[2].version);
+  EXPECT_EQ(node, listed[2].node);
+
+  // A dry run deletes nothing.
+  const auto names = [](const std::vector<FunctionLibrary>& libraries) {
+    std::vector<std::string> out;
+    for (const FunctionLibrary& l : libraries) out.push_back(l.name);
+    return out;
+  };
+  const std::vector<std::string> others = {"fairsem_0123456789ab", "fairsem_abcdef012345"};
+  EXPECT_EQ(others, names(SemaphoreAdmin::prune_function_libraries(client, /*dry_run=*/true)));
+  EXPECT_EQ(5u, libraries().size());
+  // Pruning deletes the other versions' libraries, and only those.
+  EXPECT_EQ(others, names(SemaphoreAdmin::prune_function_libraries(client)));
+  EXPECT_THAT(libraries(), ::testing::UnorderedElementsAre(std::string(semaphore_library.name),
+                                                           "fairsem_mine", "billing"));
+  EXPECT_THAT(SemaphoreAdmin::prune_function_libraries(client), IsEmpty());
+  // This version goes on as before, without loading its library again.
+  admin_.command({"CONFIG", "RESETSTAT"});
+  hand_off(redis_options(), "current");
+  EXPECT_EQ(0, calls("function|load"));
+  EXPECT_EQ(0, calls("evalsha"));
 }
 
 }  // namespace

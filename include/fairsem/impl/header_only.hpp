@@ -40,6 +40,7 @@
 #include "fairsem/impl/errors-inl.hpp"
 #include "fairsem/impl/executor-inl.hpp"
 #include "fairsem/impl/fork-inl.hpp"
+#include "fairsem/impl/function_libraries-inl.hpp"
 #include "fairsem/impl/hiredis_context-inl.hpp"
 #include "fairsem/impl/hiredis_reply-inl.hpp"
 #include "fairsem/impl/leaves-inl.hpp"

@@ -43,25 +43,6 @@ FAIRSEM_INLINE std::string glob_literal(std::string_view text) {
   return out;
 }
 
-/// A connection to each master of the runtime's deployment.
-FAIRSEM_INLINE std::vector<detail::Connection> master_connections(const detail::Runtime& runtime) {
-  const ConnectionOptions& options = runtime.options();
-  std::vector<detail::Connection> out;
-  if (!options.routed()) {
-    out.emplace_back(options);
-    return out;
-  }
-  const std::shared_ptr<detail::Discovery>& discovery = runtime.discovery();
-  if (discovery->sentinel()) {
-    out.emplace_back(options, discovery, 0);
-    return out;
-  }
-  for (const NodeAddress& node : discovery->masters()) {
-    out.emplace_back(discovery->node_options(node));
-  }
-  return out;
-}
-
 /// The semaphore names whose meta key (`head` NAME `tail`) SCAN finds on `conn`'s node.
 FAIRSEM_INLINE std::vector<std::string> scan_names(detail::Connection& conn,
                                                    const std::string& head, const std::string& tail,
@@ -201,7 +182,7 @@ FAIRSEM_INLINE std::vector<SemaphoreListing> SemaphoreAdmin::list(
   const std::string tail = meta_key.substr(meta_key.find('}'));
   std::vector<SemaphoreListing> out;
   try {
-    for (detail::Connection& conn : lh::master_connections(*client.runtime_)) {
+    for (detail::Connection& conn : client.runtime_->master_connections()) {
       check_time();
       conn.set_deadline(deadline);
       const std::vector<std::string> names = lh::scan_names(conn, head, tail, match);

@@ -35,6 +35,21 @@ FAIRSEM_INLINE Runtime::~Runtime() {
   watchdog_->stop();
 }
 
+FAIRSEM_INLINE std::vector<Connection> Runtime::master_connections() const {
+  owner_.check("this Client");
+  std::vector<Connection> out;
+  if (!discovery_) {
+    out.emplace_back(options_);
+  } else if (discovery_->sentinel()) {
+    out.emplace_back(options_, discovery_, 0);
+  } else {
+    for (const NodeAddress& node : discovery_->masters()) {
+      out.emplace_back(discovery_->node_options(node));
+    }
+  }
+  return out;
+}
+
 FAIRSEM_INLINE void Runtime::post_release(Executor::Task release) {
   {
     std::lock_guard<std::mutex> lock(releases_->mu);

@@ -12,6 +12,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "fairsem/client.hpp"
 #include "fairsem/connection_options.hpp"
@@ -53,6 +54,10 @@ class Runtime : public std::enable_shared_from_this<Runtime> {
   }
   /// ConnectionPool::give_back.
   void give_back(std::unique_ptr<Connection> conn) noexcept { pool_.give_back(std::move(conn)); }
+  /// A new connection (not the pool's) to each master: the server, the master the sentinels
+  /// name, each master of a Cluster (from a fresh CLUSTER SLOTS). For what walks every node
+  /// (listings, function libraries). Throws ForkedProcessError in a child made by fork().
+  std::vector<Connection> master_connections() const;
   /// ConnectionPool::this_thread_holds_a_connection.
   static bool this_thread_holds_a_connection() noexcept {
     return ConnectionPool::this_thread_holds_a_connection();
