@@ -59,5 +59,6 @@
 #include "fairsem/impl/thread_reaper-inl.hpp"
 #include "fairsem/impl/tls-inl.hpp"
 #include "fairsem/impl/url_parser-inl.hpp"
+#include "fairsem/impl/wake_subscription-inl.hpp"
 #include "fairsem/impl/waker-inl.hpp"
 #include "fairsem/impl/watchdog-inl.hpp"

@@ -2,11 +2,12 @@
 
 // The engine behind FairSemaphore and SemaphoreAdmin, one per handle: the script calls of one
 // semaphore (open, acquire, release, renew, status, evict, resize), its held permits and their
-// renewal, and its counters. Internal: nothing public includes this header. Defined in
-// semaphore_core-inl.hpp (set-up, script calls, release and the admin calls), acquire-inl.hpp (the
-// calls an acquire makes, and the blocking acquire) and renewal-inl.hpp (renewing held permits).
-// An acquire's decisions are its state machine's (acquire_fsm.hpp). Its connections and the
-// watchdog thread that renews its permits are its Client's (runtime.hpp).
+// renewal, and its counters (their state: semaphore_state.hpp). Internal: nothing public
+// includes this header. Defined in semaphore_core-inl.hpp (set-up, script calls, release and the
+// admin calls), acquire-inl.hpp (the calls an acquire makes, and the blocking acquire) and
+// renewal-inl.hpp (renewing held permits). An acquire's decisions are its state machine's
+// (acquire_fsm.hpp). Its connections and the watchdog thread that renews its permits are its
+// Client's (runtime.hpp).
 
 #include <array>
 #include <atomic>
@@ -32,19 +33,10 @@
 #include "fairsem/impl/replies.hpp"
 #include "fairsem/impl/router.hpp"
 #include "fairsem/impl/runtime.hpp"
+#include "fairsem/impl/semaphore_state.hpp"
 #include "fairsem/semaphore.hpp"
 
 namespace fairsem::detail {
-
-using Clock = std::chrono::steady_clock;
-using std::chrono::milliseconds;
-
-// Upper bounds of the acquire wait histogram's buckets (Metrics::acquire_wait); a last bucket,
-// +infinity, takes the rest.
-constexpr std::array<std::chrono::nanoseconds, 11> kWaitBounds = {
-    milliseconds(1),     milliseconds(5),     milliseconds(10),   milliseconds(50),
-    milliseconds(100),   milliseconds(500),   milliseconds(1000), milliseconds(5000),
-    milliseconds(10000), milliseconds(30000), milliseconds(60000)};
 
 class AsyncAcquire;
 
@@ -52,125 +44,6 @@ class AsyncAcquire;
 /// busy with another script, a replica without its master, a slot in migration, a cluster
 /// without a shard for a moment): retried with backoff.
 bool is_transient(std::string_view server_message) noexcept;
-
-struct PermitState {
-  PermitState(std::string permit_id, long long permit_ticket, std::vector<long long> permit_slots,
-              Clock::time_point permit_deadline)
-      : id(std::move(permit_id)),
-        ticket(permit_ticket),
-        deadline(permit_deadline.time_since_epoch().count()),
-        slots_(std::move(permit_slots)) {}
-
-  /// The slots held now, ascending (a partial release gives back the highest).
-  std::vector<long long> slots() const {
-    std::lock_guard<std::mutex> lock(slots_mu_);
-    return slots_;
-  }
-  long long first_slot() const {
-    std::lock_guard<std::mutex> lock(slots_mu_);
-    return slots_.empty() ? -1 : slots_.front();
-  }
-  long long count() const {
-    std::lock_guard<std::mutex> lock(slots_mu_);
-    return static_cast<long long>(slots_.size());
-  }
-  /// After a partial release: keeps the `keep` lowest slots.
-  void keep_slots(std::size_t keep) {
-    std::lock_guard<std::mutex> lock(slots_mu_);
-    if (slots_.size() > keep) slots_.resize(keep);
-  }
-
-  Clock::time_point get_deadline() const noexcept {
-    return Clock::time_point(Clock::duration(deadline.load(std::memory_order_acquire)));
-  }
-  void set_deadline(Clock::time_point t) noexcept {
-    deadline.store(t.time_since_epoch().count(), std::memory_order_release);
-  }
-
-  const std::string id;
-  const long long ticket;
-  std::atomic<Clock::rep> deadline;
-  std::atomic<bool> lost{false};
-  std::atomic<bool> done{false};   // released, or dropped after a failed release
-  std::atomic<bool> ended{false};  // its end told to the observer (SemaphoreCore::end_permit)
-  const Clock::time_point granted_at = Clock::now();
-
- private:
-  mutable std::mutex slots_mu_;
-  std::vector<long long> slots_;
-};
-
-/// The counters behind FairSemaphore::metrics(). Relaxed atomics: each is a count on its own,
-/// and orders nothing else, so counting takes no lock and no fence.
-struct MetricCounters {
-  using Counter = std::atomic<std::uint64_t>;
-
-  static void add(Counter& counter, std::uint64_t n = 1) noexcept {
-    counter.fetch_add(n, std::memory_order_relaxed);
-  }
-  static std::uint64_t get(const Counter& counter) noexcept {
-    return counter.load(std::memory_order_relaxed);
-  }
-
-  void record_grant(Clock::duration waited, long long units) noexcept {
-    add(grants);
-    add(units_granted, static_cast<std::uint64_t>(units));
-    const auto ns = std::max(std::chrono::nanoseconds(0),
-                             std::chrono::duration_cast<std::chrono::nanoseconds>(waited));
-    std::size_t bucket = 0;
-    while (bucket < kWaitBounds.size() && ns > kWaitBounds[bucket]) ++bucket;
-    add(wait_buckets[bucket]);
-    add(wait_nanoseconds, static_cast<std::uint64_t>(ns.count()));
-  }
-
-  Metrics snapshot() const {
-    Metrics m;
-    m.acquire_attempts = get(acquire_attempts);
-    m.grants = get(grants);
-    m.rejections = get(rejections);
-    m.timeouts = get(timeouts);
-    m.evictions_seen = get(evictions_seen);
-    m.errors = get(errors);
-    m.renewals = get(renewals);
-    m.renewal_failures = get(renewal_failures);
-    m.permits_lost = get(permits_lost);
-    m.releases = get(releases);
-    m.units_granted = get(units_granted);
-    m.units_released = get(units_released);
-    m.reconnects = get(*reconnects);
-    Histogram& h = m.acquire_wait;
-    h.bounds_seconds.reserve(wait_buckets.size());
-    h.counts.reserve(wait_buckets.size());
-    for (const auto bound : kWaitBounds) {
-      h.bounds_seconds.push_back(std::chrono::duration<double>(bound).count());
-    }
-    h.bounds_seconds.push_back(std::numeric_limits<double>::infinity());
-    // Cumulative, summed from one read of each bucket: the +infinity bucket is the count.
-    for (const Counter& bucket : wait_buckets) {
-      h.count += get(bucket);
-      h.counts.push_back(h.count);
-    }
-    h.sum_seconds = static_cast<double>(get(wait_nanoseconds)) / 1e9;
-    return m;
-  }
-
-  Counter acquire_attempts{0};
-  Counter grants{0};
-  Counter rejections{0};
-  Counter timeouts{0};
-  Counter evictions_seen{0};
-  Counter errors{0};
-  Counter renewals{0};
-  Counter renewal_failures{0};
-  Counter permits_lost{0};
-  Counter releases{0};
-  Counter units_granted{0};
-  Counter units_released{0};
-  // Shared with every connection of the semaphore (Connection::count_reconnects).
-  const std::shared_ptr<Counter> reconnects = std::make_shared<Counter>(0);
-  std::array<Counter, kWaitBounds.size() + 1> wait_buckets{};  // one per bucket, not cumulative
-  Counter wait_nanoseconds{0};
-};
 
 /// The options of a SemaphoreAdmin's semaphore (and a listing's): the stored limit, nothing
 /// renewed.
@@ -318,6 +191,7 @@ class SemaphoreCore : public std::enable_shared_from_this<SemaphoreCore> {
   void end_permit(PermitState& state, bool lost) const noexcept {
     if (!state.ended.exchange(true)) observed_.permit_ended(state.count(), state.granted_at, lost);
   }
+}
   /// The line this semaphore's requests send their first call in (admission.hpp).
   Admission& admission() const noexcept { return *admission_; }
   /// The asynchronous requests pending, and their steps under way.

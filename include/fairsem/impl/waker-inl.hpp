@@ -37,39 +37,6 @@ inline constexpr auto kRetryPause = std::chrono::milliseconds(200);
 
 }  // namespace waker_helpers
 
-// --- WakeSubscription -----------------------------------------------------------------------
-
-FAIRSEM_INLINE WakeSubscription::WakeSubscription(std::shared_ptr<Waker> waker, std::string key,
-                                                  std::string inbox, std::function<void()> hook)
-    : waker_(std::move(waker)),
-      key_(std::move(key)),
-      inbox_(std::move(inbox)),
-      hook_(std::move(hook)) {}
-
-FAIRSEM_INLINE WakeSubscription::~WakeSubscription() { waker_->unsubscribe(*this); }
-
-FAIRSEM_INLINE WakeWait WakeSubscription::wait_for(std::chrono::milliseconds wait) {
-  std::unique_lock<std::mutex> lock(waker_->mu_);
-  cv_.wait_for(lock, wait, [&] { return woken_.has_value() || !error_.empty() || interrupted_; });
-  WakeWait result;
-  result.woken = std::exchange(woken_, std::nullopt);
-  result.error = std::exchange(error_, std::string());
-  result.interrupted = std::exchange(interrupted_, false);
-  return result;
-}
-
-FAIRSEM_INLINE void WakeSubscription::rearm(Connection& conn) {
-  {
-    std::lock_guard<std::mutex> lock(waker_->mu_);
-    // A wake-up delivered meanwhile stays: it may be for the entry the poll just saw (promoted
-    // after the poll ran), and a stale one carries another ticket, which the waiter tells.
-    error_.clear();
-    interrupted_ = false;
-    if (listed_) return;
-  }
-  waker_->list(*this, conn);
-}
-
 // --- Waker ----------------------------------------------------------------------------------
 
 FAIRSEM_INLINE Waker::Waker(ConnectionOptions options, std::shared_ptr<Discovery> discovery,
@@ -124,11 +91,13 @@ FAIRSEM_INLINE void Waker::list(WakeSubscription& sub, Connection& conn) {
   bool kick = false;
   bool hook_due = false;
   bool handed = false;
+  std::thread retired;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (retired_) {
-      // Ended idle: it has let go of the lock for good, and closes its connection.
-      if (thread_.joinable()) thread_.join();
+      // Ended idle: it has let go of the lock for good, and closes its connection; joined
+      // after the lock, which the other waiters need meanwhile.
+      retired = std::move(thread_);
       retired_ = false;
     }
     if (!thread_.joinable() && !stop_) thread_ = std::thread(&Waker::run, this);
@@ -152,6 +121,7 @@ FAIRSEM_INLINE void Waker::list(WakeSubscription& sub, Connection& conn) {
     }
   }
   cv_.notify_all();
+  if (retired.joinable()) retired.join();
   if (handed) {
     if (hook_due) {
       try {
