@@ -98,13 +98,22 @@ class MetricsObserver {
   /// This process came to hold a permit of `units` (after acquire_ended with granted, or for
   /// a permit granted in the instant its request was cancelled, until it is released).
   virtual void permit_granted(const std::string& /*semaphore*/, long long /*units*/) {}
-  /// A partial release (Permit::release(units)) gave back `units` of a permit that goes on.
+  /// A partial release (Permit::release(units)) gives back `units` of a permit that goes on.
+  /// Told as the release is sent, as permit_ended is (a failed one gives nothing back here).
   virtual void units_released(const std::string& /*semaphore*/, long long /*units*/) {}
   /// A permit this process held ended, once each: released (lost false), found lost (lost
   /// true: its lease ran out, it was evicted), or dropped after its release failed (lost
-  /// false). `units`: what it held until then; `held`: since it was granted.
+  /// false). `units`: what it held until then, as told (granted less partially released);
+  /// `held`: since it was granted. A release is told as it is sent, before the server can grant
+  /// its units to anyone else, so that a count of units held made of these events never
+  /// exceeds what the process holds (a gauge's alert on units held above the limit never fires
+  /// for a hand-off); a release that then finds the permit gone tells permit_lost_at_release.
   virtual void permit_ended(const std::string& /*semaphore*/, long long /*units*/,
                             std::chrono::nanoseconds /*held*/, bool /*lost*/) {}
+  /// The release of a permit told as ended (permit_ended, lost false) found it gone: its lease
+  /// had run out, or it was evicted, before this process noticed. It was lost (as
+  /// Metrics::permits_lost counts it).
+  virtual void permit_lost_at_release(const std::string& /*semaphore*/) {}
   /// A renewal of one permit failed (as Metrics::renewal_failures counts).
   virtual void renewal_failed(const std::string& /*semaphore*/) {}
 };

@@ -124,6 +124,9 @@ class PrometheusObserver final : public MetricsObserver {
     s.hold->Observe(seconds(held));
     if (lost) s.lost->Increment();
   }
+  void permit_lost_at_release(const std::string& semaphore) override {
+    of(semaphore).lost->Increment();
+  }
   void renewal_failed(const std::string& semaphore) override {
     of(semaphore).renewals_failed->Increment();
   }

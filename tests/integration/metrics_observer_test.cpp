@@ -59,6 +59,7 @@ class RecordingObserver : public MetricsObserver {
     EXPECT_GT(held.count(), 0);
     add(s, "permit_ended " + std::to_string(units) + (lost ? " lost" : " released"));
   }
+  void permit_lost_at_release(const std::string& s) override { add(s, "permit_lost_at_release"); }
   void renewal_failed(const std::string& s) override { add(s, "renewal_failed"); }
 
   std::vector<std::string> take() {
@@ -139,6 +140,50 @@ TEST_F(MetricsObserverTest, TellsCancelledAndFullQueueRequestsAndALostPermit) {
   EXPECT_EQ((Events{"s: permit_ended 1 lost"}), observer_->take());
   EXPECT_EQ(ReleaseResult::expired, holder.release());
   EXPECT_TRUE(observer_->take().empty());
+}
+
+// A release is told before it is sent: the units it gives back may be granted to another thread
+// of the process at once, whose grant must not be counted while the release is not.
+TEST_F(MetricsObserverTest, TellsAReleaseBeforeItIsSentSoUnitsHeldNeverShowMoreThanHeld) {
+  class HeldOnServer : public MetricsObserver {
+   public:
+    explicit HeldOnServer(std::string prefix) : prefix_(std::move(prefix)) {}
+    void units_released(const std::string& s, long long) override { seen.push_back(held(s)); }
+    void permit_ended(const std::string& s, long long, std::chrono::nanoseconds, bool) override {
+      seen.push_back(held(s));
+    }
+    std::vector<long long> seen;  // the units the server counts as held when each was told
+
+   private:
+    long long held(const std::string& s) {
+      long long units = 0;
+      for (const PermitInfo& p :
+           SemaphoreAdmin(test::redis_options(), s, prefix_).status().holders) {
+        units += p.count;
+      }
+      return units;
+    }
+    const std::string prefix_;
+  };
+  auto observer = std::make_shared<HeldOnServer>(prefix_);
+  FairSemaphore sem(client_with(observer), "s", options(3));
+  Permit three = sem.acquire(3);
+  EXPECT_EQ(ReleaseResult::released, three.release(1));
+  EXPECT_EQ(ReleaseResult::released, three.release());
+  // Each told while the server still counted the units as held.
+  EXPECT_EQ((std::vector<long long>{3, 2}), observer->seen);
+}
+
+TEST_F(MetricsObserverTest, AReleaseThatFindsThePermitGoneTellsItLost) {
+  SemaphoreOptions o = options(1);
+  o.auto_renew = false;
+  FairSemaphore sem(client_, "s", o);
+  Permit holder = sem.acquire();
+  ASSERT_EQ(EvictResult::holder, sem.evict(holder.id()));
+  observer_->take();
+  EXPECT_EQ(ReleaseResult::expired, holder.release());
+  EXPECT_EQ((Events{"s: permit_ended 1 released", "s: permit_lost_at_release"}), observer_->take());
+  EXPECT_EQ(1u, sem.metrics().permits_lost);
 }
 
 TEST_F(MetricsObserverTest, ASemaphoresOwnObserverTakesThePlaceOfTheClients) {

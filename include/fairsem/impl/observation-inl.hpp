@@ -71,6 +71,10 @@ FAIRSEM_INLINE void Observation::permit_ended(long long units, Clock::time_point
   });
 }
 
+FAIRSEM_INLINE void Observation::permit_lost_at_release() const noexcept {
+  tell([&](MetricsObserver& o) { o.permit_lost_at_release(name_); });
+}
+
 FAIRSEM_INLINE void Observation::renewals_failed(std::size_t count) const noexcept {
   tell([&](MetricsObserver& o) {
     for (std::size_t i = 0; i < count; ++i) o.renewal_failed(name_);

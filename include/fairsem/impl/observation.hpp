@@ -34,6 +34,7 @@ class Observation {
   void permit_granted(long long units) const noexcept;
   void units_released(long long units) const noexcept;
   void permit_ended(long long units, Clock::time_point granted_at, bool lost) const noexcept;
+  void permit_lost_at_release() const noexcept;
   void renewals_failed(std::size_t count) const noexcept;
 
  private:

@@ -192,25 +192,26 @@ FAIRSEM_INLINE void SemaphoreCore::forget(PermitState& state) {
 FAIRSEM_INLINE ReleaseResult SemaphoreCore::release(PermitState& state) {
   if (state.done.exchange(true)) return ReleaseResult::already_released;
   forget(state);
-  Reply reply;
-  try {
+  // Told before the call, which may hand its units to another thread of this process at once
+  // (MetricsObserver::permit_ended). A failed call drops the permit: its entry expires with
+  // its lease.
+  end_permit(state, state.lost.load());
+  Reply reply = [&] {
     Borrowed conn(*this);
     const std::string ticket = std::to_string(state.ticket);
-    reply = run(*conn, "release", {state.id, ticket, receipt_arg_});
-  } catch (...) {
-    end_permit(state, false);  // dropped: its entry expires with its lease
-    throw;
-  }
+    return run(*conn, "release", {state.id, ticket, receipt_arg_});
+  }();
   // released_before: an earlier run whose reply was lost released it (it left a receipt).
   if (detail::decode_release(reply) != detail::ReleaseState::not_present) {
     MetricCounters::add(metrics_.releases);
     MetricCounters::add(metrics_.units_released, static_cast<std::uint64_t>(state.count()));
-    end_permit(state, false);
     return ReleaseResult::released;
   }
   // Gone before anyone noticed (e.g. an expired lease without auto_renew): lost all the same.
-  if (!state.lost.exchange(true)) MetricCounters::add(metrics_.permits_lost);
-  end_permit(state, true);
+  if (!state.lost.exchange(true)) {
+    MetricCounters::add(metrics_.permits_lost);
+    observed_.permit_lost_at_release();
+  }
   return ReleaseResult::expired;
 }
 
@@ -225,6 +226,9 @@ FAIRSEM_INLINE ReleaseResult SemaphoreCore::release_units(PermitState& state, lo
   }
   if (units == count) return release(state);
   const long long keep = count - units;
+  // Told before the call, as release() tells it; a call that fails gives nothing back.
+  state.told_units.fetch_sub(units);
+  observed_.units_released(units);
   Reply reply = [&] {
     Borrowed conn(*this);
     return run(
@@ -235,7 +239,6 @@ FAIRSEM_INLINE ReleaseResult SemaphoreCore::release_units(PermitState& state, lo
     state.keep_slots(static_cast<std::size_t>(keep));
     MetricCounters::add(metrics_.releases);
     MetricCounters::add(metrics_.units_released, static_cast<std::uint64_t>(units));
-    observed_.units_released(units);
     return ReleaseResult::released;
   }
   // Gone before anyone noticed: the whole permit is lost, and dropped as release() drops it.

@@ -189,9 +189,10 @@ class SemaphoreCore : public std::enable_shared_from_this<SemaphoreCore> {
                      Clock::duration waited, long long units) noexcept;
   /// The observer learns, once, that `state`'s permit ended (lost, or released or dropped).
   void end_permit(PermitState& state, bool lost) const noexcept {
-    if (!state.ended.exchange(true)) observed_.permit_ended(state.count(), state.granted_at, lost);
+    if (!state.ended.exchange(true)) {
+      observed_.permit_ended(state.told_units.load(), state.granted_at, lost);
+    }
   }
-}
   /// The line this semaphore's requests send their first call in (admission.hpp).
   Admission& admission() const noexcept { return *admission_; }
   /// The asynchronous requests pending, and their steps under way.

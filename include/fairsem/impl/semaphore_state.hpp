@@ -38,6 +38,7 @@ struct PermitState {
       : id(std::move(permit_id)),
         ticket(permit_ticket),
         deadline(permit_deadline.time_since_epoch().count()),
+        told_units(static_cast<long long>(permit_slots.size())),
         slots_(std::move(permit_slots)) {}
 
   /// The slots held now, ascending (a partial release gives back the highest).
@@ -72,6 +73,8 @@ struct PermitState {
   std::atomic<bool> lost{false};
   std::atomic<bool> done{false};   // released, or dropped after a failed release
   std::atomic<bool> ended{false};  // its end told to the observer (SemaphoreCore::end_permit)
+  // The units the observer was told it holds: granted, less the partial releases told.
+  std::atomic<long long> told_units{0};
   const Clock::time_point granted_at = Clock::now();
 
  private:
