@@ -25,6 +25,7 @@ namespace fairsem::detail {
 FAIRSEM_INLINE std::optional<Permit> SemaphoreCore::measured_acquire(
     long long units, bool wait, std::optional<Clock::time_point> deadline) {
   using Kind = AcquireAction::Kind;
+  check_process();
   check_units(units);
   const auto start = Clock::now();
   count_attempt(units);

@@ -195,6 +195,7 @@ FAIRSEM_INLINE void SemaphoreCore::renewal_failed(const std::vector<PermitState*
 }
 
 FAIRSEM_INLINE bool SemaphoreCore::renew(PermitState& state) {
+  check_process();
   if (state.done.load() || state.lost.load()) return false;
   Borrowed conn(*this);
   renew_chunk(*conn, {&state});
@@ -202,6 +203,7 @@ FAIRSEM_INLINE bool SemaphoreCore::renew(PermitState& state) {
 }
 
 FAIRSEM_INLINE std::size_t SemaphoreCore::renew_all() {
+  check_process();
   const std::vector<std::shared_ptr<PermitState>> permits = held_permits();
   if (permits.empty()) return 0;
   {

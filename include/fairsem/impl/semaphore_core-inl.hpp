@@ -190,6 +190,7 @@ FAIRSEM_INLINE void SemaphoreCore::forget(PermitState& state) {
 }
 
 FAIRSEM_INLINE ReleaseResult SemaphoreCore::release(PermitState& state) {
+  check_process();
   if (state.done.exchange(true)) return ReleaseResult::already_released;
   forget(state);
   // Told before the call, which may hand its units to another thread of this process at once
@@ -216,6 +217,7 @@ FAIRSEM_INLINE ReleaseResult SemaphoreCore::release(PermitState& state) {
 }
 
 FAIRSEM_INLINE ReleaseResult SemaphoreCore::release_units(PermitState& state, long long units) {
+  check_process();
   if (state.done.load()) return ReleaseResult::already_released;
   const long long count = state.count();
   if (units < 1 || units > count) {

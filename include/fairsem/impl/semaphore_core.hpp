@@ -103,6 +103,10 @@ class SemaphoreCore : public std::enable_shared_from_this<SemaphoreCore> {
   const std::string& where() const noexcept { return where_; }
   /// The Client's shared part (its worker threads release permits handed to them).
   Runtime& runtime() const noexcept { return *runtime_; }
+  /// In a child made by fork(), throws ForkedProcessError (fork.hpp). First in every call that
+  /// takes a lock or waits: the parent's threads, which the child lacks, may have held the lock
+  /// (or the admission line's turn) at the fork, and nothing in the child would let it go.
+  void check_process() const { runtime_->owner().check("this Client"); }
 
   // For the watchdog's renewal lanes (watchdog.hpp): what they renew, on which slot's
   // connection, and the counter a reconnect of that connection counts in.
