@@ -123,7 +123,10 @@ class FairSemaphore {
   /// callback of this handle has run (the calls under way first: up to the command timeout if
   /// Redis is unreachable), so none runs afterwards. It does not wait where the wait could be
   /// for itself: in a callback, on fairsem's threads (on_lost), or while this thread holds a
-  /// pool connection. Permits live on.
+  /// pool connection. Permits live on. The last of the semaphore's handles (this, or the last
+  /// of its Permits that outlive it) also waits for the renewal callbacks posted for it
+  /// (on_lost, on_renew_failure, the logger on the callback thread), and none is called after
+  /// it returns: do not destroy it while holding what such a callback waits for.
   ~FairSemaphore();
 
   /// Takes a permit of `units` if they are free and nobody waits; never waits and never queues.

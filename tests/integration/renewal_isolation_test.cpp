@@ -1,7 +1,8 @@
 // Renewal isolation on one server: user code that the renewal path calls (on_lost,
 // on_renew_failure, the logger) runs off the renewal's critical time, so a callback that takes
 // longer than another semaphore's lease costs that semaphore nothing. (Issue 28, item 1; the
-// Cluster case, a hung master, is in deployment_renewal_test.cpp.)
+// Cluster case, a hung master, is in deployment_renewal_test.cpp.) And once a semaphore's last
+// handle is destroyed, none of its callbacks runs any more.
 
 #include <gtest/gtest.h>
 
@@ -9,8 +10,10 @@
 #include <atomic>
 #include <chrono>
 #include <future>
+#include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "fairsem/fairsem.hpp"
@@ -145,6 +148,44 @@ TEST_F(RenewalIsolationTest, ASlowRenewFailureCallbackAndLoggerCostAnotherSemaph
   EXPECT_EQ(other.metrics().permits_lost, 0u);
   EXPECT_EQ(kept.release(), ReleaseResult::released);
   admin_.command({"DEL", key("failing", "meta")});
+}
+
+// The destructor of a semaphore's last handle (here its FairSemaphore, after its Permit) waits
+// for the callbacks posted for it, and none runs after it returns: a callback may use what its
+// owner destroys next. (The test above once crashed after it ended, in CI's TLS pass: a
+// renewal's callback, posted before the destructors, ran after the test's locals were gone.)
+TEST_F(RenewalIsolationTest, NoCallbackRunsAfterTheSemaphoresLastHandleIsDestroyed) {
+  Client client(redis_options());
+  std::promise<void> latch;
+  const std::shared_future<void> go = latch.get_future().share();
+  std::atomic<int> calls{0};
+  std::atomic<bool> destroyed{false};
+  std::atomic<int> after{0};
+  SemaphoreOptions o = options(1, 10s);
+  o.renew_interval = 100ms;
+  o.on_renew_failure = [&](const PermitInfo&, const std::string&) {
+    if (destroyed.load()) ++after;
+    if (calls++ == 0) go.wait();  // the first holds the callback thread; the next queue up
+  };
+  auto sem = std::make_unique<FairSemaphore>(client, "gate", o);
+  auto permit = std::make_unique<Permit>(sem->acquire());
+  admin_.command({"DEL", key("gate", "meta")});
+  admin_.command({"SET", key("gate", "meta"), "not a hash"});  // every renewal is refused
+  ASSERT_TRUE(wait_until([&] { return sem->metrics().renewal_failures >= 3; }));
+  std::thread destroying([&] {
+    permit.reset();
+    sem.reset();
+    destroyed = true;
+  });
+  // The first callback is still under way: the destructors wait for it.
+  EXPECT_FALSE(wait_until([&] { return destroyed.load(); }, 1s));
+  latch.set_value();
+  destroying.join();
+  const int seen = calls.load();
+  EXPECT_GE(seen, 2);  // those posted before ran, before the destructor returned
+  EXPECT_FALSE(wait_until([&] { return calls.load() > seen; }, 1s)) << "a callback ran after";
+  EXPECT_EQ(0, after.load());
+  admin_.command({"DEL", key("gate", "meta")});
 }
 
 }  // namespace

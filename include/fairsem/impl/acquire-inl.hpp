@@ -301,7 +301,7 @@ FAIRSEM_INLINE Permit SemaphoreCore::make_permit(const std::string& id, const Ac
     live_.emplace(state.get(), state);
   }
   observed_.permit_granted(state->count());
-  return {shared_from_this(), std::move(state)};
+  return {user_handle(), std::move(state)};
 }
 
 FAIRSEM_INLINE void SemaphoreCore::wake_up_refused(const std::string& error) {

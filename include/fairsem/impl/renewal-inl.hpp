@@ -55,8 +55,25 @@ FAIRSEM_INLINE void SemaphoreCore::call_back(const std::function<void()>& call) 
   if (notifier != nullptr) {
     // The task keeps the semaphore (and with it the Client) alive until it has run.
     if (auto self = weak_from_this().lock()) {
+      // Its last user handle gone (callback_gate.hpp): its callbacks are over.
+      if (!callbacks_->enter()) return;
+      // Counted until the task has run, or is dropped unrun (or not posted: out of memory).
+      struct Posted {
+        explicit Posted(std::shared_ptr<CallbackGate> g) : gate(std::move(g)) {}
+        Posted(const Posted&) = delete;
+        Posted& operator=(const Posted&) = delete;
+        ~Posted() { gate->leave(); }
+        const std::shared_ptr<CallbackGate> gate;
+      };
       try {
-        notifier->post([self = std::move(self), call] { call(); });
+        std::shared_ptr<Posted> posted;
+        try {
+          posted = std::make_shared<Posted>(callbacks_);
+        } catch (...) {
+          callbacks_->leave();
+          throw;
+        }
+        notifier->post([self = std::move(self), posted = std::move(posted), call] { call(); });
         return;
       } catch (...) {
         // No callback thread could start: called here after all, late rather than never.

@@ -136,7 +136,8 @@ FAIRSEM_INLINE void SemaphoreOptions::validate() const {
 FAIRSEM_INLINE FairSemaphore::FairSemaphore(const Client& client, std::string name,
                                             SemaphoreOptions options)
     : core_(std::make_shared<detail::SemaphoreCore>(client.runtime_, std::move(name),
-                                                    std::move(options))) {
+                                                    std::move(options))
+                ->user_handle()) {
   core_->open();
 }
 

@@ -77,6 +77,22 @@ FAIRSEM_INLINE SemaphoreCore::SemaphoreCore(std::shared_ptr<Runtime> runtime, st
       options_.metrics_observer ? options_.metrics_observer : runtime_->metrics_observer(), name_);
 }
 
+FAIRSEM_INLINE SemaphoreCore::UserHandles::~UserHandles() {
+  core->callbacks_->close(!on_fairsems_thread());
+}
+
+FAIRSEM_INLINE std::shared_ptr<SemaphoreCore> SemaphoreCore::user_handle() {
+  std::lock_guard<std::mutex> lock(handles_mu_);
+  std::shared_ptr<UserHandles> handles = handles_.lock();
+  if (!handles) {
+    handles = std::make_shared<UserHandles>(shared_from_this());
+    handles_ = handles;
+    callbacks_->reopen();
+  }
+  // Points to this semaphore, and shares the ownership of the handles.
+  return std::shared_ptr<SemaphoreCore>(handles, this);
+}
+
 FAIRSEM_INLINE void SemaphoreCore::log(LogLevel level, const std::string& message) const noexcept {
   // Off unless the application asked: a library does not write to its host's stderr.
   if (!options_.logger) return;

@@ -27,6 +27,7 @@
 
 #include "fairsem/impl/acquire_fsm.hpp"
 #include "fairsem/impl/admission.hpp"
+#include "fairsem/impl/callback_gate.hpp"
 #include "fairsem/impl/connection.hpp"
 #include "fairsem/impl/in_flight.hpp"
 #include "fairsem/impl/observation.hpp"
@@ -107,6 +108,10 @@ class SemaphoreCore : public std::enable_shared_from_this<SemaphoreCore> {
   /// takes a lock or waits: the parent's threads, which the child lacks, may have held the lock
   /// (or the admission line's turn) at the fork, and nothing in the child would let it go.
   void check_process() const { runtime_->owner().check("this Client"); }
+  /// This semaphore as a user's handle holds it (a FairSemaphore, a Permit): while any such
+  /// pointer lives, its callbacks run; the destructor of the last waits for those posted and
+  /// lets no other run (callback_gate.hpp).
+  std::shared_ptr<SemaphoreCore> user_handle();
 
   // For the watchdog's renewal lanes (watchdog.hpp): what they renew, on which slot's
   // connection, and the counter a reconnect of that connection counts in.
@@ -238,6 +243,15 @@ class SemaphoreCore : public std::enable_shared_from_this<SemaphoreCore> {
   /// on_renew_failure for each whose lease has not run out yet.
   void renewal_failed(const std::vector<PermitState*>& permits, const std::string& error) noexcept;
 
+  /// What the user handles share: its destructor closes the callbacks.
+  struct UserHandles {
+    explicit UserHandles(std::shared_ptr<SemaphoreCore> c) : core(std::move(c)) {}
+    UserHandles(const UserHandles&) = delete;
+    UserHandles& operator=(const UserHandles&) = delete;
+    ~UserHandles();
+    const std::shared_ptr<SemaphoreCore> core;
+  };
+
   const std::shared_ptr<Runtime> runtime_;
   const ConnectionOptions& connection_;  // the Client's (runtime_ keeps it)
   const std::string name_;
@@ -265,6 +279,9 @@ class SemaphoreCore : public std::enable_shared_from_this<SemaphoreCore> {
   std::atomic<bool> old_server_reported_{false};  // a too old server was logged once
   std::atomic<bool> watched_{false};              // the Client's watchdog renews its permits
   std::mutex mu_;                                 // guards live_
+  std::mutex handles_mu_;                         // guards handles_
+  std::weak_ptr<UserHandles> handles_;            // shared by the user handles
+  const std::shared_ptr<CallbackGate> callbacks_ = std::make_shared<CallbackGate>();
   std::unordered_map<PermitState*, std::shared_ptr<PermitState>> live_;
   const std::shared_ptr<InFlight> in_flight_ = std::make_shared<InFlight>();
   // The line every handle of this semaphore in the Client shares (null for SemaphoreAdmin).
