@@ -78,7 +78,7 @@ FAIRSEM_INLINE SemaphoreCore::SemaphoreCore(std::shared_ptr<Runtime> runtime, st
 }
 
 FAIRSEM_INLINE SemaphoreCore::UserHandles::~UserHandles() {
-  core->callbacks_->close(!on_fairsems_thread());
+  core->callbacks_->close(!on_fairsems_thread() && !Runtime::this_thread_holds_a_connection());
 }
 
 FAIRSEM_INLINE std::shared_ptr<SemaphoreCore> SemaphoreCore::user_handle() {
@@ -90,7 +90,7 @@ FAIRSEM_INLINE std::shared_ptr<SemaphoreCore> SemaphoreCore::user_handle() {
     callbacks_->reopen();
   }
   // Points to this semaphore, and shares the ownership of the handles.
-  return std::shared_ptr<SemaphoreCore>(handles, this);
+  return {handles, this};
 }
 
 FAIRSEM_INLINE void SemaphoreCore::log(LogLevel level, const std::string& message) const noexcept {
