@@ -93,15 +93,20 @@ void add_status(CommandLine& cl) {
   cl.status_cmd = cmd;
 }
 
+/// What the commands that walk every semaphore under a prefix (list, exporter) take.
+void add_listing_options(CLI::App& sub, std::string& url, std::string& prefix, std::string& match) {
+  sub.add_option("--url", url, "Redis URL (see below)");
+  sub.add_option("--prefix", prefix, "Key prefix in Redis")->capture_default_str();
+  sub.add_option("--match", match, "Only names matching this glob (* ? [...])")
+      ->capture_default_str();
+}
+
 void add_list(CommandLine& cl) {
   CLI::App* cmd = cl.app.add_subcommand(
       "list",
       "List every semaphore under a key prefix, on every master: limit, units held, holders, "
       "waiters, idle time (where the server can tell: Redis 7.2+, Valkey) and node");
-  cmd->add_option("--url", cl.list.url, "Redis URL (see below)");
-  cmd->add_option("--prefix", cl.list.key_prefix, "Key prefix in Redis")->capture_default_str();
-  cmd->add_option("--match", cl.list.match, "Only names matching this glob (* ? [...])")
-      ->capture_default_str();
+  add_listing_options(*cmd, cl.list.url, cl.list.key_prefix, cl.list.match);
   cmd->add_flag("--json", cl.list.json,
                 "One JSON array of objects (name, limit, held, holders, waiting, idle_seconds, "
                 "counter, node) instead of a table");
@@ -132,10 +137,7 @@ void add_exporter(CommandLine& cl) {
       "SIGTERM (exit 0)");
   cmd->add_option("--listen", cl.exporter.listen, "HOST:PORT to serve /metrics on (port 0: any)")
       ->capture_default_str();
-  cmd->add_option("--url", cl.exporter.url, "Redis URL (see below)");
-  cmd->add_option("--prefix", cl.exporter.key_prefix, "Key prefix in Redis")->capture_default_str();
-  cmd->add_option("--match", cl.exporter.match, "Only names matching this glob (* ? [...])")
-      ->capture_default_str();
+  add_listing_options(*cmd, cl.exporter.url, cl.exporter.key_prefix, cl.exporter.match);
   cmd->add_option("--scrape-timeout", cl.scrape_timeout,
                   "Give up a scrape's listing after DUR (fairsem_exporter_up 0)")
       ->capture_default_str();
