@@ -9,6 +9,7 @@
 #include <initializer_list>
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <ostream>
 #include <string>
@@ -99,5 +100,11 @@ class CliTest : public ::testing::Test {
   const std::string prefix_ = test::unique_prefix();
   detail::Connection admin_{test::redis_options()};
 };
+
+/// The id of the first holder in `fairsem status --json`'s output.
+inline std::string holder_id(const Outcome& json_status) {
+  const auto j = nlohmann::json::parse(json_status.out);
+  return j.at("holders").at(0).at("id").get<std::string>();
+}
 
 }  // namespace fairsem::test
