@@ -1,5 +1,8 @@
 #pragma once
 
+// AcquireFsm (acquire_fsm.hpp): every decision of one acquire, from its first call to its
+// grant, time-out, cancel or clean-up, as events in and actions out; no I/O.
+
 #include "fairsem/impl/acquire_fsm.hpp"
 #include "fairsem/impl/config.hpp"
 
@@ -7,16 +10,6 @@
 #include <utility>
 
 namespace fairsem::detail {
-
-namespace acquire_fsm_helpers {
-
-FAIRSEM_INLINE AcquireAction action(AcquireAction::Kind kind) {
-  AcquireAction a;
-  a.kind = kind;
-  return a;
-}
-
-}  // namespace acquire_fsm_helpers
 
 // --- AcquireFsm -------------------------------------------------------------------------------
 
@@ -66,7 +59,7 @@ FAIRSEM_INLINE AcquireAction AcquireFsm::in_line(Clock::time_point now) {
   // Behind the requests made before this one (admission.hpp). The deadline may pass in line,
   // before anything was sent: nothing to leave then. A try waits for its turn however long.
   if (!tries_ && past_deadline(now)) return finish(AcquireOutcome::timed_out);
-  AcquireAction a = acquire_fsm_helpers::action(AcquireAction::Kind::wait_turn);
+  AcquireAction a = AcquireAction::of(AcquireAction::Kind::wait_turn);
   if (!tries_) a.until = params_.deadline;
   return a;
 }
@@ -76,8 +69,8 @@ FAIRSEM_INLINE AcquireAction AcquireFsm::on_admitted(Clock::time_point now) {
   // The turn came after the deadline (it was not checked in time): as if it passed in line.
   if (!tries_ && past_deadline(now)) return finish(AcquireOutcome::timed_out);
   stage_ = Stage::calling;
-  return acquire_fsm_helpers::action(tries_ ? AcquireAction::Kind::send_try
-                                            : AcquireAction::Kind::send_queue);
+  return AcquireAction::of(tries_ ? AcquireAction::Kind::send_try
+                                  : AcquireAction::Kind::send_queue);
 }
 
 FAIRSEM_INLINE AcquireAction AcquireFsm::on_replied(const AcquireEvent& event) {
@@ -112,8 +105,7 @@ FAIRSEM_INLINE AcquireAction AcquireFsm::queue_reply(bool first) {
   // Still queued: listen (again). A wake-up that came while the poll was out is kept: it may
   // be for the entry the poll saw, promoted after the poll ran.
   stage_ = first ? Stage::subscribing : Stage::rearming;
-  return acquire_fsm_helpers::action(first ? AcquireAction::Kind::subscribe
-                                           : AcquireAction::Kind::rearm);
+  return AcquireAction::of(first ? AcquireAction::Kind::subscribe : AcquireAction::Kind::rearm);
 }
 
 FAIRSEM_INLINE AcquireAction AcquireFsm::on_failed(const AcquireEvent& event) {
@@ -202,7 +194,7 @@ FAIRSEM_INLINE AcquireAction AcquireFsm::on_trouble(const AcquireEvent& event) {
   if (reported_) return next_step(event.now, false);
   reported_ = true;
   stage_ = Stage::reporting;
-  AcquireAction a = acquire_fsm_helpers::action(AcquireAction::Kind::report);
+  AcquireAction a = AcquireAction::of(AcquireAction::Kind::report);
   a.error = event.error;
   return a;
 }
@@ -307,12 +299,12 @@ FAIRSEM_INLINE AcquireAction AcquireFsm::next_step(Clock::time_point now, bool p
   if (past_deadline(now)) return end(AcquireOutcome::timed_out, true);
   if (poll_now || now >= next_poll_) {
     stage_ = Stage::polling;
-    AcquireAction a = acquire_fsm_helpers::action(AcquireAction::Kind::poll);
+    AcquireAction a = AcquireAction::of(AcquireAction::Kind::poll);
     a.ticket = reply_.ticket;
     return a;
   }
   stage_ = Stage::waiting;
-  AcquireAction a = acquire_fsm_helpers::action(AcquireAction::Kind::wait);
+  AcquireAction a = AcquireAction::of(AcquireAction::Kind::wait);
   a.until = params_.deadline ? std::min(next_poll_, *params_.deadline) : next_poll_;
   return a;
 }
@@ -327,16 +319,16 @@ FAIRSEM_INLINE AcquireAction AcquireFsm::retry_step(Clock::time_point now) {
   if (past_deadline(now)) return end(AcquireOutcome::timed_out, true);
   if (now >= retry_at_ && !answered_) {
     stage_ = Stage::calling;
-    return acquire_fsm_helpers::action(AcquireAction::Kind::send_queue);
+    return AcquireAction::of(AcquireAction::Kind::send_queue);
   }
   if (now >= retry_at_) {
     stage_ = Stage::polling;
-    AcquireAction a = acquire_fsm_helpers::action(AcquireAction::Kind::poll);
+    AcquireAction a = AcquireAction::of(AcquireAction::Kind::poll);
     a.ticket = reply_.ticket;
     return a;
   }
   stage_ = Stage::retrying;
-  AcquireAction a = acquire_fsm_helpers::action(AcquireAction::Kind::backoff);
+  AcquireAction a = AcquireAction::of(AcquireAction::Kind::backoff);
   a.until = params_.deadline ? std::min(retry_at_, *params_.deadline) : retry_at_;
   return a;
 }
@@ -345,12 +337,12 @@ FAIRSEM_INLINE AcquireAction AcquireFsm::granted() {
   if (params_.min_replicas == 0) return grant();
   // On the connection whose call granted (or confirmed) the permit.
   stage_ = Stage::replicating;
-  return acquire_fsm_helpers::action(AcquireAction::Kind::await_replicas);
+  return AcquireAction::of(AcquireAction::Kind::await_replicas);
 }
 
 FAIRSEM_INLINE AcquireAction AcquireFsm::grant() {
   stage_ = Stage::granting;
-  AcquireAction a = acquire_fsm_helpers::action(AcquireAction::Kind::grant);
+  AcquireAction a = AcquireAction::of(AcquireAction::Kind::grant);
   a.reply = reply_;
   a.sent = sent_;
   return a;
@@ -365,7 +357,7 @@ FAIRSEM_INLINE AcquireAction AcquireFsm::end(AcquireOutcome outcome, bool leave_
 FAIRSEM_INLINE AcquireAction AcquireFsm::finish(AcquireOutcome outcome) {
   stage_ = Stage::finishing;
   outcome_ = outcome;
-  AcquireAction a = acquire_fsm_helpers::action(AcquireAction::Kind::finish);
+  AcquireAction a = AcquireAction::of(AcquireAction::Kind::finish);
   a.outcome = outcome;
   return a;
 }
@@ -373,7 +365,7 @@ FAIRSEM_INLINE AcquireAction AcquireFsm::finish(AcquireOutcome outcome) {
 FAIRSEM_INLINE AcquireAction AcquireFsm::leave() {
   stage_ = Stage::leaving;
   if (!unreachable_) {
-    AcquireAction a = acquire_fsm_helpers::action(AcquireAction::Kind::leave);
+    AcquireAction a = AcquireAction::of(AcquireAction::Kind::leave);
     a.ticket = reply_.ticket;
     return a;
   }
@@ -382,7 +374,7 @@ FAIRSEM_INLINE AcquireAction AcquireFsm::leave() {
   // until the entry expires: past that, the server reaps it before it could promote it.
   left_later_ = true;
   if (now_ >= entry_expiry_) return left();
-  AcquireAction a = acquire_fsm_helpers::action(AcquireAction::Kind::leave_later);
+  AcquireAction a = AcquireAction::of(AcquireAction::Kind::leave_later);
   a.ticket = reply_.ticket;
   a.until = entry_expiry_;
   return a;

@@ -163,6 +163,13 @@ struct AcquireAction {
   Clock::time_point sent;                           // grant
   std::string error;                                // report
   AcquireOutcome outcome = AcquireOutcome::failed;  // finish
+
+  /// An action of `k`, every other field as above.
+  static AcquireAction of(Kind k) {
+    AcquireAction a;
+    a.kind = k;
+    return a;
+  }
 };
 
 class AcquireFsm {
