@@ -49,7 +49,7 @@ struct ResizeResult {
 
 struct Status {
   long long limit = 0;        // the current limit; 0 from SemaphoreAdmin: none stored (never used)
-  long long last_ticket = 0;  // the counter: tickets handed out so far
+  long long last_ticket = 0;  // the counter: the newest ticket (fencing token) drawn
   std::vector<PermitInfo> holders;  // in ticket order; more than limit right after a shrink
   std::vector<PermitInfo> waiters;  // in queue order
 };

@@ -67,6 +67,9 @@ using RenewFailureCallback =
 /// server's Lua, whose numbers are doubles.
 inline constexpr long long kMaxLimit = 1'000'000'000;
 
+/// The longest SemaphoreOptions::idle_expiry (10 years).
+inline constexpr std::chrono::milliseconds kMaxIdleExpiry = std::chrono::hours(24 * 3653);
+
 struct SemaphoreOptions {
   /// How many permits may be held at once across every client of the semaphore (1 to
   /// kMaxLimit). The first client stores it in Redis; opening the semaphore with another limit
@@ -112,6 +115,17 @@ struct SemaphoreOptions {
   /// try_acquire (which never queues) is unaffected. Each handle passes its own bound. 0 (the
   /// default): unbounded.
   long long max_waiters = 0;
+  /// Keys that clean up after themselves: every key of the semaphore (its counter and stored
+  /// limit too) expires once nobody has acquired, waited or renewed on it for this long (they
+  /// go between 1 and 1.5 times max(idle_expiry, lease) after the last acquire or renewal;
+  /// status() and the CLI's reads do not keep it). A holder or waiter keeps it however long it
+  /// takes, and fencing tokens go on increasing across the expiry (docs/guarantees.md). The
+  /// first client that opens the semaphore with a value above 0 stores it in Redis; a client
+  /// with 0 follows what is stored, and opening with another value above 0 throws
+  /// InvalidArgument. 0 (the default): the keys stay, as before 0.3.2; turn it on only once no
+  /// client of 0.3.1 or earlier uses the semaphore (they do not keep its keys alive). At least
+  /// the lease, at most kMaxIdleExpiry.
+  std::chrono::milliseconds idle_expiry = std::chrono::milliseconds(0);
 
   /// Throws InvalidArgument naming the first bad field.
   void validate() const;

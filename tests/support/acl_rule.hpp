@@ -25,7 +25,7 @@ namespace fairsem::test {
 inline constexpr std::string_view kFairsemAclRule =
     "resetchannels ~fairsem:* "
     "+evalsha +script|load +brpop +select "
-    "+time +type +get +set +incr +del +pexpire "
+    "+time +type +get +set +incr +del +pexpire +pexpireat "
     "+hget +hmget +hset +hdel +hlen +hkeys +hgetall +hincrby "
     "+lpush +lindex "
     "+zadd +zrem +zrank +zscore +zcard +zrange +zrangebyscore +zremrangebyscore +zpopmin "

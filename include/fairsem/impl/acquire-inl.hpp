@@ -229,15 +229,18 @@ FAIRSEM_INLINE AcquireReply SemaphoreCore::run_acquire(Connection& conn, const s
                                                        std::string_view mode, long long units,
                                                        long long ticket) {
   Reply reply;
-  if (mode == "queue") {
-    // A waiter's wake-ups come through its Client's inbox of this semaphore (waker.hpp).
-    const std::string& client = runtime_->waker(slot_, keys_[5])->client();
+  if (mode == "queue" || options_.idle_expiry.count() > 0) {
+    // A waiter's wake-ups come through its Client's inbox of this semaphore (waker.hpp); a
+    // request that never queues has none.
+    const std::string& client =
+        mode == "queue" ? runtime_->waker(slot_, keys_[5])->client() : std::string();
     // Args are views: the strings they see live to the end of the call.
     const std::string ticket_arg = std::to_string(ticket);
     const std::string units_arg = std::to_string(units);
     const std::string max_waiters = std::to_string(options_.max_waiters);
     Args args{id, mode, owner_info_, ticket_arg, units_arg, client};
-    if (options_.max_waiters > 0) args.push_back(max_waiters);
+    if (options_.max_waiters > 0 || options_.idle_expiry.count() > 0) args.push_back(max_waiters);
+    if (options_.idle_expiry.count() > 0) args.push_back(expiry_arg_);
     reply = run(conn, "acquire", args, units);
   } else if (units != 1) {
     reply = run(conn, "acquire",

@@ -133,6 +133,14 @@ FAIRSEM_INLINE void throw_refusal(const std::vector<Reply>& items, const Refusal
                     context.where, waiting, context.max_waiters),
         waiting, context.max_waiters);
   }
+  if (code == -6 && items.size() == 2) {
+    const std::string& stored = expect_string(items[1], "the stored idle expiry");
+    throw InvalidArgument(
+        fmt::format("fairsem: {}: opened with idle_expiry {} ms, but Redis stores idle_expiry "
+                    "{} ms (set by the semaphore's first user; open it with that, or with 0 "
+                    "to follow it); nothing was changed",
+                    context.where, context.idle_expiry, printable(stored)));
+  }
   throw ProtocolError(fmt::format("fairsem: {}: unexpected refusal {} from the semaphore script",
                                   context.where, code));
 }

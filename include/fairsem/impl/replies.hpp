@@ -34,6 +34,7 @@ struct RefusalContext {
   long long limit = 0;        // the limit this client opened the semaphore with
   long long units = 1;        // the units an acquire asked for
   long long max_waiters = 0;  // the bound of the queue an acquire would join (0: none)
+  long long idle_expiry = 0;  // the idle expiry this client opened the semaphore with, in ms
 };
 
 /// Any reply of the semaphore script: returns its elements when its first element (the
@@ -43,7 +44,8 @@ const std::vector<Reply>& check_script_reply(const Reply& reply, const RefusalCo
 /// A refusal's elements: {-1, stored_limit} throws LimitMismatchError (or ReplyError when the
 /// stored limit is not a number), {-2, key, actual_type, wanted_type} and {-3, key} throw
 /// ReplyError, {-4, stored_limit} (more units asked than the limit) InvalidArgument, {-5,
-/// waiting} (max_waiters reached) QueueFullError. Anything else throws ProtocolError.
+/// waiting} (max_waiters reached) QueueFullError, {-6, stored_expiry} (open with another idle
+/// expiry) InvalidArgument. Anything else throws ProtocolError.
 [[noreturn]] void throw_refusal(const std::vector<Reply>& items, const RefusalContext& context);
 
 /// The open reply, {1}.

@@ -122,6 +122,12 @@ FAIRSEM_INLINE void SemaphoreOptions::validate() const {
     throw InvalidArgument(
         fmt::format("fairsem: max_waiters must not be negative, got {}", max_waiters));
   }
+  if (idle_expiry.count() != 0 && (idle_expiry < lease || idle_expiry > kMaxIdleExpiry)) {
+    throw InvalidArgument(fmt::format(
+        "fairsem: idle_expiry must be 0 (keys never expire) or from the lease ({} ms) to {} ms, "
+        "got {} ms",
+        lease.count(), kMaxIdleExpiry.count(), idle_expiry.count()));
+  }
   validate_name(key_prefix, "key_prefix");
   if (!permit_id.empty()) validate_name(permit_id, "permit_id");
   if (owner_info.size() > semaphore_helpers::kMaxOwnerInfoBytes) {

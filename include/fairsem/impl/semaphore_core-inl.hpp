@@ -53,6 +53,7 @@ FAIRSEM_INLINE SemaphoreCore::SemaphoreCore(std::shared_ptr<Runtime> runtime, st
       owner_info_(options_.owner_info.empty() ? default_owner_info() : options_.owner_info),
       limit_arg_(admin ? std::string("0") : std::to_string(options_.limit)),
       lease_arg_(std::to_string(options_.lease.count())),
+      expiry_arg_(std::to_string(options_.idle_expiry.count())),
       receipt_arg_(std::to_string(
           semaphore_core_helpers::receipt_lifetime(connection_, options_.lease).count())),
       min_replicas_arg_(std::to_string(options_.min_replicas)),
@@ -165,8 +166,8 @@ FAIRSEM_INLINE Reply SemaphoreCore::run(Connection& conn, std::string_view op, c
                        e.server_message());
     }
   }
-  detail::check_script_reply(reply,
-                             {where_, keys_[3], options_.limit, units, options_.max_waiters});
+  detail::check_script_reply(reply, {where_, keys_[3], options_.limit, units, options_.max_waiters,
+                                     options_.idle_expiry.count()});
   return reply;
 }
 
@@ -182,7 +183,8 @@ FAIRSEM_INLINE void SemaphoreCore::open() {
                     where()));
   }
   Borrowed conn(*this);
-  detail::decode_open(run(*conn, "open", {}));
+  detail::decode_open(options_.idle_expiry.count() > 0 ? run(*conn, "open", {expiry_arg_})
+                                                       : run(*conn, "open", {}));
   observed_.limit_set(options_.limit);
   // Run as a function, open has loaded the whole library. Run as a script, it is in the
   // server's cache now, and the others go there in one round trip, so that no acquire or

@@ -261,6 +261,7 @@ class SemaphoreCore : public std::enable_shared_from_this<SemaphoreCore> {
   const std::string owner_info_;
   const std::string limit_arg_;
   const std::string lease_arg_;
+  const std::string expiry_arg_;   // SemaphoreOptions::idle_expiry in ms
   const std::string receipt_arg_;  // how long a release receipt outlives the release, in ms
   const std::string min_replicas_arg_;
   const std::string replica_timeout_arg_;

@@ -2,15 +2,18 @@
 -- queues (mode "queue") in ticket order; run again by a waiter polling with its TICKET, it
 -- renews the entry and reports where it stands (or that it was granted, evicted or removed as
 -- too large for the limit).
---   ARGV: acquire LIMIT LEASE_MS ID MODE OWNER_INFO [TICKET [UNITS [CLIENT [MAX_WAITERS]]]]
---   CLIENT: the Client whose inbox is to wake this waiter (see Wake-ups in common.lua).
---   MAX_WAITERS: a request that would queue behind this many waiters or more is refused with
---   {-5, waiting}, writing nothing; one already queued (polling) never is. 0 or none: no bound.
+--   ARGV: acquire LIMIT LEASE_MS ID MODE OWNER_INFO
+--               [TICKET [UNITS [CLIENT [MAX_WAITERS [IDLE_EXPIRY]]]]]
+--   CLIENT: the Client whose inbox is to wake this waiter (see Wake-ups in common.lua; empty:
+--   none). MAX_WAITERS: a request that would queue behind this many waiters or more is refused
+--   with {-5, waiting}, writing nothing; one already queued (polling) never is. 0 or none: no
+--   bound. IDLE_EXPIRY: see "Idle expiry" in common.lua.
 --   Reply {state, ticket, deadline, position, now, slot...} (see common.lua).
 
-local refused = prepare('acquire')
+local refused = prepare('acquire', ARGV[11])
 if refused then return refused end
 local now, deadline = clock()
+keep_alive(now)
 
 -- An acquire's reply: {state, ticket, deadline, position, now, slot...}.
 local function acquired(state, ticket, position, stored_slots)
@@ -27,6 +30,7 @@ local id, mode, owner_info = ARGV[4], ARGV[5], ARGV[6]
 local polling = tonumber(ARGV[7] or '0') ~= 0
 local units = tonumber(ARGV[8] or '1')
 local client = ARGV[9]
+if client == '' then client = nil end
 local ticket, bad = guarded(1, 'ZSCORE', id)
 if bad then return bad end
 local count
@@ -110,24 +114,36 @@ end
 ticket = counted
 -- Tickets must only grow. If the counter was lost (evicted, deleted) or set back, continue
 -- after the newest ticket still queued rather than sort a newcomer ahead of (or level
--- with) those queued.
-if count > 0 or ticket < 1 then
+-- with) those queued. With an idle expiry, a new counter starts from the server's clock,
+-- above every ticket the semaphore handed out before its keys expired.
+local lowest = 1
+if expiry > 0 and counted == 1 then lowest = now * TICKETS_PER_MS end
+if count > 0 or ticket < lowest then
   local newest = tonumber(call('ZRANGE', OWNER, '-1', '-1', 'WITHSCORES')[2] or '0')
-  if ticket <= newest or ticket < 1 then
-    ticket = math.max(newest, 0) + 1
+  if ticket <= newest or ticket < lowest then
+    ticket = math.max(newest + 1, lowest)
     call('SET', COUNTER, int(ticket))
   end
 end
 call('ZADD', OWNER, int(ticket), id)
+if counted == 1 then born(3) end
 -- A new entry starts with an empty wake list: a caller-chosen id may find an old eviction
 -- marker there; a waiter queueing again after its entry expired, the wake-up of that entry
 -- (which must not grant this one); a first acquire retried after a lost reply, the marker
 -- of an eviction of the entry the lost run made.
 call('DEL', WAKE .. id)
 -- Tickets only grow, so the new member is last, behind the count - held waiters.
+local slots
 if granted then
-  local slots = take_slots(units)
+  slots = take_slots(units)
   call('HSET', SLOTS, id, slots)
-  return acquired(1, ticket, 0, slots)
+  if held == 0 then born(8) end
 end
+-- The first entry of a semaphore nobody held or waited on: owner, time and info are new keys.
+if count == 0 then
+  born(1)
+  born(2)
+  born(5)
+end
+if granted then return acquired(1, ticket, 0, slots) end
 return acquired(2, ticket, count - held + 1)

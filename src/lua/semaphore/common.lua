@@ -10,7 +10,8 @@
 --   2 P:{NAME}:time     ZSET  member = permit id, score = lease deadline, ms of this server's clock
 --   3 P:{NAME}:counter  STRING ticket counter (INCR only; a ticket is the fencing token)
 --   4 P:{NAME}:meta     HASH  limit = the current limit; slots = how many slot numbers have
---                             been handed out so far (the slots at or above it are free)
+--                             been handed out so far (the slots at or above it are free);
+--                             expiry, expires: see "Idle expiry" below
 --   5 P:{NAME}:info     HASH  permit id -> owner info (who holds or waits); for a waiter
 --                             that asks for more than one unit, {units}ID -> how many; and for
 --                             an entry whose Client has an inbox, {inbox}ID -> CLIENT
@@ -27,12 +28,13 @@
 --
 -- ARGV: 1 the operation's name (each script ignores it: every script takes the same first
 -- arguments), 2 limit, 3 lease in ms, then per operation (see each file):
---   open                          check key types and the limit; store the limit if unset
---   acquire  ID MODE OWNER_INFO [TICKET [UNITS [CLIENT]]]
+--   open     [IDLE_EXPIRY]        check key types and the limit; store the limit if unset
+--   acquire  ID MODE OWNER_INFO [TICKET [UNITS [CLIENT [MAX_WAITERS [IDLE_EXPIRY]]]]]
 --                                 MODE "try" (never queues) or "queue"; TICKET: the ticket a
 --                                 waiter polling again already has (0 or absent: none yet);
 --                                 UNITS: how many units (slots) it asks for, 1 when absent;
---                                 CLIENT: the waiter's Client's inbox (see Wake-ups below)
+--                                 CLIENT: the waiter's Client's inbox (see Wake-ups below;
+--                                 empty: none); IDLE_EXPIRY: see "Idle expiry" below
 --   release  ID TICKET RECEIPT_MS [leaving | keep K]
 --                                 TICKET 0: whatever entry ID has; "leaving": a waiter giving up
 --                                 (either clears its wake list); "keep K": a holder gives back
@@ -80,6 +82,21 @@
 -- own wake list, so a waiter polling with its TICKET and a holder's next renewal can each tell
 -- "evicted" from "expired". A new entry for the id clears that list first.
 --
+-- Idle expiry. meta's `expiry` (ms; absent: 0, the keys never expire) is stored by the first
+-- open or acquire that passes an IDLE_EXPIRY above 0 (one with 0 follows what is stored; an
+-- open with another value above 0 is refused, {-6, stored}). With it, every key of the
+-- semaphore (counter and meta included) expires at meta's `expires`, ms of the server clock,
+-- so a semaphore nobody holds or waits on disappears. Only an acquire (a waiter's poll too)
+-- and a renew push `expires` on (status, evict, resize and release do not: an operator
+-- watching a semaphore does not keep it): when fewer than E = max(expiry, lease) ms are left,
+-- to now + 1.5 E, with one PEXPIREAT per key. So every deadline written (now + lease) is
+-- before `expires`, the keys stay while anyone holds or waits, they go between E and 1.5 E
+-- after the last acquire or renew, and the seven PEXPIREATs are paid at most once per E / 2.
+-- A key a run creates (owner, time, info and slots of a semaphore nobody used, free, counter,
+-- or owner and time rebuilt by a reap) is given the same `expires` at once (born()).
+-- Tickets go on across an expiry: a new counter of a semaphore with an expiry starts at
+-- now * TICKETS_PER_MS, above every ticket of its earlier life (docs/guarantees.md proves it).
+--
 -- Reaping removes members whose deadline has passed and promotes the waiters their removal
 -- lets in, waking each through its own wake list. It runs wherever someone could be kept
 -- waiting by an expired member: an acquire that finds every permit taken, a waiter's poll,
@@ -104,6 +121,8 @@
 --   {-2, key, actual_type, wanted_type}   a key under the prefix belongs to something else
 --   {-3, key}                             the counter is not an integer
 --   {-4, limit}                           acquire: more units asked than the limit (ever)
+--   {-5, waiting}                         acquire: the queue is at MAX_WAITERS
+--   {-6, stored_expiry}                   open: another IDLE_EXPIRY is stored
 -- Otherwise:
 --   open     {1}
 --   acquire  {state, ticket, deadline, position, now, slot...}
@@ -129,6 +148,9 @@
 local WANTED = {'zset', 'zset', 'string', 'hash', 'hash', nil, nil, 'hash', 'zset'}
 local UNITS = '{units}'  -- info's field {units}ID: the units waiter ID asks for, when above 1
 local INBOX = '{inbox}'  -- info's field {inbox}ID: the Client whose inbox wakes ID
+-- A new counter of a semaphore with an idle expiry starts at the server's clock in ms times
+-- this: 2^53 (where Lua's numbers and ZSET scores stop being exact) / 1024 ms is the year 2248.
+local TICKETS_PER_MS = 1024
 
 -- The state of one run, between the two markers: every other top-level name of the shared
 -- parts is a constant or a function. The function library (FCALL) builds those once, at
@@ -150,6 +172,8 @@ local top = 0
 local held = nil
 -- Waiters promoted by this run (resize reports them).
 local promoted_count = 0
+-- meta's idle expiry in ms (0: none) and `expires`, when the keys expire (nil: not known).
+local expiry, expires = 0, nil
 -- } state
 
 -- Runs a command on KEYS[i]. Returns its reply, or nil and refusal -2 naming the key when the
@@ -202,10 +226,36 @@ local function wake(id, message, client)
   end
 end
 
--- The server's clock in whole milliseconds (rounded down), and the deadline of a lease taken
--- now.
-local function clock()
+-- The server's clock in whole milliseconds (rounded down).
+local function server_ms()
   local t = call('TIME')
-  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- The server's clock in ms, and the deadline of a lease taken now.
+local function clock()
+  local now = server_ms()
   return now, now + lease
+end
+
+-- Idle expiry (see above): every key of the semaphore expires 1.5 E from `now`.
+local function refresh_expiry(now)
+  local e = math.max(expiry, lease)
+  expires = now + e + math.floor(e / 2)
+  call('HSET', META, 'expires', int(expires))
+  for _, i in ipairs({1, 2, 3, 4, 5, 8, 9}) do call('PEXPIREAT', KEYS[i], int(expires)) end
+end
+
+-- Run by acquire and renew: pushes the expiry on when fewer than E ms are left.
+local function keep_alive(now)
+  if expiry > 0 and (not expires or expires - now <= math.max(expiry, lease)) then
+    refresh_expiry(now)
+  end
+end
+
+-- KEYS[i], which this run may just have created, expires with the others.
+local function born(i)
+  if expiry == 0 then return end
+  if not expires then return refresh_expiry(server_ms()) end
+  call('PEXPIREAT', KEYS[i], int(expires))
 end

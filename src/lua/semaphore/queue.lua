@@ -51,6 +51,7 @@ local function promote(held, freed)
       else
         local slots = take_slots(units, freed)
         call('HSET', SLOTS, id, slots)
+        if held == 0 then born(8) end
         if units_field then call('HDEL', INFO, fields[2 * i - 1]) end
         -- The ticket tells the waiter that this wake-up is for its entry as it is now, not for
         -- an earlier one of its id (reaped while the waiter could not read it).
@@ -135,6 +136,8 @@ local function reap(now, check, held)
   call('ZREMRANGEBYSCORE', TIME, '-inf', cutoff)
   call('ZINTERSTORE', OWNER, 2, OWNER, TIME, 'WEIGHTS', 1, 0)
   call('ZINTERSTORE', TIME, 2, TIME, OWNER, 'WEIGHTS', 1, 0)
+  born(1)  -- a key ZINTERSTORE writes is a new one
+  born(2)
   for i = 1, #expired, 500 do  -- unpack() has a stack limit
     local fields = {}
     for j = i, math.min(i + 499, #expired) do
@@ -162,8 +165,10 @@ end
 
 -- The checks every operation starts with, for operation `op`: refusals come first, before
 -- anything is written; then the limit is stored on first use (open and acquire) or followed
--- after a resize, and the slot bookkeeping is set up on first use. Returns a refusal, or nil.
-local function prepare(op)
+-- after a resize, and so is an idle expiry (`wanted`, open's and acquire's IDLE_EXPIRY; see
+-- "Idle expiry" in common.lua), and the slot bookkeeping is set up on first use. Returns a
+-- refusal, or nil.
+local function prepare(op, wanted)
   if op == 'open' or op == 'status' or op == 'evict' or op == 'resize' then
     for _, i in ipairs({1, 2, 3, 4, 5, 8, 9}) do
       local actual = call('TYPE', KEYS[i])['ok']
@@ -174,7 +179,7 @@ local function prepare(op)
     local counter = call('GET', COUNTER)
     if counter and not string.match(counter, '^%-?%d+$') then return {-3, COUNTER} end
   end
-  local meta, refused = guarded(4, 'HMGET', 'limit', 'slots')
+  local meta, refused = guarded(4, 'HMGET', 'limit', 'slots', 'expiry', 'expires')
   if refused then return refused end
   local stored = meta[1]
   -- A stored limit is a whole number from 1 up; anything else is refused, never followed.
@@ -182,6 +187,10 @@ local function prepare(op)
     local n = tonumber(stored)
     if not n or n < 1 or n ~= math.floor(n) then return {-1, stored} end
   end
+  expiry, expires = tonumber(meta[3] or '0') or 0, tonumber(meta[4] or '')
+  wanted = tonumber(wanted or '0') or 0
+  if op == 'open' and wanted > 0 and expiry > 0 and wanted ~= expiry then return {-6, meta[3]} end
+  local adopt = wanted > 0 and expiry == 0
   if limit == 0 then
     if op ~= 'status' and op ~= 'evict' and op ~= 'resize' then
       return redis.error_reply('fairsem semaphore script: limit 0 is only for status, evict and resize')
@@ -193,6 +202,13 @@ local function prepare(op)
     -- A client opening with another limit is told; one that opened before a resize follows it.
     if op == 'open' then return {-1, stored} end
     limit = tonumber(stored)
+  end
+  if adopt then
+    -- A new semaphore, or one without an expiry, gets one: from now on its keys expire when
+    -- nobody holds or waits.
+    expiry = wanted
+    call('HSET', META, 'expiry', int(expiry))
+    refresh_expiry(server_ms())
   end
   top = tonumber(meta[2] or '0') or 0
   if op ~= 'open' and op ~= 'status' and op ~= 'evict' and op ~= 'resize' then

@@ -8,6 +8,7 @@
 
 local refused, now, deadline = prepare_and_reap('renew')
 if refused then return refused end
+keep_alive(now)
 
 local reply = {now, deadline}
 local pairs_to_set = {}

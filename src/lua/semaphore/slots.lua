@@ -12,6 +12,7 @@ end
 
 -- Puts slots back into free.
 local function give_back(slots)
+  local was_empty = free_count == nil or free_count == 0
   local pairs_to_add = {}
   for _, slot in ipairs(slots) do
     pairs_to_add[#pairs_to_add + 1] = slot
@@ -21,6 +22,7 @@ local function give_back(slots)
     call('ZADD', FREE, unpack(pairs_to_add, i, math.min(i + 999, #pairs_to_add)))
   end
   if free_count then free_count = free_count + #pairs_to_add / 2 end
+  if was_empty and #slots > 0 then born(9) end
 end
 
 -- Sets the slot bookkeeping up again from owner and slots: on first use, after a resize, when
