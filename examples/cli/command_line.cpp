@@ -68,6 +68,10 @@ void add_run(CommandLine& cl) {
                   "Do not queue behind N or more waiting requests: exit 75 at once instead "
                   "(default: 0, no bound)")
       ->transform(whole_number(0, std::numeric_limits<long long>::max()));
+  cmd->add_option("--idle-expiry", cl.idle_expiry_text,
+                  "The semaphore's keys expire once nobody has held or waited on it for DUR "
+                  "(stored by its first user; 0: never)")
+      ->capture_default_str();
   cmd->add_option("--on-lost", cl.on_lost,
                   "When the permit is lost: kill (SIGTERM CMD, exit 75) or warn")
       ->check(CLI::IsMember({"kill", "warn"}))

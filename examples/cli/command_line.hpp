@@ -20,6 +20,7 @@ struct CommandLine {
   std::string run_url;
   std::string lease_text = "10s";
   std::string wait_text;
+  std::string idle_expiry_text = "0";
   std::string on_lost = "kill";
   CLI::App* run_cmd = nullptr;
 

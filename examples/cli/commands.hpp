@@ -22,6 +22,7 @@ struct RunArgs {
   std::chrono::milliseconds lease{10'000};
   std::optional<std::chrono::milliseconds> wait;  // none: wait as long as it takes
   long long max_waiters = 0;                      // SemaphoreOptions::max_waiters
+  std::chrono::milliseconds idle_expiry{0};       // SemaphoreOptions::idle_expiry
   bool kill_on_lost = true;
   std::vector<std::string> command;
 };

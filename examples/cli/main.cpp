@@ -76,6 +76,7 @@ int start_run(CommandLine& cl, std::vector<std::string> command, bool has_separa
     cl.run.lease = fairsem::cli::parse_duration(cl.lease_text, "--lease");
     if (cl.run.lease.count() == 0) throw fairsem::InvalidArgument("--lease must be positive");
     if (!cl.wait_text.empty()) cl.run.wait = fairsem::cli::parse_duration(cl.wait_text, "--wait");
+    cl.run.idle_expiry = fairsem::cli::parse_duration(cl.idle_expiry_text, "--idle-expiry");
     cl.run.kill_on_lost = cl.on_lost == "kill";
     cl.run.command = std::move(command);
   } catch (...) {

@@ -1,6 +1,6 @@
 // The installed `fairsem run`, driven as a user drives it: the permit (and slots) handed to the
 // command, its exit status, queue order, signal forwarding, leaving the queue on a signal,
-// --on-lost after an eviction and --max-waiters. (status, resize and --watch:
+// --on-lost after an eviction, --max-waiters and --idle-expiry. (status, resize and --watch:
 // cli_status_test.cpp; bad arguments, passwords, ACLs and the demo: cli_errors_test.cpp.)
 
 #include <gtest/gtest.h>
@@ -362,6 +362,20 @@ TEST_F(CliTest, RunBehindMaxWaitersExits75AtOnceWithoutQueueing) {
   EXPECT_EQ(0, exit_code(first->wait_exit()));
   EXPECT_EQ(0, exit_code(waiter->wait_exit())) << waiter->transcript();
   EXPECT_EQ(0, exit_code(second->wait_exit())) << second->transcript();
+}
+
+TEST_F(CliTest, RunWithIdleExpiryLeavesKeysThatExpireAndRefusesAnotherExpiry) {
+  const std::string meta = prefix_ + ":{cli}:meta";
+  const Outcome used =
+      run(cmd({"run"}, {"--limit", "1", "--lease", "1s", "--idle-expiry", "1s", "--", "true"}));
+  ASSERT_EQ(0, used.code) << used;
+  EXPECT_EQ("1000", admin_.command({"HGET", meta, "expiry"}).str);
+  const Outcome other = run(cmd({"run"}, {"--limit", "1", "--idle-expiry", "1h", "--", "true"}));
+  EXPECT_EQ(64, other.code) << other;
+  EXPECT_NE(std::string::npos, other.err.find("but Redis stores idle_expiry 1000 ms")) << other;
+  EXPECT_TRUE(wait_until([&] {
+    return admin_.command({"EXISTS", meta}).integer == 0;
+  })) << "the semaphore's keys did not expire";
 }
 
 TEST_F(CliTest, EvictedWaiterExits75) {
