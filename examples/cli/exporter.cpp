@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -68,11 +69,15 @@ std::vector<pm::MetricFamily> families_of(const std::vector<SemaphoreListing>& f
   Family waiters("fairsem_redis_semaphore_waiters", "Requests queued, by every client");
   Family lease("fairsem_redis_semaphore_shortest_lease_left_seconds",
                "The shortest lease left among the holders (none without holders)");
+  Family oldest("fairsem_redis_semaphore_oldest_wait_seconds",
+                "How long the longest-waiting request has been queued (none without waiters)");
   Family idle("fairsem_redis_semaphore_idle_seconds",
               "Time since a client last used the semaphore (0 while held or waited on; none "
               "where the server cannot tell)");
   Family tickets("fairsem_redis_semaphore_tickets_total",
-                 "Tickets (fencing tokens) handed out so far", pm::MetricType::Counter);
+                 "The newest ticket (fencing token): the tickets handed out, unless the "
+                 "semaphore has an idle expiry",
+                 pm::MetricType::Counter);
   for (const SemaphoreListing& l : found) {
     const Status& s = l.status;
     long long units = 0;
@@ -87,11 +92,16 @@ std::vector<pm::MetricFamily> families_of(const std::vector<SemaphoreListing>& f
           [](const PermitInfo& a, const PermitInfo& b) { return a.lease_left < b.lease_left; });
       lease.add(l, seconds(shortest->lease_left));
     }
+    std::optional<std::chrono::milliseconds> longest;
+    for (const PermitInfo& w : s.waiters) {
+      if (w.waited && (!longest || *w.waited > *longest)) longest = w.waited;
+    }
+    if (longest) oldest.add(l, seconds(*longest));
     if (l.idle) idle.add(l, static_cast<double>(l.idle->count()));
     tickets.add(l, static_cast<double>(std::max(0LL, s.last_ticket)));
   }
   std::vector<pm::MetricFamily> out;
-  for (Family* f : {&limit, &held, &holders, &waiters, &lease, &idle, &tickets}) {
+  for (Family* f : {&limit, &held, &holders, &waiters, &lease, &oldest, &idle, &tickets}) {
     out.push_back(std::move(f->family));
   }
   return out;

@@ -14,6 +14,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -48,6 +49,9 @@ struct PermitInfo {
   long long count = 1;                     // the units it holds or asks for
   std::vector<long long> slots;            // a holder's slots, ascending (Permit::slots)
   long long slot = -1;                     // a holder's lowest slot (Permit::slot); -1 waiting
+  /// From status(), for a waiter: how long since it queued, by the server's clock (nullopt
+  /// for a holder, and for a waiter whose client is of fairsem 0.3.1 or earlier).
+  std::optional<std::chrono::milliseconds> waited;
 };
 
 /// Called when renewing a held permit failed while its lease still runs: the renew call threw

@@ -168,11 +168,13 @@ void decode_all(const Reply& reply) {
     require(s.limit >= 0 && s.last_ticket >= -1);
     // Holders may outnumber the limit right after a shrink; they are told apart by slots.
     for (const fairsem::PermitInfo& info : s.holders) {
+      require(!info.waited);
       require(info.slot >= 0 && info.slot < fairsem::detail::kMaxLimit);
       require(static_cast<long long>(info.slots.size()) == info.count);
       require(info.slots.front() == info.slot);
     }
     for (const fairsem::PermitInfo& info : s.waiters) {
+      require(!info.waited || info.waited->count() >= 0);
       require(info.slot == -1 && info.slots.empty() && info.count >= 1);
     }
     for (const auto* list : {&s.holders, &s.waiters}) {

@@ -283,13 +283,13 @@ TEST_F(WeightedTest, EvictionFreesAWeightedHoldersUnits) {
   EXPECT_EQ(EvictResult::waiter, sem.evict(sem.status().waiters[0].id));
   ASSERT_TRUE(wait_until([&] { return evicted.done.load(); }));
   EXPECT_NE(std::string::npos, evicted.error.find("evicted")) << evicted.error;
-  // The {units} and {inbox} fields of the evicted waiter went with it: what is left is the
-  // holder's owner info and its {inbox} field (kept while it holds).
+  // The {units}, {inbox} and {queued} fields of the evicted waiter went with it: what is left
+  // is the holder's owner info and its {inbox} and {queued} fields (kept while it holds).
   EXPECT_EQ(0, admin_
                    .command({"HEXISTS", key("evict-units", "info"),
                              "{units}" + sem.status().holders.at(0).id})
                    .integer);
-  EXPECT_EQ(2, admin_.command({"HLEN", key("evict-units", "info")}).integer);
+  EXPECT_EQ(3, admin_.command({"HLEN", key("evict-units", "info")}).integer);
 }
 
 }  // namespace

@@ -389,11 +389,15 @@ TEST(RenewReplyTest, MalformedRepliesThrowProtocolError) {
 }
 
 TEST(StatusReplyTest, SplitsHoldersFromWaiters) {
-  const auto s = fairsem::detail::decode_status(array(
-      {integer(kNow), integer(2), integer(9),                                                  //
-       bulk("a"),     integer(7), integer(kNow + 500),  bulk("h:1"), integer(1), bulk("1"),    //
-       bulk("b"),     integer(8), integer(kNow - 5),    bulk("h:2"), integer(1), bulk("0"),    //
-       bulk("c"),     integer(9), integer(kNow + 1000), bulk(""),    integer(1), bulk("")}));  //
+  const auto s = fairsem::detail::decode_status(
+      array({integer(kNow),       integer(2),        integer(9),  //
+             bulk("a"),           integer(7),        integer(kNow + 500),  bulk("h:1"),
+             integer(1),          bulk("1"),         integer(-1),          bulk("b"),
+             integer(8),          integer(kNow - 5), bulk("h:2"),          integer(1),
+             bulk("0"),
+             integer(kNow - 900),  //
+             bulk("c"),           integer(9),        integer(kNow + 1000), bulk(""),
+             integer(1),          bulk(""),          integer(kNow - 250)}));
   EXPECT_EQ(s.limit, 2);
   EXPECT_EQ(s.last_ticket, 9);
   ASSERT_EQ(s.holders.size(), 2u);
@@ -408,30 +412,42 @@ TEST(StatusReplyTest, SplitsHoldersFromWaiters) {
   EXPECT_EQ(s.holders[1].lease_left, milliseconds(0));  // overdue: never negative
   EXPECT_EQ(s.waiters[0].id, "c");
   EXPECT_EQ(s.waiters[0].lease_left, milliseconds(1000));
+  // How long a waiter has waited, by the server's clock; nothing for a holder.
+  EXPECT_EQ(s.waiters[0].waited, milliseconds(250));
+  EXPECT_FALSE(s.holders[1].waited.has_value());
 }
 
 TEST(StatusReplyTest, EmptySemaphoreAndOddButValidValues) {
   using fairsem::detail::decode_status;
   // Counter -1 means the counter holds something that is not a number.
-  const auto s = decode_status(array({integer(kNow), integer(0), integer(-1), bulk("a"), integer(1),
-                                      integer(LLONG_MIN), bulk(""), integer(1), bulk("")}));
+  const auto s =
+      decode_status(array({integer(kNow), integer(0), integer(-1), bulk("a"), integer(1),
+                           integer(LLONG_MIN), bulk(""), integer(1), bulk(""), integer(-1)}));
   EXPECT_EQ(s.last_ticket, -1);
   EXPECT_TRUE(s.holders.empty());
   ASSERT_EQ(s.waiters.size(), 1u);
   EXPECT_EQ(s.waiters[0].lease_left, milliseconds(0));
-  const auto far = decode_status(array({integer(0), integer(1), integer(1), bulk("a"), integer(1),
-                                        integer(LLONG_MAX), bulk(""), integer(1), bulk("0")}));
+  EXPECT_FALSE(s.waiters[0].waited.has_value());  // queued by a client of 0.3.1
+  // Queued "later" than the server's now (another clock, after a failover): waited 0.
+  EXPECT_EQ(decode_status(array({integer(kNow), integer(1), integer(1), bulk("a"), integer(1),
+                                 integer(kNow), bulk(""), integer(1), bulk(""), integer(kNow + 5)}))
+                .waiters.at(0)
+                .waited,
+            milliseconds(0));
+  const auto far =
+      decode_status(array({integer(0), integer(1), integer(1), bulk("a"), integer(1),
+                           integer(LLONG_MAX), bulk(""), integer(1), bulk("0"), integer(-1)}));
   EXPECT_EQ(far.holders.at(0).lease_left, milliseconds(LLONG_MAX));
   // Right after a shrink, more holders than the limit.
-  const auto shrunk =
-      decode_status(array({integer(kNow), integer(1), integer(2), bulk("a"), integer(1),
-                           integer(kNow), bulk(""), integer(1), bulk("1"), bulk("b"), integer(2),
-                           integer(kNow), bulk(""), integer(1), bulk("0")}));
+  const auto shrunk = decode_status(
+      array({integer(kNow), integer(1), integer(2), bulk("a"), integer(1), integer(kNow), bulk(""),
+             integer(1), bulk("1"), integer(-1), bulk("b"), integer(2), integer(kNow), bulk(""),
+             integer(1), bulk("0"), integer(-1)}));
   // A weighted holder and a weighted waiter.
-  const auto weighted =
-      decode_status(array({integer(kNow), integer(8), integer(2), bulk("a"), integer(1),
-                           integer(kNow), bulk(""), integer(3), bulk("0,2,5"), bulk("b"),
-                           integer(2), integer(kNow), bulk(""), integer(4), bulk("")}));
+  const auto weighted = decode_status(
+      array({integer(kNow), integer(8), integer(2), bulk("a"), integer(1), integer(kNow), bulk(""),
+             integer(3), bulk("0,2,5"), integer(-1), bulk("b"), integer(2), integer(kNow), bulk(""),
+             integer(4), bulk(""), integer(5)}));
   ASSERT_EQ(weighted.holders.size(), 1u);
   EXPECT_EQ(weighted.holders[0].count, 3);
   EXPECT_EQ(weighted.holders[0].slots, (std::vector<long long>{0, 2, 5}));
@@ -457,22 +473,28 @@ TEST(StatusReplyTest, MalformedRepliesThrowProtocolError) {
   EXPECT_THROW((void)decode_status(with({bulk("a"), integer(1), integer(kNow)})), ProtocolError);
   EXPECT_THROW((void)decode_status(with({bulk("a"), integer(1), integer(kNow), bulk("")})),
                ProtocolError);  // no slot
-  EXPECT_THROW((void)decode_status(
-                   with({integer(1), integer(1), integer(kNow), bulk(""), integer(1), bulk("0")})),
+  EXPECT_THROW((void)decode_status(with({integer(1), integer(1), integer(kNow), bulk(""),
+                                         integer(1), bulk("0"), integer(-1)})),
                ProtocolError);
-  EXPECT_THROW((void)decode_status(
-                   with({bulk("a"), bulk("1"), integer(kNow), bulk(""), integer(1), bulk("0")})),
+  EXPECT_THROW((void)decode_status(with({bulk("a"), bulk("1"), integer(kNow), bulk(""), integer(1),
+                                         bulk("0"), integer(-1)})),
                ProtocolError);
-  EXPECT_THROW(
-      (void)decode_status(with({bulk("a"), integer(1), nil(), bulk(""), integer(1), bulk("0")})),
-      ProtocolError);
-  const auto entry = [&](Reply units, Reply slots) {
-    return with(
-        {bulk("a"), integer(1), integer(kNow), bulk(""), std::move(units), std::move(slots)});
+  EXPECT_THROW((void)decode_status(with(
+                   {bulk("a"), integer(1), nil(), bulk(""), integer(1), bulk("0"), integer(-1)})),
+               ProtocolError);
+  const auto entry = [&](Reply units, Reply slots, Reply queued = integer(-1)) {
+    return with({bulk("a"), integer(1), integer(kNow), bulk(""), std::move(units), std::move(slots),
+                 std::move(queued)});
   };
-  EXPECT_THROW((void)decode_status(
-                   with({bulk("a"), integer(1), integer(kNow), nil(), integer(1), bulk("0")})),
+  EXPECT_THROW((void)decode_status(with({bulk("a"), integer(1), integer(kNow), nil(), integer(1),
+                                         bulk("0"), integer(-1)})),
                ProtocolError);
+  // The 6 elements per entry of 0.3.1's status reply, and a queue time that is not one.
+  EXPECT_THROW((void)decode_status(
+                   with({bulk("a"), integer(1), integer(kNow), bulk(""), integer(1), bulk("0")})),
+               ProtocolError);
+  EXPECT_THROW((void)decode_status(entry(integer(1), bulk(""), integer(-2))), ProtocolError);
+  EXPECT_THROW((void)decode_status(entry(integer(1), bulk(""), bulk("5"))), ProtocolError);
   EXPECT_THROW((void)decode_status(entry(nil(), bulk("0"))), ProtocolError);
   EXPECT_THROW((void)decode_status(entry(integer(1), nil())), ProtocolError);
   EXPECT_THROW((void)decode_status(entry(integer(1), integer(0))), ProtocolError);
@@ -487,10 +509,11 @@ TEST(StatusReplyTest, MalformedRepliesThrowProtocolError) {
   EXPECT_THROW((void)decode_status(entry(integer(2), bulk("1,"))), ProtocolError);
   EXPECT_THROW((void)decode_status(entry(integer(1), bulk("x"))), ProtocolError);
   // A holder listed after a waiter.
-  EXPECT_THROW((void)decode_status(
-                   with({bulk("a"), integer(1), integer(kNow), bulk(""), integer(1), bulk(""),
-                         bulk("b"), integer(2), integer(kNow), bulk(""), integer(1), bulk("0")})),
-               ProtocolError);
+  EXPECT_THROW(
+      (void)decode_status(with({bulk("a"), integer(1), integer(kNow), bulk(""), integer(1),
+                                bulk(""), integer(-1), bulk("b"), integer(2), integer(kNow),
+                                bulk(""), integer(1), bulk("0"), integer(-1)})),
+      ProtocolError);
   EXPECT_THROW((void)decode_status(array({integer(-1), integer(1), integer(1)})), ProtocolError);
   EXPECT_THROW((void)decode_status(array({integer(kNow), integer(-1), integer(1)})), ProtocolError);
   EXPECT_THROW((void)decode_status(array({integer(kNow), integer(1), integer(-2)})), ProtocolError);

@@ -267,9 +267,9 @@ FAIRSEM_INLINE RenewReply decode_renew(const Reply& reply, std::size_t permits) 
 
 FAIRSEM_INLINE Status decode_status(const Reply& reply) {
   const auto& items = expect_array(reply, "the status reply", 3);
-  if ((items.size() - 3) % 6 != 0) {
+  if ((items.size() - 3) % 7 != 0) {
     throw ProtocolError(
-        fmt::format("fairsem: the status reply has {} elements; expected 3 and then 6 per entry",
+        fmt::format("fairsem: the status reply has {} elements; expected 3 and then 7 per entry",
                     items.size()));
   }
   const long long now = replies_helpers::expect_at_least(items[0], "the server clock", 0);
@@ -277,7 +277,7 @@ FAIRSEM_INLINE Status decode_status(const Reply& reply) {
   status.limit = replies_helpers::expect_at_least(items[1], "the limit", 0);
   // -1: the counter holds something that is not a number.
   status.last_ticket = replies_helpers::expect_at_least(items[2], "the counter", -1);
-  for (std::size_t i = 3; i < items.size(); i += 6) {
+  for (std::size_t i = 3; i < items.size(); i += 7) {
     PermitInfo info;
     info.id = expect_string(items[i], "a permit id");
     info.ticket = expect_integer(items[i + 1], "a ticket");
@@ -292,6 +292,8 @@ FAIRSEM_INLINE Status decode_status(const Reply& reply) {
                       "largest limit",
                       printable(info.id), info.count));
     }
+    // When it queued: -1 when unknown. (now - queued cannot overflow once queued >= 0.)
+    const long long queued = replies_helpers::expect_at_least(items[i + 6], "a queue time", -1);
     // Holders come first (a waiter is only promoted from the head of the queue).
     const std::string& slots = expect_string(items[i + 5], "a holder's slots");
     if (!slots.empty()) {
@@ -307,6 +309,7 @@ FAIRSEM_INLINE Status decode_status(const Reply& reply) {
       info.slot = info.slots.front();
       status.holders.push_back(std::move(info));
     } else {
+      if (queued >= 0) info.waited = milliseconds(queued < now ? now - queued : 0);
       status.waiters.push_back(std::move(info));
     }
   }

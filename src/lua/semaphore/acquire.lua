@@ -96,6 +96,8 @@ if not granted then
     fields[#fields + 1] = INBOX .. id
     fields[#fields + 1] = client
   end
+  fields[#fields + 1] = QUEUED .. id
+  fields[#fields + 1] = int(now)
 end
 bad = select(2, guarded(5, 'HSET', unpack(fields)))
 if bad then
@@ -105,7 +107,7 @@ end
 local counted = pcall_redis('INCR', COUNTER)
 if type(counted) == 'table' then
   call('ZREM', TIME, id)
-  call('HDEL', INFO, id, UNITS .. id, INBOX .. id)
+  call('HDEL', INFO, id, UNITS .. id, INBOX .. id, QUEUED .. id)
   if string.find(counted.err, 'WRONGTYPE', 1, true) then
     return {-2, COUNTER, call('TYPE', COUNTER)['ok'], 'string'}
   end

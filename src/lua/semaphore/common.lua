@@ -13,8 +13,9 @@
 --                             been handed out so far (the slots at or above it are free);
 --                             expiry, expires: see "Idle expiry" below
 --   5 P:{NAME}:info     HASH  permit id -> owner info (who holds or waits); for a waiter
---                             that asks for more than one unit, {units}ID -> how many; and for
---                             an entry whose Client has an inbox, {inbox}ID -> CLIENT
+--                             that asks for more than one unit, {units}ID -> how many; for
+--                             an entry whose Client has an inbox, {inbox}ID -> CLIENT; and for
+--                             an entry that queued, {queued}ID -> when (ms of the server clock)
 --   6 P:{NAME}:wake:    prefix of the per-waiter wake lists (LIST P:{NAME}:wake:ID) and of the
 --                       Clients' inboxes (LIST P:{NAME}:wake:{inbox}CLIENT, one per Client
 --                       waiting on the semaphore; a permit id has no '{', so none collides)
@@ -135,8 +136,10 @@
 --                                         this permit was released by an earlier run
 --   renew    {now, deadline, r...}        per id: 1 holder, 0 lost, -1 evicted,
 --                                         k >= 2 waiting at k - 1
---   status   {now, limit, counter, id, ticket, deadline, info, units, slots, ...}
---                                         in ticket order; slots as stored, "" for a waiter
+--   status   {now, limit, counter, id, ticket, deadline, info, units, slots, queued, ...}
+--                                         in ticket order; slots as stored, "" for a waiter;
+--                                         queued: when the entry queued, -1 if it did not
+--                                         (granted at once) or its client did not say (0.3.1)
 --   evict    {state}                      1 a holder removed, 2 a waiter removed, 0 not present,
 --                                         3 evicted already (its marker is still there)
 --   resize   {old_limit, new_limit, promoted}
@@ -148,6 +151,7 @@
 local WANTED = {'zset', 'zset', 'string', 'hash', 'hash', nil, nil, 'hash', 'zset'}
 local UNITS = '{units}'  -- info's field {units}ID: the units waiter ID asks for, when above 1
 local INBOX = '{inbox}'  -- info's field {inbox}ID: the Client whose inbox wakes ID
+local QUEUED = '{queued}'  -- info's field {queued}ID: when ID queued, ms of the server clock
 -- A new counter of a semaphore with an idle expiry starts at the server's clock in ms times
 -- this: 2^53 (where Lua's numbers and ZSET scores stop being exact) / 1024 ms is the year 2248.
 local TICKETS_PER_MS = 1024

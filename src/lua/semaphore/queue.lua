@@ -10,7 +10,7 @@ local function remove_entry(id, marker, keep_ms)
   local client = marker and call('HGET', INFO, INBOX .. id)
   call('ZREM', OWNER, id)
   call('ZREM', TIME, id)
-  call('HDEL', INFO, id, UNITS .. id, INBOX .. id)
+  call('HDEL', INFO, id, UNITS .. id, INBOX .. id, QUEUED .. id)
   call('DEL', list)
   if marker then
     call('LPUSH', list, marker)
@@ -112,6 +112,7 @@ local function reap(now, check, held)
       fields[#fields + 1] = id
       fields[#fields + 1] = UNITS .. id
       fields[#fields + 1] = INBOX .. id
+      fields[#fields + 1] = QUEUED .. id
     end
     bad = select(2, guarded(5, 'HDEL', unpack(fields)))
     if bad then return nil, bad end
@@ -144,16 +145,18 @@ local function reap(now, check, held)
       fields[#fields + 1] = expired[j]
       fields[#fields + 1] = UNITS .. expired[j]
       fields[#fields + 1] = INBOX .. expired[j]
+      fields[#fields + 1] = QUEUED .. expired[j]
     end
     call('HDEL', INFO, unpack(fields))
   end
   count = call('ZCARD', OWNER)
   if call('HLEN', INFO) > count then
-    -- Fields of ids no longer queued (a waiter's {units} and {inbox} fields count too, hence
-    -- this pass whenever a waiter has one: rare, since expired entries are mostly few).
+    -- Fields of ids no longer queued (the {units}, {inbox} and {queued} fields of entries
+    -- still there count too, hence this pass whenever an entry has one: O(N), like this
+    -- rebuild, which is rare, since expired entries are mostly few).
     for _, field in ipairs(call('HKEYS', INFO)) do
       local id = field
-      for _, prefix in ipairs({UNITS, INBOX}) do
+      for _, prefix in ipairs({UNITS, INBOX, QUEUED}) do
         if string.sub(field, 1, #prefix) == prefix then id = string.sub(field, #prefix + 1) end
       end
       if not call('ZSCORE', OWNER, id) then call('HDEL', INFO, field) end

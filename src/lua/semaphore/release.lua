@@ -37,7 +37,7 @@ if how == 'keep' then
   return {1}
 end
 -- The first write: info's type is checked by it.
-bad = select(2, guarded(5, 'HDEL', id, UNITS .. id, INBOX .. id))
+bad = select(2, guarded(5, 'HDEL', id, UNITS .. id, INBOX .. id, QUEUED .. id))
 if bad then return bad end
 -- Should time be foreign, the entry's owner info is all this run has changed.
 bad = select(2, guarded(2, 'ZREM', id))

@@ -1,7 +1,8 @@
 -- status: every holder and waiter in ticket order, after reaping.
 --   ARGV: status LIMIT LEASE_MS (LIMIT 0: whatever is stored)
---   Reply {now, limit, counter, (id, ticket, deadline, info, units, slots)...}; slots as stored,
---   "" for a waiter.
+--   Reply {now, limit, counter, (id, ticket, deadline, info, units, slots, queued)...}; slots as
+--   stored, "" for a waiter; queued: when the entry queued (ms of the server clock), -1 if
+--   unknown.
 --
 -- Its function may run when Redis is out of memory (maxmemory): status still answers.
 -- function flags: allow-oom
@@ -13,7 +14,7 @@ local reply = {now, limit, tonumber(call('GET', COUNTER) or '0') or -1}
 local members = call('ZRANGE', OWNER, '0', '-1', 'WITHSCORES')
 for i = 1, #members, 2 do
   local id = members[i]
-  local info = call('HMGET', INFO, id, UNITS .. id)
+  local info = call('HMGET', INFO, id, UNITS .. id, QUEUED .. id)
   local stored_slots = call('HGET', SLOTS, id)
   local units = tonumber(info[2] or '1') or 1
   if stored_slots then units = #(split(stored_slots) or {}) end
@@ -23,5 +24,6 @@ for i = 1, #members, 2 do
   reply[#reply + 1] = info[1] or ''
   reply[#reply + 1] = units
   reply[#reply + 1] = stored_slots or ''
+  reply[#reply + 1] = tonumber(info[3] or '-1') or -1
 end
 return reply
