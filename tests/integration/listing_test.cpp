@@ -2,7 +2,7 @@
 // prefix matching itself only and the glob filtering names, past one SCAN reply's worth of
 // keys; the idle time where the server keeps it (CLIENT NO-TOUCH: Redis 7.2+, Valkey) growing
 // while nothing uses the semaphore, not reset by listing, and zero once it is used; bad
-// arguments refused before anything is sent.
+// arguments refused before anything is sent; how long each waiter has waited.
 
 #include <gtest/gtest.h>
 
@@ -87,6 +87,27 @@ TEST_F(ListingTest, ListsEverySemaphoreUnderThePrefixWithItsHoldersAndWaiters) {
   one.release();
   two.release();
   EXPECT_EQ(ReleaseResult::released, queued.get().release());
+}
+
+TEST_F(ListingTest, AWaitersTimeInTheQueueIsReportedByTheServersClockAndGrows) {
+  FairSemaphore sem(client_, "queue", options(1));
+  Permit holder = sem.acquire();
+  const auto before = std::chrono::steady_clock::now();
+  std::future<Permit> waiter = sem.acquire_async();
+  const auto waited = [&]() -> std::optional<std::chrono::milliseconds> {
+    const std::vector<SemaphoreListing> found = list();
+    if (found.empty() || found[0].status.waiters.empty()) return std::nullopt;
+    EXPECT_FALSE(found[0].status.holders.at(0).waited.has_value()) << "a holder has a wait";
+    return found[0].status.waiters[0].waited;
+  };
+  ASSERT_TRUE(wait_until([&] { return waited().value_or(0ms) >= 300ms; }))
+      << "the waiter's wait is not known, or does not grow";
+  // Not more than the time since the request was made (1 s for the clocks' difference: the
+  // server's wall clock against this process's steady one).
+  const auto elapsed = std::chrono::steady_clock::now() - before;
+  EXPECT_LE(*waited(), elapsed + 1s);
+  holder.release();
+  EXPECT_EQ(ReleaseResult::released, waiter.get().release());
 }
 
 TEST_F(ListingTest, ThePrefixMatchesOnlyItselfNotAsAGlob) {

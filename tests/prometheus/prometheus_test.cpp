@@ -233,6 +233,8 @@ TEST(PrometheusTest, ARealPrometheusScrapesTheExporterAndAnInstrumentedServiceUn
   expect_value("fairsem_redis_semaphore_units_held" + held_by_test + "}", 1);
   expect_value("fairsem_redis_semaphore_waiters" + held_by_test + "}", 1);
   expect_value("fairsem_redis_semaphore_idle_seconds" + held_by_test + "}", 0);
+  // Queued before the load began, so waiting for more than a second now.
+  expect_value("fairsem_redis_semaphore_oldest_wait_seconds" + held_by_test + "} > bool 1", 1);
   expect_value("fairsem_redis_semaphore_shortest_lease_left_seconds" + held_by_test + "} > bool 0",
                1);
   expect_value("fairsem_redis_semaphore_limit{job=\"exporter\",semaphore=\"service\"}", 2);
@@ -253,6 +255,7 @@ TEST(PrometheusTest, ARealPrometheusScrapesTheExporterAndAnInstrumentedServiceUn
   holder.release();
   Permit served = waiter.get();
   expect_value("fairsem_redis_semaphore_waiters" + held_by_test + "}", 0);
+  expect_value("absent(fairsem_redis_semaphore_oldest_wait_seconds" + held_by_test + "})", 1);
   expect_value("fairsem_redis_semaphore_holders" + held_by_test + "}", 1);
   served.release();
   service.close_stdin();
