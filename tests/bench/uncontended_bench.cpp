@@ -8,6 +8,7 @@
 
 #include <benchmark/benchmark.h>
 
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -79,6 +80,19 @@ void BM_AcquireRelease(benchmark::State& state) {
   });
 }
 BENCHMARK(BM_AcquireRelease)->UseRealTime();
+
+// The same pair on a semaphore whose keys expire when idle (SemaphoreOptions::idle_expiry):
+// every acquire finds it idle, so it gives its new keys their expiry.
+void BM_AcquireReleaseIdleExpiry(benchmark::State& state) {
+  SemaphoreOptions o = pair_options();
+  o.idle_expiry = std::chrono::minutes(10);
+  FairSemaphore sem(BenchRedis::instance().options(), "pair-expiring", o);
+  run_timed(state, [&] {
+    Permit p = sem.acquire();
+    benchmark::DoNotOptimize(p.release());
+  });
+}
+BENCHMARK(BM_AcquireReleaseIdleExpiry)->UseRealTime();
 
 }  // namespace
 }  // namespace fairsem::bench
