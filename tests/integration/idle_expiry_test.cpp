@@ -131,8 +131,13 @@ TEST_F(IdleExpiryTest, NoKeyOfASemaphoreInUseIsEverWithoutItsExpiry) {
   EXPECT_EQ(keys_without_expiry(admin_, all), std::vector<std::string>{}) << "a promotion";
   admin_.command({"DEL", key("in-use", "counter")});
   all_three.release();
-  Permit again = sem.acquire();
+  std::optional<Permit> again = sem.acquire();
   EXPECT_EQ(keys_without_expiry(admin_, all), std::vector<std::string>{}) << "a new counter";
+  // Set back behind the newest ticket under a holder: the acquire sets it again.
+  admin_.command({"SET", key("in-use", "counter"), "1"});
+  Permit one_more = sem.acquire();
+  EXPECT_GT(one_more.fencing_token(), again->fencing_token());
+  EXPECT_EQ(keys_without_expiry(admin_, all), std::vector<std::string>{}) << "a counter set back";
 }
 
 TEST_F(IdleExpiryTest, AHolderAndAWaiterKeepTheirSemaphoreAliveForManyIdleTimes) {

@@ -118,17 +118,18 @@ ticket = counted
 -- after the newest ticket still queued rather than sort a newcomer ahead of (or level
 -- with) those queued. With an idle expiry, a new counter starts from the server's clock,
 -- above every ticket the semaphore handed out before its keys expired.
-local lowest = 1
+local lowest, counter_set = 1, counted == 1
 if expiry > 0 and counted == 1 then lowest = now * TICKETS_PER_MS end
 if count > 0 or ticket < lowest then
   local newest = tonumber(call('ZRANGE', OWNER, '-1', '-1', 'WITHSCORES')[2] or '0')
   if ticket <= newest or ticket < lowest then
     ticket = math.max(newest + 1, lowest)
-    call('SET', COUNTER, int(ticket))
+    call('SET', COUNTER, int(ticket))  -- (a SET drops the key's expiry)
+    counter_set = true
   end
 end
 call('ZADD', OWNER, int(ticket), id)
-if counted == 1 then born(3) end
+if counter_set then born(3) end
 -- A new entry starts with an empty wake list: a caller-chosen id may find an old eviction
 -- marker there; a waiter queueing again after its entry expired, the wake-up of that entry
 -- (which must not grant this one); a first acquire retried after a lost reply, the marker
