@@ -186,6 +186,9 @@ int Driver::run() {
       delay_ends_ns_ = 0;
     }
     track_reclaims();
+    if (stop_owed_until_ns_ != 0 && (try_stop_worker() || now >= stop_owed_until_ns_)) {
+      stop_owed_until_ns_ = 0;
+    }
     // A worker that died by itself is a failure (a crash, a sanitizer report).
     for (auto& w : workers_) {
       int status = 0;

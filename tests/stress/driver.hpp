@@ -102,7 +102,12 @@ class Driver {
   void inject(const std::string& kind);
   void inject_once(const std::string& kind);
   void kill_worker();
+  /// A stop: freezes a worker while one of its threads holds a permit. When no thread of a
+  /// running worker holds one now, the stop is owed, and tried again at each tick of the run
+  /// for up to two leases (try_stop_worker), so that it is injected whatever the moment.
   void stop_worker();
+  /// One try: true when a worker with a holding thread was frozen.
+  bool try_stop_worker();
   void restart_redis();
   /// CLIENT KILL of every client blocked in BRPOP: the workers' wake-up connections.
   void kill_wakers();
@@ -137,6 +142,7 @@ class Driver {
   std::vector<Worker> workers_;
   std::map<std::string, int> injected_;
   int stop_misses_ = 0;
+  std::int64_t stop_owed_until_ns_ = 0;  // 0: no stop owed
   int worker_failures_ = 0;
   std::vector<std::string> failures_;
   CheckInput input_;
