@@ -126,9 +126,9 @@ struct SemaphoreOptions {
   /// takes, and fencing tokens go on increasing across the expiry (docs/guarantees.md). The
   /// first client that opens the semaphore with a value above 0 stores it in Redis; a client
   /// with 0 follows what is stored, and opening with another value above 0 throws
-  /// InvalidArgument. 0 (the default): the keys stay, as before 0.3.2; turn it on only once no
-  /// client of 0.3.1 or earlier uses the semaphore (they do not keep its keys alive). At least
-  /// the lease, at most kMaxIdleExpiry.
+  /// InvalidArgument. 0 (the default): the keys never expire, as in earlier versions; turn it on
+  /// only once no client of 0.3.1 or earlier uses the semaphore (they do not keep its keys alive).
+  /// At least the lease, at most kMaxIdleExpiry.
   std::chrono::milliseconds idle_expiry = std::chrono::milliseconds(0);
 
   /// Throws InvalidArgument naming the first bad field.
