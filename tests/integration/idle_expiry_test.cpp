@@ -3,7 +3,8 @@
 // of a semaphore in use is ever without its expiry, a holder and a waiter keep theirs alive for
 // many idle times, fencing tokens keep increasing across an expiry, a semaphore that expired is
 // a new one (its old limit forgotten), the first client's value is stored and another one
-// refused, and bad values are refused before anything is sent.
+// refused, a refused acquire writes nothing, and bad values are refused before anything is
+// sent.
 
 #include <gtest/gtest.h>
 
@@ -217,6 +218,27 @@ TEST_F(IdleExpiryTest, TheFirstClientsExpiryIsStoredAnotherRefusedAndZeroFollows
   FairSemaphore adopting(client_, "plain", expiring(1, 20s));
   EXPECT_EQ(keys_without_expiry(admin_, prefix_ + ":{plain}:*"), std::vector<std::string>{});
   EXPECT_GT(admin_.command({"PTTL", key("plain", "counter")}).integer, 0);
+}
+
+TEST_F(IdleExpiryTest, ARefusedAcquireWritesNothingNotEvenTheExpirysPush) {
+  SemaphoreOptions o = expiring(1, 20s, 10s);
+  o.auto_renew = false;  // no renew to push the expiry on
+  FairSemaphore sem(client_, "refused-push", o);
+  Permit held = sem.acquire();
+  // Make the push due: meta says the keys expire now.
+  const detail::Reply time = admin_.command({"TIME"});
+  const long long now_ms =
+      std::stoll(time.elements.at(0).str) * 1000 + std::stoll(time.elements.at(1).str) / 1000;
+  admin_.command({"HSET", key("refused-push", "meta"), "expires", std::to_string(now_ms)});
+  const auto before = snapshot();
+  EXPECT_FALSE(sem.try_acquire().has_value());
+  EXPECT_EQ(snapshot(), before) << "a failed try wrote";
+  // An acquire that writes a deadline pushes it on.
+  held.release();
+  std::optional<Permit> granted = sem.try_acquire();
+  ASSERT_TRUE(granted.has_value());
+  EXPECT_GE(std::stoll(admin_.command({"HGET", key("refused-push", "meta"), "expires"}).str),
+            now_ms + 20000);
 }
 
 TEST_F(IdleExpiryTest, AnExpiryShorterThanTheLeaseOrNegativeIsRefusedBeforeAnythingIsSent) {

@@ -232,8 +232,10 @@ FAIRSEM_INLINE AcquireReply SemaphoreCore::run_acquire(Connection& conn, const s
   if (mode == "queue" || options_.idle_expiry.count() > 0) {
     // A waiter's wake-ups come through its Client's inbox of this semaphore (waker.hpp); a
     // request that never queues has none.
-    const std::string& client =
-        mode == "queue" ? runtime_->waker(slot_, keys_[5])->client() : std::string();
+    static const std::string no_inbox;
+    const std::shared_ptr<Waker> waker =
+        mode == "queue" ? runtime_->waker(slot_, keys_[5]) : std::shared_ptr<Waker>();
+    const std::string& client = waker ? waker->client() : no_inbox;
     // Args are views: the strings they see live to the end of the call.
     const std::string ticket_arg = std::to_string(ticket);
     const std::string units_arg = std::to_string(units);

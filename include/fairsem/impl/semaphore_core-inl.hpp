@@ -183,8 +183,7 @@ FAIRSEM_INLINE void SemaphoreCore::open() {
                     where()));
   }
   Borrowed conn(*this);
-  detail::decode_open(options_.idle_expiry.count() > 0 ? run(*conn, "open", {expiry_arg_})
-                                                       : run(*conn, "open", {}));
+  detail::decode_open(run(*conn, "open", {expiry_arg_}));  // idle_expiry 0: none asked
   observed_.limit_set(options_.limit);
   // Run as a function, open has loaded the whole library. Run as a script, it is in the
   // server's cache now, and the others go there in one round trip, so that no acquire or

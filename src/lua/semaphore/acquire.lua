@@ -13,7 +13,6 @@
 local refused = prepare('acquire', ARGV[11])
 if refused then return refused end
 local now, deadline = clock()
-keep_alive(now)
 
 -- An acquire's reply: {state, ticket, deadline, position, now, slot...}.
 local function acquired(state, ticket, position, stored_slots)
@@ -41,6 +40,8 @@ if ticket then
   if not count then return bad end
   held = bad
   if call('ZSCORE', OWNER, id) then
+    -- Only a run that writes a deadline keeps the keys alive (see "Idle expiry", common.lua).
+    keep_alive(now)
     local stored_slots = call('HGET', SLOTS, id)
     if stored_slots then
       call('ZADD', TIME, int(deadline), id)
@@ -83,7 +84,9 @@ local max_waiters = tonumber(ARGV[10] or '0')
 if not granted and not polling and max_waiters > 0 and count - held >= max_waiters then
   return {-5, count - held}
 end
--- Writes, each first one to its key guarded, the earlier ones undone on a refusal.
+-- Writes, each first one to its key guarded, the earlier ones undone on a refusal. A refused
+-- request above wrote nothing, not even the expiry's push.
+keep_alive(now)
 bad = select(2, guarded(2, 'ZADD', int(deadline), id))
 if bad then return bad end
 local fields = {id, owner_info}

@@ -87,9 +87,10 @@
 -- open or acquire that passes an IDLE_EXPIRY above 0 (one with 0 follows what is stored; an
 -- open with another value above 0 is refused, {-6, stored}). With it, every key of the
 -- semaphore (counter and meta included) expires at meta's `expires`, ms of the server clock,
--- so a semaphore nobody holds or waits on disappears. Only an acquire (a waiter's poll too)
--- and a renew push `expires` on (status, evict, resize and release do not: an operator
--- watching a semaphore does not keep it): when fewer than E = max(expiry, lease) ms are left,
+-- so a semaphore nobody holds or waits on disappears. Only an acquire that writes a deadline
+-- (a waiter's poll too; a failed try or a refusal writes nothing) and a renew push `expires`
+-- on (status, evict, resize and release do not: an operator watching a semaphore does not
+-- keep it): when fewer than E = max(expiry, lease) ms are left,
 -- to now + 1.5 E, with one PEXPIREAT per key. So every deadline written (now + lease) is
 -- before `expires`, the keys stay while anyone holds or waits, they go between E and 1.5 E
 -- after the last acquire or renew, and the seven PEXPIREATs are paid at most once per E / 2.
