@@ -28,13 +28,16 @@ extern char** environ;
 namespace fairsem::stress {
 
 Driver::Driver(Settings s) : s_(std::move(s)) {
+  const std::vector<std::string>& kinds = fault_kinds();
   if (s_.faults == "all") {
-    enabled_ = kFaultKinds;
+    enabled_ = kinds;
   } else if (s_.faults != "none") {
     std::stringstream in(s_.faults);
     for (std::string kind; std::getline(in, kind, ',');) {
-      if (std::find(kFaultKinds.begin(), kFaultKinds.end(), kind) == kFaultKinds.end()) {
-        throw CLI::ValidationError("--faults", "unknown fault '" + kind + "'");
+      if (std::find(kinds.begin(), kinds.end(), kind) == kinds.end()) {
+        throw CLI::ValidationError(
+            "--faults", fmt::format("unknown fault '{}'{}; known: {}", kind,
+                                    s_.cluster ? " with --cluster" : "", fmt::join(kinds, ",")));
       }
       enabled_.push_back(kind);
     }
@@ -53,6 +56,8 @@ Driver::Driver(Settings s) : s_(std::move(s)) {
 }
 
 Driver::~Driver() {
+  if (hang_) ::kill(hang_->pid, SIGCONT);
+  cluster_.reset();
   server_.reset();
   if (!redis_dir_.empty()) {
     std::error_code ignored;
@@ -124,8 +129,12 @@ int Driver::run() {
   char dir[] = "/dev/shm/fairsem-stress-redis-XXXXXX";
   if (::mkdtemp(dir) == nullptr) throw std::system_error(errno, std::generic_category(), "mkdtemp");
   redis_dir_ = dir;
-  server_ = std::make_unique<test::RedisServer>(std::vector<std::string>{
-      "--dir", redis_dir_, "--appendonly", "yes", "--appendfsync", "always"});
+  if (s_.cluster) {
+    start_cluster();
+  } else {
+    server_ = std::make_unique<test::RedisServer>(std::vector<std::string>{
+        "--dir", redis_dir_, "--appendonly", "yes", "--appendfsync", "always"});
+  }
   if (uses_proxy()) proxy_ = std::make_unique<FaultProxy>(server_->port());
   const std::uint64_t capacity = std::max(s_.max_grants, s_.grants + s_.grants / 10);
   shm_ = std::make_unique<SharedMapping>(capacity);
@@ -142,6 +151,12 @@ int Driver::run() {
   std::copy(s_.weights.begin(), s_.weights.end(), cfg.weights);
   cfg.partial_percent = s_.partial_percent;
   cfg.threads = s_.threads;
+  if (s_.cluster) {
+    // A grant or renewal counts once the replica has it, so a failover keeps every permit
+    // (docs/deployments.md); at most half of lease - renew interval (lease / 3).
+    cfg.min_replicas = 1;
+    cfg.replica_timeout_ms = s_.lease_ms / 4;
+  }
   input_.limit = s_.limit;
   input_.lease_ns = ms_to_ns(s_.lease_ms);
   input_.order_slack_ns = ms_to_ns(s_.order_slack_ms);
@@ -150,9 +165,10 @@ int Driver::run() {
   input_.thaw_recovery_ns = ms_to_ns(1000);
 
   fmt::print(
-      "fairsem_stress: {} processes x {} threads, limit {}, weights {}, lease {} ms, {} s, "
+      "fairsem_stress: {}{} processes x {} threads, limit {}, weights {}, lease {} ms, {} s, "
       "faults: {}, seed {}\n",
-      s_.processes, s_.threads, s_.limit, fmt::join(s_.weights, ","), s_.lease_ms, s_.seconds,
+      s_.cluster ? "a 3-master cluster (min_replicas 1), " : "", s_.processes, s_.threads, s_.limit,
+      fmt::join(s_.weights, ","), s_.lease_ms, s_.seconds,
       enabled_.empty() ? std::string("none") : fmt::format("{}", fmt::join(enabled_, ",")),
       s_.seed);
   std::fflush(stdout);
@@ -181,6 +197,7 @@ int Driver::run() {
       w.stopped = false;
       it = pending_conts_.erase(it);
     }
+    if (hang_ && now >= hang_->until_ns) resume_master();
     if (delay_ends_ns_ != 0 && now >= delay_ends_ns_) {
       proxy_->set_delay(milliseconds(0));
       delay_ends_ns_ = 0;
@@ -204,7 +221,8 @@ int Driver::run() {
       std::fflush(stdout);
       next_progress += ms_to_ns(10'000);
     }
-    if (!enabled_.empty() && now >= next_fault) {
+    // Not while the master hangs: every other fault would wait on it.
+    if (!enabled_.empty() && now >= next_fault && !hang_) {
       // Every kind once per round, in a random order, so a short run injects each of them.
       if (bag_.empty()) {
         bag_ = enabled_;

@@ -1,8 +1,9 @@
 #pragma once
 
-// The stress harness's driver: its settings, and the Driver, which starts redis-server and the
-// worker processes, injects the faults while they run (driver.cpp), then stops everything,
-// checks the log and Redis, and prints the summary (driver_report.cpp).
+// The stress harness's driver: its settings, and the Driver, which starts redis-server (or a
+// Redis Cluster: driver_cluster.cpp) and the worker processes, injects the faults while they
+// run (driver.cpp, driver_faults.cpp), then stops everything, checks the log and Redis, and
+// prints the summary (driver_report.cpp).
 
 #include <sys/types.h>
 
@@ -23,6 +24,7 @@
 #include "fairsem/fairsem.hpp"
 #include "fairsem/impl/connection.hpp"
 #include "fault_proxy.hpp"
+#include "redis_cluster.hpp"
 #include "redis_server.hpp"
 #include "stress_worker.hpp"
 
@@ -33,6 +35,11 @@ namespace fairsem::stress {
 inline const std::vector<std::string> kFaultKinds = {"kill",        "stop",       "restart",
                                                      "client-kill", "waker-kill", "script-flush",
                                                      "delay",       "cut",        "blackhole"};
+/// With --cluster: no proxy (the nodes announce their own addresses) and no restart of a lone
+/// server, but the semaphore's master hung, killed (its replica promoted) or failed over.
+inline const std::vector<std::string> kClusterFaultKinds = {
+    "kill",         "stop",        "client-kill", "waker-kill",
+    "script-flush", "master-hang", "master-kill", "failover"};
 
 // Sanitizers slow every step several times over, and with it a client's notice of its grant.
 #if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
@@ -61,6 +68,8 @@ struct Settings {
   std::uint64_t grants = 0;  // end the load once this many were granted (0: run for --seconds)
   int order_slack_ms = kDefaultOrderSlackMs;
   std::uint64_t seed = 0;  // 0: random
+  /// A 3-master Redis Cluster with a replica each, the workers on min_replicas 1.
+  bool cluster = false;
 };
 
 struct Worker {
@@ -82,8 +91,11 @@ class Driver {
   bool enabled(const std::string& kind) const {
     return std::find(enabled_.begin(), enabled_.end(), kind) != enabled_.end();
   }
+  const std::vector<std::string>& fault_kinds() const {
+    return s_.cluster ? kClusterFaultKinds : kFaultKinds;
+  }
   bool uses_proxy() const { return enabled("delay") || enabled("cut") || enabled("blackhole"); }
-  std::string direct_url() const { return server_->url(); }
+  std::string direct_url() const { return cluster_ ? cluster_->seed_url() : server_->url(); }
   /// The server through the fault proxy, over TLS when the server speaks it (FAIRSEM_TEST_TLS).
   std::string proxied_url() const {
     ConnectionOptions c = server_->options();
@@ -97,6 +109,26 @@ class Driver {
     c.reconnect_backoff_max = milliseconds(100);
     return c;
   }
+  /// For raw_: the server, or the master that serves the semaphore now.
+  ConnectionOptions raw_connection() const;
+
+  // The Redis Cluster mode (driver_cluster.cpp).
+  void start_cluster();
+  /// The master serving the semaphore's hash slot now.
+  int semaphore_master() const;
+  /// SIGSTOP of that master for less than the cluster's node timeout (no failover), SIGCONT at
+  /// a later tick of the run (resume_master).
+  void hang_master();
+  void resume_master();
+  /// SIGKILL of that master; returns once its replica serves the slot, the old one started
+  /// again (as the new one's replica) and the cluster is stable.
+  void kill_master();
+  /// CLUSTER FAILOVER on its replica (no acknowledged write lost).
+  void fail_over();
+  /// Liveness after each master fault: some request was granted within kRecoveryBound of its
+  /// end (faults that ended closer than that to the end of the load are not judged).
+  void check_recoveries(const CheckInput& checked);
+  static constexpr std::int64_t kRecoveryBoundNs = 10'000'000'000;
 
   void spawn(int slot);
   void inject(const std::string& kind);
@@ -135,6 +167,17 @@ class Driver {
   std::mt19937_64 rng_;
   std::string redis_dir_;
   std::unique_ptr<test::RedisServer> server_;
+  std::unique_ptr<test::RedisCluster> cluster_;
+  struct Hang {
+    pid_t pid = -1;
+    std::int64_t from_ns = 0;
+    std::int64_t until_ns = 0;
+  };
+  std::optional<Hang> hang_;               // a master SIGSTOPped now
+  std::int64_t longest_promotion_ns_ = 0;  // master-kill: SIGKILL until the replica serves
+  std::vector<std::int64_t> recoveries_;   // when each master fault ended
+  std::int64_t load_end_ns_ = 0;
+  std::int64_t longest_recovery_ns_ = 0;  // a master fault's end until the next grant
   std::unique_ptr<FaultProxy> proxy_;
   std::unique_ptr<SharedMapping> shm_;
   std::string name_ = "stress";

@@ -132,7 +132,7 @@ void Driver::raw_command(const std::string& kind, std::initializer_list<std::str
   const std::int64_t give_up = now_ns() + ms_to_ns(10'000);
   for (;;) {
     try {
-      if (!raw_) raw_.emplace(admin_connection());
+      if (!raw_) raw_.emplace(raw_connection());
       (void)raw_->command(argv);
       const std::int64_t at = now_ns();
       disturb(at, at + ms_to_ns(disturbed_for.count()));
@@ -153,7 +153,7 @@ void Driver::wait_until_loaded() {
   const std::int64_t give_up = now_ns() + ms_to_ns(60'000);
   for (;;) {
     try {
-      if (!raw_) raw_.emplace(admin_connection());
+      if (!raw_) raw_.emplace(raw_connection());
       (void)raw_->command({"PING"});
       return;
     } catch (const Error& e) {
@@ -180,7 +180,7 @@ void Driver::kill_wakers() {
   const std::int64_t give_up = now_ns() + ms_to_ns(10'000);
   for (;;) {
     try {
-      if (!raw_) raw_.emplace(admin_connection());
+      if (!raw_) raw_.emplace(raw_connection());
       const std::vector<std::string> ids = blocked_in_brpop(raw_->command({"CLIENT", "LIST"}).str);
       for (const std::string& id : ids) (void)raw_->command({"CLIENT", "KILL", "ID", id});
       // No disturbance window: the waiters poll at once and the waker listens again at once,
@@ -234,6 +234,12 @@ void Driver::inject_once(const std::string& kind) {
     } catch (const Error&) {
       // The connection broke: the next fault connects again.
     }
+  } else if (kind == "master-hang") {
+    hang_master();
+  } else if (kind == "master-kill") {
+    kill_master();
+  } else if (kind == "failover") {
+    fail_over();
   } else if (kind == "delay") {
     const auto delay = milliseconds(20 + rng_() % 130);
     const auto duration = milliseconds(300 + rng_() % 700);

@@ -78,7 +78,7 @@ std::vector<std::string> Driver::leftover_keys() {
     extra.clear();
     expiring_ = 0;
     try {
-      if (!raw_) raw_.emplace(admin_connection());
+      if (!raw_) raw_.emplace(raw_connection());
       std::string cursor = "0";
       do {
         const auto reply =
@@ -173,7 +173,9 @@ int Driver::finish() {
     workers_[p.slot].stopped = false;
   }
   pending_conts_.clear();
+  if (hang_) resume_master();
   if (proxy_) proxy_->set_delay(milliseconds(0));
+  load_end_ns_ = now_ns();
   shm_->log().stop.store(1);
   wait_for_workers(now_ns() + ms_to_ns(30'000 + 5 * s_.lease_ms));
   // Permits of the last killed workers come back too.
@@ -188,6 +190,7 @@ int Driver::finish() {
   const CheckResult result = check(checked);
 
   for (const auto& f : result.failures) failures_.push_back(f);
+  if (cluster_) check_recoveries(checked);
   if (leaked > 0) failures_.push_back(fmt::format("{} permits or waiters left in Redis", leaked));
   if (!keys.empty()) {
     failures_.push_back(fmt::format("keys left in Redis: {}", fmt::join(keys, ", ")));
@@ -294,10 +297,17 @@ void Driver::print_summary(const CheckInput& checked, const CheckResult& r, std:
              r.stopped_holders_token_not_older);
   fmt::print("{:<44} rejected {}, timed out {}, errors {}, release errors {}, lost {}\n",
              "other outcomes", rejected, timed_out, acquire_errors, release_errors, lost);
-  fmt::print("{:<44} {:.0f} ms\n", "longest Redis restart (SIGKILL to answering)",
-             ms(longest_restart_ns_));
+  if (cluster_) {
+    fmt::print("{:<44} {:.0f} ms\n", "longest master-kill until its replica served",
+               ms(longest_promotion_ns_));
+    fmt::print("{:<44} {:.0f} ms after {} master faults\n", "longest wait for a grant",
+               ms(longest_recovery_ns_), recoveries_.size());
+  } else {
+    fmt::print("{:<44} {:.0f} ms\n", "longest Redis restart (SIGKILL to answering)",
+               ms(longest_restart_ns_));
+  }
   fmt::print("faults injected:");
-  for (const auto& kind : kFaultKinds) {
+  for (const auto& kind : fault_kinds()) {
     if (enabled(kind)) fmt::print(" {} {}", kind, injected_[kind]);
   }
   if (enabled("waker-kill")) fmt::print(" (waker-kill: {} connections)", wakers_killed_);

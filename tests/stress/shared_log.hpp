@@ -82,6 +82,8 @@ struct Config {
   int weight_count;
   std::int32_t weights[kMaxUnits];  // a request asks for one of these, at random
   int partial_percent;              // of the sections of 2 units or more
+  int min_replicas;                 // SemaphoreOptions::min_replicas (0: none)
+  std::int64_t replica_timeout_ms;  // and its replica_timeout
 };
 
 struct SharedLog {

@@ -11,10 +11,15 @@
 //
 //   fairsem_stress --seconds 60 --processes 4 --threads 4 --limit 4 --weights 1,2,3 --faults all
 //
+// With --cluster the server is a 3-master Redis Cluster with a replica each, the workers run
+// with min_replicas 1, and the faults include the semaphore's master hung, killed and failed
+// over (driver_cluster.cpp); after each of those some request must be granted again.
+//
 // Exit status 0 when every check held and every requested fault was injected, 1 otherwise.
 //
 // This file is the command line; the worker process is in stress_worker.cpp, the driver in
-// driver.cpp (the run and its faults) and driver_report.cpp (the checks and the summary).
+// driver.cpp (the run), driver_faults.cpp and driver_cluster.cpp (the faults) and
+// driver_report.cpp (the checks and the summary).
 
 #include <CLI/CLI.hpp>
 #include <cstdint>
@@ -69,6 +74,10 @@ int main(int argc, char** argv) {
                  "how much later than a higher token a lower one may enter")
       ->check(CLI::Range(0, 60000));
   app.add_option("--seed", s.seed, "random seed (0: random)");
+  app.add_flag("--cluster", s.cluster,
+               "run on a 3-master Redis Cluster with a replica each (workers on min_replicas 1); "
+               "faults: kill,stop,client-kill,waker-kill,script-flush,master-hang,master-kill,"
+               "failover");
   CLI11_PARSE(app, argc, argv);
   try {
     Driver driver(s);

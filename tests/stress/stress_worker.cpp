@@ -298,6 +298,10 @@ int worker_main(int log_fd, int slot, const std::string& url) {
   options.limit = cfg.limit;
   options.lease = milliseconds(cfg.lease_ms);
   options.key_prefix = cfg.key_prefix;
+  if (cfg.min_replicas > 0) {
+    options.min_replicas = cfg.min_replicas;
+    options.replica_timeout = milliseconds(cfg.replica_timeout_ms);
+  }
   options.on_lost = [&ps](const std::string&, const std::string&) { ps.lost.fetch_add(1); };
   // Failed releases and renewals are expected under faults; on_lost and the counters say enough.
   options.logger = [](LogLevel, std::string_view) {};
