@@ -5,7 +5,8 @@
 //   map's question to a seed, a sentinel's answer, the master's handshake), and nothing is
 //   written;
 // - resources: through Sentinel, a Client's threads and connections follow the one master, not
-//   the number of semaphore names; on a Cluster, those of the slots waited on close once idle;
+//   the number of semaphore names; on a Cluster, renewals use one connection per master, and
+//   the threads and connections of the slots waited on close once idle;
 // - SemaphoreAdmin::list reads every master: each semaphore listed once, with the node that
 //   stores it and what it holds and queues; function_libraries and prune_function_libraries
 //   too.
@@ -207,9 +208,9 @@ TEST_F(ClusterClientTest, AMissingPasswordIsAnAuthErrorOnEveryNode) {
 }
 
 // A Cluster Client waits on each slot through a thread and connection of its own (a script can
-// push a wake-up only to a key of its own slot, and one BRPOP takes keys of one slot), and
-// renews over a connection per slot: a service with a semaphore per tenant would keep one of
-// each per name it ever waited on. Once nothing waits or is held, they close.
+// push a wake-up only to a key of its own slot, and one BRPOP takes keys of one slot): a
+// service with a semaphore per tenant would keep one per name it ever waited on. Once nothing
+// waits or is held, they close.
 TEST_F(ClusterClientTest, WaitingOnFiftyNamesLeavesNoThreadOrConnectionBehindOnceIdle) {
   ClientOptions client_options;
   client_options.max_connections = 4;
@@ -230,7 +231,7 @@ TEST_F(ClusterClientTest, WaitingOnFiftyNamesLeavesNoThreadOrConnectionBehindOnc
   options.lease = std::chrono::milliseconds(1500);
   NamesWithAWaiter names(client, "tenant-", 50, options);
   ASSERT_TRUE(names.queued());
-  // Each holder renewed once: the renewal lanes hold a connection per slot.
+  // Each holder renewed once.
   ASSERT_TRUE(wait_until([&] {
     for (auto& sem : names.semaphores) {
       if (sem->metrics().renewals == 0) return false;
@@ -253,6 +254,46 @@ TEST_F(ClusterClientTest, WaitingOnFiftyNamesLeavesNoThreadOrConnectionBehindOnc
   })) << "+"
       << connections() - connections_before << " connections, at most "
       << client_options.max_connections << " expected";
+}
+
+// Renewals follow nodes, not names: 50 semaphores held through one Client on a 3-master
+// cluster are renewed over one connection per master (each lane's connection serves every slot
+// of its node), beside the pool's.
+TEST_F(ClusterClientTest, FiftyNamesHeldAreRenewedOverOneConnectionPerMaster) {
+  ClientOptions client_options;
+  client_options.max_connections = 4;
+  Client client(as(kUser, kSecret), client_options);
+  const std::vector<int> masters = cluster_->master_ports();
+  const auto connections = [&] {
+    long long n = 0;
+    for (int port : masters) n += connections_on(*cluster_, port);
+    return n;
+  };
+  const long long connections_before = connections();
+  SemaphoreOptions options;
+  options.limit = 1;
+  options.lease = std::chrono::milliseconds(1500);
+  std::vector<std::unique_ptr<FairSemaphore>> semaphores;
+  std::vector<Permit> held;
+  for (int i = 0; i < 50; ++i) {
+    semaphores.push_back(
+        std::make_unique<FairSemaphore>(client, "renewed-" + std::to_string(i), options));
+    held.push_back(semaphores.back()->acquire());
+  }
+  // Every holder renewed twice: the lanes have made whatever connections they keep.
+  ASSERT_TRUE(wait_until([&] {
+    for (auto& sem : semaphores) {
+      if (sem->metrics().renewals < 2) return false;
+    }
+    return true;
+  }));
+  const long long most = client_options.max_connections + static_cast<long long>(masters.size());
+  EXPECT_LE(connections() - connections_before, most)
+      << "50 names held: +" << connections() - connections_before << " connections";
+  for (Permit& p : held) {
+    EXPECT_FALSE(p.lost());
+    EXPECT_EQ(p.release(), fairsem::ReleaseResult::released);
+  }
 }
 
 TEST_F(ClusterClientTest, ListReadsEveryMasterAndNamesWhereEachSemaphoreIs) {

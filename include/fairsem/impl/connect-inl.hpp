@@ -223,6 +223,15 @@ FAIRSEM_INLINE void Connection::ensure_connected() {
   if (broken()) reconnect();
 }
 
+FAIRSEM_INLINE void Connection::use_slot(int slot) {
+  if (!discovery_ || slot == slot_) return;
+  slot_ = slot;
+  if (broken()) return;  // the next command connects to the slot's master anyway
+  // Not known now (the map being asked for): a MOVED reply will say where.
+  const std::optional<NodeAddress> node = discovery_->known_target(slot);
+  if (node && !(*node == node_)) broken_ = true;
+}
+
 FAIRSEM_INLINE void Connection::reconnect() {
   ctx_.reset();
   broken_ = true;

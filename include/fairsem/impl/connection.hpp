@@ -144,8 +144,13 @@ class Connection {
   }
 
   const ConnectionOptions& options() const noexcept { return options_; }
-  /// The cluster hash slot it was made for (-1: any).
+  /// The cluster hash slot it was made for, or was last given (-1: any).
   int slot() const noexcept { return slot_; }
+  /// From now on its commands are for cluster hash slot `slot`, which it routes by (its
+  /// reconnects, the redirections it follows). Connected to another node than the slot map
+  /// now names for `slot`, it connects there at the next command. For a renewal lane, whose
+  /// one connection serves every slot of its node. Nothing to do outside a Cluster.
+  void use_slot(int slot);
   /// "host:port" or "unix:/path" of the node connected to, as quoted in error messages.
   const std::string& endpoint() const noexcept { return endpoint_; }
 

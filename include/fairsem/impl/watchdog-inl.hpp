@@ -7,7 +7,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <iterator>
 #include <optional>
 #include <string>
 #include <utility>
@@ -17,18 +16,6 @@
 namespace fairsem::detail {
 
 namespace watchdog_helpers {
-
-/// Closes the connections of `connections` (a lane's, by slot) whose slot is not in `slots`
-/// (unless `every_slot`), and those that renewed nothing since `idle_since`.
-template <class Connections, class TimePoint>
-void close_unused(Connections& connections, bool every_slot, const std::vector<int>& slots,
-                  TimePoint idle_since) {
-  for (auto it = connections.begin(); it != connections.end();) {
-    const bool watched =
-        every_slot || std::find(slots.begin(), slots.end(), it->first) != slots.end();
-    it = watched && it->second.used > idle_since ? std::next(it) : connections.erase(it);
-  }
-}
 
 /// The earliest `next` of `watched` (not empty).
 template <class Watched>
@@ -163,7 +150,7 @@ FAIRSEM_INLINE void Watchdog::run(const std::shared_ptr<Watchdog>& self,
                                   const std::shared_ptr<Lane>& lane) {
   mark_as_fairsems_thread();
   Notifier::set_for_this_thread(&self->notifier_);
-  Connections connections;
+  LaneConnection connection;
   std::unique_lock<std::mutex> lock(self->mu_);
   for (;;) {
     if (self->stop_) return;
@@ -188,19 +175,15 @@ FAIRSEM_INLINE void Watchdog::run(const std::shared_ptr<Watchdog>& self,
       continue;
     }
     std::vector<std::shared_ptr<SemaphoreCore>> due = self->take_due(*lane, Clock::now());
-    std::vector<int> slots;                       // those of the semaphores this lane renews
-    auto longest = std::chrono::milliseconds(0);  // of their intervals
-    for (const Watched& w : watched) {
-      if (self->per_slot_) slots.push_back(w.slot);
-      longest = std::max(longest, w.interval);
-    }
+    auto longest = std::chrono::milliseconds(0);  // of the intervals of what it renews
+    for (const Watched& w : watched) longest = std::max(longest, w.interval);
     lock.unlock();
-    for (const auto& core : due) self->renew(*core, connections);
-    // The connections of slots renewed elsewhere now are closed, and those that renewed nothing
-    // for the idle timeout (and for two of the longest intervals, lest a slow renewal reconnect
-    // each round).
-    watchdog_helpers::close_unused(connections, !self->per_slot_, slots,
-                                   Clock::now() - std::max(self->idle_timeout_, 2 * longest));
+    for (const auto& core : due) self->renew(*core, connection);
+    // Closed once it renewed nothing for the idle timeout (and for two of the longest
+    // intervals, lest a slow renewal reconnect each round).
+    if (connection.used < Clock::now() - std::max(self->idle_timeout_, 2 * longest)) {
+      connection.conn.reset();
+    }
     // May drop the last reference to the Client: its runtime then stops the watchdog, and this
     // thread is parked.
     due.clear();
@@ -208,12 +191,14 @@ FAIRSEM_INLINE void Watchdog::run(const std::shared_ptr<Watchdog>& self,
   }
 }
 
-FAIRSEM_INLINE void Watchdog::renew(SemaphoreCore& core, Connections& connections) {
+FAIRSEM_INLINE void Watchdog::renew(SemaphoreCore& core, LaneConnection& w) {
   const auto permits = core.held_permits();
   if (permits.empty()) return;
   const int slot = per_slot_ ? core.slot() : -1;
-  SlotConnection& w = connections[slot];
   const auto connect = [&](Clock::time_point deadline) -> Connection* {
+    // The lane's node serves the slot as far as the map knows (take_due), so the connection
+    // stays where it is; otherwise (a failover, a migration) it goes where the map says.
+    if (w.conn) w.conn->use_slot(slot);
     if (!w.conn || w.conn->broken()) {
       try {
         w.conn = std::make_unique<Connection>(options_, discovery_, slot, deadline);

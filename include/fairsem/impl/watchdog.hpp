@@ -66,14 +66,13 @@ class Watchdog : public std::enable_shared_from_this<Watchdog> {
     std::vector<Watched> watched;
     std::uint64_t generation = 0;  // counts the entries added, so that the thread sees them
   };
-  /// A lane's connection per slot (one for every slot outside a Cluster), and whether it ever
-  /// had one (a new one after that is a reconnect).
-  struct SlotConnection {
+  /// A lane's one connection, which serves every slot of its node (Connection::use_slot), and
+  /// whether it ever had one (a new one after that is a reconnect).
+  struct LaneConnection {
     std::unique_ptr<Connection> conn;
     bool connected = false;
     Clock::time_point used;  // by the last renewal that had permits to renew
   };
-  using Connections = std::unordered_map<int, SlotConnection>;
 
   /// The lane key of the node serving `slot`: "" outside a Cluster; nullopt when the slot map
   /// does not know now (never waits for it).
@@ -89,14 +88,14 @@ class Watchdog : public std::enable_shared_from_this<Watchdog> {
   void join_retired() noexcept;
 
   static void run(const std::shared_ptr<Watchdog>& self, const std::shared_ptr<Lane>& lane);
-  /// One round for `core`: its permits renewed on the lane's connection for its slot (made
-  /// under their leases' deadline when there is none or it broke).
-  void renew(SemaphoreCore& core, Connections& connections);
+  /// One round for `core`: its permits renewed on the lane's connection `w` (made under their
+  /// leases' deadline when there is none or it broke).
+  void renew(SemaphoreCore& core, LaneConnection& w);
 
   const ConnectionOptions options_;
   const std::shared_ptr<Discovery> discovery_;
   const std::chrono::milliseconds idle_timeout_;
-  const bool per_slot_;  // Cluster: a connection per slot (each follows its slot's master)
+  const bool per_slot_;  // Cluster: lanes per node, each semaphore routed by its slot
   Notifier notifier_;
 
   std::mutex mu_;  // guards lanes_, retired_, stop_ and every Lane
