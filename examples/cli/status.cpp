@@ -26,6 +26,9 @@ nlohmann::ordered_json to_json(const PermitInfo& p, bool holder) {
   j["slot"] = holder ? nlohmann::ordered_json(p.slot) : nlohmann::ordered_json(nullptr);
   j["slots"] = p.slots;
   j["lease_left_ms"] = p.lease_left.count();
+  // How long a waiter has waited, by the server's clock; null for a holder, and for a waiter
+  // whose client does not record when it queued (0.3.1 or earlier).
+  j["waited_ms"] = p.waited ? nlohmann::ordered_json(p.waited->count()) : nullptr;
   j["owner"] = p.owner;
   return j;
 }
@@ -60,16 +63,22 @@ void append_table(std::string& out, const std::string& title, const std::vector<
   for (std::size_t i = 0; i < rows.size(); ++i) {
     first.push_back(holders ? slot_list(rows[i]) : std::to_string(i + 1));
   }
+  // Waiters have one more column: how long each has waited ("-": not recorded).
+  const auto waited = [&](const PermitInfo& p) {
+    if (holders) return std::string();
+    return fmt::format("{:>10}  ", p.waited ? format_duration(*p.waited) : std::string("-"));
+  };
   out += fmt::format("{}\n", title);
-  out += fmt::format("  {:>{}}  {:<{}}  {:>8}  {:>5}  {:>10}  {}\n", first_label, first_width, "ID",
-                     id_width, "TOKEN", "UNITS", "LEASE LEFT", "OWNER");
+  out += fmt::format("  {:>{}}  {:<{}}  {:>8}  {:>5}  {:>10}  {}OWNER\n", first_label, first_width,
+                     "ID", id_width, "TOKEN", "UNITS", "LEASE LEFT",
+                     holders ? "" : fmt::format("{:>10}  ", "WAITED"));
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const PermitInfo& p = rows[i];
     // Owner info is whatever a client stored: a newline or an escape sequence in it is shown as
     // \xNN rather than sent to the terminal.
-    out +=
-        fmt::format("  {:>{}}  {:<{}}  {:>8}  {:>5}  {:>10}  {}\n", first[i], first_width, p.id,
-                    id_width, p.ticket, p.count, format_duration(p.lease_left), printable(p.owner));
+    out += fmt::format("  {:>{}}  {:<{}}  {:>8}  {:>5}  {:>10}  {}{}\n", first[i], first_width,
+                       p.id, id_width, p.ticket, p.count, format_duration(p.lease_left), waited(p),
+                       printable(p.owner));
   }
 }
 

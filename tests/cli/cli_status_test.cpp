@@ -58,8 +58,14 @@ TEST_F(CliTest, StatusJsonAndTableShowHoldersAndWaitersInOrder) {
   EXPECT_EQ(2, j.at("waiters").at(0).at("token"));
   EXPECT_EQ(3, j.at("waiters").at(1).at("token"));
   EXPECT_TRUE(j.at("waiters").at(0).at("slot").is_null()) << json;  // waiters have no slot
-  const std::vector<std::string> keys = {"id",    "token",         "units", "slot",
-                                         "slots", "lease_left_ms", "owner"};
+  EXPECT_TRUE(h.at("waited_ms").is_null()) << json;                 // a holder waits no more
+  // The first waiter queued first: it has waited at least as long as the second, by the one
+  // server clock the status call read.
+  const long long second_waited = j.at("waiters").at(1).at("waited_ms").get<long long>();
+  EXPECT_GE(second_waited, 0) << json;
+  EXPECT_GE(j.at("waiters").at(0).at("waited_ms").get<long long>(), second_waited) << json;
+  const std::vector<std::string> keys = {"id",    "token",         "units",     "slot",
+                                         "slots", "lease_left_ms", "waited_ms", "owner"};
   for (const auto& entry : {h, j.at("waiters").at(0)}) {
     std::vector<std::string> seen;
     for (auto it = entry.begin(); it != entry.end(); ++it) seen.push_back(it.key());
@@ -77,6 +83,10 @@ TEST_F(CliTest, StatusJsonAndTableShowHoldersAndWaitersInOrder) {
   EXPECT_NE(std::string::npos, table.out.find("holders:\n  SLOT  ID")) << table;
   EXPECT_NE(std::string::npos, table.out.find("\n     0  " + holder_id + " ")) << table;
   EXPECT_NE(std::string::npos, table.out.find("waiters, in queue order:\n     #  ID")) << table;
+  EXPECT_NE(std::string::npos, table.out.find("LEASE LEFT      WAITED  OWNER\n")) << table;
+  // Only the waiters' table has it.
+  const std::string holders_table = table.out.substr(0, table.out.find("waiters, in queue order"));
+  EXPECT_EQ(std::string::npos, holders_table.find("WAITED")) << table;
   const std::string first_waiter = j.at("waiters").at(0).at("id");
   const std::string second_waiter = j.at("waiters").at(1).at("id");
   EXPECT_LT(table.out.find(first_waiter), table.out.find(second_waiter)) << table;
