@@ -93,8 +93,10 @@ std::string status_table(const Target& target, const Status& s) {
   long long units = 0;
   for (const PermitInfo& p : s.holders) units += p.count;
   std::string out = fmt::format(
-      "semaphore '{}' (prefix '{}'): limit {}, {} holding {} unit{}, {} waiting, {} tickets "
-      "issued\n",
+      // "newest token", not "tickets issued": with an idle expiry a counter starts from the
+      // server clock (docs/guarantees.md), and counts nothing.
+      "semaphore '{}' (prefix '{}'): limit {}, {} holding {} unit{}, {} waiting, newest token "
+      "{}\n",
       target.name, target.key_prefix, s.limit, s.holders.size(), units, units == 1 ? "" : "s",
       s.waiters.size(), s.last_ticket);
   const Widths widths = widths_of(s);

@@ -77,7 +77,9 @@ TEST_F(CliTest, StatusJsonAndTableShowHoldersAndWaitersInOrder) {
 
   const Outcome table = run(cmd({"status"}, {}, "shown"));
   ASSERT_EQ(0, table.code) << table;
-  EXPECT_NE(std::string::npos, table.out.find("limit 1, 1 holding 1 unit, 2 waiting")) << table;
+  EXPECT_NE(std::string::npos,
+            table.out.find("limit 1, 1 holding 1 unit, 2 waiting, newest token 3"))
+      << table;
   // The holder's row starts with its slot, under SLOT; the waiters' with their place in line.
   const std::string holder_id = h.at("id");
   EXPECT_NE(std::string::npos, table.out.find("holders:\n  SLOT  ID")) << table;
