@@ -228,6 +228,18 @@ int Driver::run() {
         bag_ = enabled_;
         std::shuffle(bag_.begin(), bag_.end(), rng_);
       }
+      // A promotion too soon after the last one (kPromotionSpacingNs) gives its turn to
+      // another kind; with none left in the round, the next tick tries again.
+      const auto too_soon = [&](const std::string& k) {
+        return promotes(k) && last_promotion_ns_ != 0 &&
+               now < last_promotion_ns_ + kPromotionSpacingNs;
+      };
+      if (too_soon(bag_.back())) {
+        const auto other = std::find_if(bag_.begin(), bag_.end(),
+                                        [&](const std::string& k) { return !too_soon(k); });
+        if (other == bag_.end()) continue;
+        std::iter_swap(other, bag_.end() - 1);
+      }
       const std::string kind = bag_.back();
       bag_.pop_back();
       // Not two network faults at once: a delay in progress would hide the next one.

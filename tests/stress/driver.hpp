@@ -125,6 +125,16 @@ class Driver {
   void kill_master();
   /// CLUSTER FAILOVER on its replica (no acknowledged write lost).
   void fail_over();
+  /// master-kill and failover promote a replica; one may start only this long after the last
+  /// promotion ended. A node whose last election attempt is younger than Redis's retry time
+  /// (2 x max(2 node timeouts, 2 s)) keeps that attempt's votes: a manual failover then "wins"
+  /// at once with a stale epoch and is undone at the next heartbeat (seen in CI, two failovers
+  /// 1.6 s apart: "the old master ... is master of 0").
+  static bool promotes(const std::string& kind) {
+    return kind == "master-kill" || kind == "failover";
+  }
+  static constexpr std::int64_t kPromotionSpacingNs =
+      (4LL * test::RedisCluster::kNodeTimeoutMs + 1000) * 1'000'000;
   /// Liveness after each master fault: some request was granted within kRecoveryBound of its
   /// end (faults that ended closer than that to the end of the load are not judged).
   void check_recoveries(const CheckInput& checked);
@@ -176,6 +186,7 @@ class Driver {
   std::optional<Hang> hang_;               // a master SIGSTOPped now
   std::int64_t longest_promotion_ns_ = 0;  // master-kill: SIGKILL until the replica serves
   std::vector<std::int64_t> recoveries_;   // when each master fault ended
+  std::int64_t last_promotion_ns_ = 0;     // when the last master-kill or failover ended
   std::int64_t load_end_ns_ = 0;
   std::int64_t longest_recovery_ns_ = 0;  // a master fault's end until the next grant
   std::unique_ptr<FaultProxy> proxy_;

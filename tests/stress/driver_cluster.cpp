@@ -81,6 +81,7 @@ void Driver::kill_master() {
   cluster_->node(old_master).start();
   cluster_->wait_stable();
   const std::int64_t stable = now_ns();
+  last_promotion_ns_ = stable;
   disturb(down, stable + ms_to_ns(2000));
   recoveries_.push_back(stable);
   ++injected_["master-kill"];
@@ -92,6 +93,7 @@ void Driver::fail_over() {
   (void)cluster_->failover(semaphore_master());
   raw_.reset();
   const std::int64_t done = now_ns();
+  last_promotion_ns_ = done;
   disturb(from, done + ms_to_ns(1000));
   recoveries_.push_back(done);
   ++injected_["failover"];

@@ -47,6 +47,8 @@ class RedisCluster {
   RedisCluster& operator=(const RedisCluster&) = delete;
 
   static constexpr int kSlots = 16384;
+  /// Every node's cluster-node-timeout.
+  static constexpr int kNodeTimeoutMs = 2000;
 
   /// "redis-cluster://127.0.0.1:P1,127.0.0.1:P2,127.0.0.1:P3" ("rediss-cluster://...?cacert=..."
   /// when the nodes speak TLS): the masters as the cluster was created (sorted by first slot).
