@@ -97,6 +97,13 @@ long long connections_on(const Deployment& deployment, int port) {
   return static_cast<long long>(std::count(clients.begin(), clients.end(), '\n')) - 1;
 }
 
+/// Client connections on every master of `cluster` now, summed (connections_on).
+long long connections_on_masters(const RedisCluster& cluster) {
+  long long n = 0;
+  for (int port : cluster.master_ports()) n += connections_on(cluster, port);
+  return n;
+}
+
 /// `count` semaphores of limit 1 opened through one Client, each held, with one waiter queued
 /// behind its holder (an asynchronous acquire).
 struct NamesWithAWaiter {
@@ -218,11 +225,7 @@ TEST_F(ClusterClientTest, WaitingOnFiftyNamesLeavesNoThreadOrConnectionBehindOnc
   client_options.idle_timeout = std::chrono::milliseconds(500);
   Client client(as(kUser, kSecret), client_options);
   const std::vector<int> masters = cluster_->master_ports();
-  const auto connections = [&] {
-    long long n = 0;
-    for (int port : masters) n += connections_on(*cluster_, port);
-    return n;
-  };
+  const auto connections = [&] { return connections_on_masters(*cluster_); };
   const std::size_t threads_before = thread_count();
   const long long connections_before = connections();
 
@@ -264,11 +267,7 @@ TEST_F(ClusterClientTest, FiftyNamesHeldAreRenewedOverOneConnectionPerMaster) {
   client_options.max_connections = 4;
   Client client(as(kUser, kSecret), client_options);
   const std::vector<int> masters = cluster_->master_ports();
-  const auto connections = [&] {
-    long long n = 0;
-    for (int port : masters) n += connections_on(*cluster_, port);
-    return n;
-  };
+  const auto connections = [&] { return connections_on_masters(*cluster_); };
   const long long connections_before = connections();
   SemaphoreOptions options;
   options.limit = 1;
