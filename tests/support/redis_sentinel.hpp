@@ -5,9 +5,11 @@
 // down-after-milliseconds 1000, failover-timeout 10000.
 //
 // Sentinel's own timers are shortened at start with SENTINEL DEBUG (Redis 7): INFO and hello
-// every 250 ms instead of every 10 s and 2 s. A failover then settles in about two seconds
+// every 250 ms and 500 ms instead of every 10 s and 2 s. A failover then settles in a few seconds
 // instead of about twenty: a sentinel turns the old master into a replica only once it has
-// reported itself master for 4 hello periods, and it sees that only in its periodic INFO.
+// reported itself master for 4 hello periods, and it sees that only in its periodic INFO. (The
+// same rule lets a sentinel that has not yet heard of a failover undo it; failover() then asks
+// again.)
 // The order of events is Redis's own; only the periods are shorter. A sentinel restarted with
 // node(port).start() runs with the default periods again until retune(port). Redis 6.2 has no
 // SENTINEL DEBUG: there failover() itself turns the old master into a replica of the new one
@@ -57,8 +59,10 @@ class SentinelGroup {
   /// could be lost), then SENTINEL FAILOVER mymaster (retried while the sentinel answers INPROG
   /// or NOGOODSLAVE), then waits until all three sentinels name the other node as master, it is a
   /// master, the old master replicates from it with the link up, and every sentinel lists exactly
-  /// the old master as replica. Returns the new master's port. Repeatable at once (sentinel refuses
-  /// SENTINEL FAILOVER only during a failover or without a healthy replica; the
+  /// the old master as replica. If the sentinels fail back to the old master on their own (a
+  /// sentinel that had not yet learnt the new configuration demotes the new master, seen in CI),
+  /// it asks again, up to kMaxFailoverAsks times. Returns the new master's port. Repeatable at once
+  /// (sentinel refuses SENTINEL FAILOVER only during a failover or without a healthy replica; the
   /// failover-timeout * 2 pause applies to automatic failovers only).
   int failover();
 
@@ -89,6 +93,17 @@ class SentinelGroup {
   /// Without tuned timers (Redis 6.2): once every running sentinel names `new_master`, turns
   /// `old_master`, if it still is a master, into its replica, as the sentinels would later.
   void demote_old_master(int old_master, int new_master) const;
+  /// SENTINEL FAILOVER on the sentinel on `sentinel`, retried for 30 s while it answers INPROG or
+  /// NOGOODSLAVE; throws on any other answer.
+  void ask_failover(int sentinel) const;
+  /// The lowest config-epoch for the master among the running sentinels (SENTINEL MASTER).
+  long long lowest_config_epoch() const;
+  /// True once the group is healthy around `old_master` again and every running sentinel has
+  /// moved past `epoch_before`: the failover happened and was undone (see failover()).
+  bool failed_back(int old_master, int new_master, long long epoch_before) const;
+
+  /// How often failover() asks when the sentinels fail back to the old master.
+  static constexpr int kMaxFailoverAsks = 3;
 
   std::vector<std::unique_ptr<RedisServer>> data_;  // [0] started as master, [1] as replica
   std::vector<std::unique_ptr<RedisServer>> sentinels_;
