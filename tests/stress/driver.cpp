@@ -123,15 +123,17 @@ void Driver::track_reclaims() {
 }
 
 int Driver::run() {
-  // The AOF lives on tmpfs: a SIGKILLed redis-server loses nothing it acknowledged either way
-  // (appendfsync always writes the AOF before replying), and a disk's fsync latency would
-  // throttle the load to a few hundred grants per second.
-  char dir[] = "/dev/shm/fairsem-stress-redis-XXXXXX";
-  if (::mkdtemp(dir) == nullptr) throw std::system_error(errno, std::generic_category(), "mkdtemp");
-  redis_dir_ = dir;
   if (s_.cluster) {
     start_cluster();
   } else {
+    // The AOF lives on tmpfs: a SIGKILLed redis-server loses nothing it acknowledged either way
+    // (appendfsync always writes the AOF before replying), and a disk's fsync latency would
+    // throttle the load to a few hundred grants per second.
+    char dir[] = "/dev/shm/fairsem-stress-redis-XXXXXX";
+    if (::mkdtemp(dir) == nullptr) {
+      throw std::system_error(errno, std::generic_category(), "mkdtemp");
+    }
+    redis_dir_ = dir;
     server_ = std::make_unique<test::RedisServer>(std::vector<std::string>{
         "--dir", redis_dir_, "--appendonly", "yes", "--appendfsync", "always"});
   }

@@ -102,12 +102,15 @@ class Driver {
     c.port = proxy_->port();
     return c.redacted_url();  // no password: the harness's servers need none
   }
-  ConnectionOptions admin_connection() const {
-    ConnectionOptions c = ConnectionOptions::from_url(direct_url());
+  /// `c` with the driver's own connections' settings: a stuck server costs a tick, not the run.
+  static ConnectionOptions for_admin(ConnectionOptions c) {
     c.command_timeout = milliseconds(2000);
     c.reconnect_attempts = 3;
     c.reconnect_backoff_max = milliseconds(100);
     return c;
+  }
+  ConnectionOptions admin_connection() const {
+    return for_admin(ConnectionOptions::from_url(direct_url()));
   }
   /// For raw_: the server, or the master that serves the semaphore now.
   ConnectionOptions raw_connection() const;
@@ -135,8 +138,9 @@ class Driver {
   }
   static constexpr std::int64_t kPromotionSpacingNs =
       (4LL * test::RedisCluster::kNodeTimeoutMs + 1000) * 1'000'000;
-  /// Liveness after each master fault: some request was granted within kRecoveryBound of its
-  /// end (faults that ended closer than that to the end of the load are not judged).
+  /// Liveness after each fault on a server (a master's hang, kill or failover; a restart, a
+  /// blackhole): some request was granted within kRecoveryBound of its end (faults that ended
+  /// closer than that to the end of the load are not judged).
   void check_recoveries(const CheckInput& checked);
   static constexpr std::int64_t kRecoveryBoundNs = 10'000'000'000;
 
@@ -185,10 +189,10 @@ class Driver {
   };
   std::optional<Hang> hang_;               // a master SIGSTOPped now
   std::int64_t longest_promotion_ns_ = 0;  // master-kill: SIGKILL until the replica serves
-  std::vector<std::int64_t> recoveries_;   // when each master fault ended
+  std::vector<std::int64_t> recoveries_;   // when each fault on a server ended
   std::int64_t last_promotion_ns_ = 0;     // when the last master-kill or failover ended
   std::int64_t load_end_ns_ = 0;
-  std::int64_t longest_recovery_ns_ = 0;  // a master fault's end until the next grant
+  std::int64_t longest_recovery_ns_ = 0;  // such a fault's end until the next grant
   std::unique_ptr<FaultProxy> proxy_;
   std::unique_ptr<SharedMapping> shm_;
   std::string name_ = "stress";

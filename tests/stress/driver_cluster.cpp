@@ -25,11 +25,7 @@ int Driver::semaphore_master() const {
 
 ConnectionOptions Driver::raw_connection() const {
   if (!cluster_) return admin_connection();
-  ConnectionOptions c = cluster_->node(semaphore_master()).options();
-  c.command_timeout = milliseconds(2000);
-  c.reconnect_attempts = 3;
-  c.reconnect_backoff_max = milliseconds(100);
-  return c;
+  return for_admin(cluster_->node(semaphore_master()).options());
 }
 
 void Driver::hang_master() {
@@ -97,23 +93,6 @@ void Driver::fail_over() {
   disturb(from, done + ms_to_ns(1000));
   recoveries_.push_back(done);
   ++injected_["failover"];
-}
-
-void Driver::check_recoveries(const CheckInput& checked) {
-  std::vector<std::int64_t> entered;
-  entered.reserve(checked.sections.size());
-  for (const Section& s : checked.sections) entered.push_back(s.enter_ns);
-  std::sort(entered.begin(), entered.end());
-  for (const std::int64_t end : recoveries_) {
-    if (load_end_ns_ - end < kRecoveryBoundNs) continue;
-    const auto next = std::upper_bound(entered.begin(), entered.end(), end);
-    const std::int64_t gap = next == entered.end() ? load_end_ns_ - end : *next - end;
-    longest_recovery_ns_ = std::max(longest_recovery_ns_, gap);
-    if (gap > kRecoveryBoundNs) {
-      failures_.push_back(fmt::format("no grant within {:.1f} s after a master fault ended",
-                                      static_cast<double>(gap) / 1e9));
-    }
-  }
 }
 
 }  // namespace fairsem::stress

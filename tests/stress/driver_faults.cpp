@@ -121,6 +121,7 @@ void Driver::restart_redis() {
   const std::int64_t up = now_ns();
   longest_restart_ns_ = std::max(longest_restart_ns_, up - down);
   disturb(down, up + ms_to_ns(1000));
+  recoveries_.push_back(up);
   ++injected_["restart"];
 }
 
@@ -255,6 +256,7 @@ void Driver::inject_once(const std::string& kind) {
     const auto duration = milliseconds(1200 + rng_() % 600);  // past the command timeout
     proxy_->blackhole(duration);
     disturb(at, at + ms_to_ns(duration.count() + 2500), true);
+    recoveries_.push_back(at + ms_to_ns(duration.count()));
     ++injected_[kind];
   }
 }

@@ -21,6 +21,7 @@
 // driver.cpp (the run), driver_faults.cpp and driver_cluster.cpp (the faults) and
 // driver_report.cpp (the checks and the summary).
 
+#include <fmt/format.h>
 #include <CLI/CLI.hpp>
 #include <cstdint>
 #include <cstdio>
@@ -61,10 +62,8 @@ int main(int argc, char** argv) {
   app.add_option("--hold-us", s.hold_us, "longest critical section")->check(CLI::Range(0, 1000000));
   app.add_option("--max-timeout-ms", s.max_timeout_ms, "longest try_acquire_for timeout")
       ->check(CLI::Range(0, 60000));
-  app.add_option(
-      "--faults", s.faults,
-      "all, none, or a comma list of: kill,stop,restart,client-kill,waker-kill,script-flush,"
-      "delay,cut,blackhole");
+  app.add_option("--faults", s.faults,
+                 fmt::format("all, none, or a comma list of: {}", fmt::join(kFaultKinds, ",")));
   app.add_option("--fault-interval-ms", s.fault_interval_ms, "mean time between faults")
       ->check(CLI::Range(50, 600000));
   app.add_option("--grants", s.grants, "end the load after this many grants (within --seconds)");
@@ -75,9 +74,9 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0, 60000));
   app.add_option("--seed", s.seed, "random seed (0: random)");
   app.add_flag("--cluster", s.cluster,
-               "run on a 3-master Redis Cluster with a replica each (workers on min_replicas 1); "
-               "faults: kill,stop,client-kill,waker-kill,script-flush,master-hang,master-kill,"
-               "failover");
+               fmt::format("run on a 3-master Redis Cluster with a replica each (workers on "
+                           "min_replicas 1); faults: {}",
+                           fmt::join(kClusterFaultKinds, ",")));
   CLI11_PARSE(app, argc, argv);
   try {
     Driver driver(s);
