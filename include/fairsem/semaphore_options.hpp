@@ -85,6 +85,8 @@ struct SemaphoreOptions {
   /// Keys are "<key_prefix>:{<name>}:...".
   std::string key_prefix = "fairsem";
   /// How often the watchdog renews held permits; zero means lease / 3. Must be below lease.
+  /// After a failed renewal (an error, or too few replicas) it tries again a quarter of this
+  /// later, until one succeeds or the lease runs out.
   std::chrono::milliseconds renew_interval = std::chrono::milliseconds(0);
   /// Renew held permits in the background (by the Client's watchdog, on the renewal thread of
   /// the node that serves the semaphore, shared by all the semaphores of that node). Off: a

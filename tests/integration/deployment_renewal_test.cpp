@@ -3,6 +3,11 @@
 // The permits on the two healthy masters must all stay held: the hung master's time-outs and
 // reconnects must not hold up their renewals. The cluster has no replicas, so the hung master
 // stays the master of its slots (no failover moves them away) and its permits run out.
+//
+// And on a master with a replica (min_replicas 1), two failed renewals in a row cost no permit:
+// the watchdog tries again a quarter of an interval after a failure, so the third try does not
+// come at the lease's very end. (A Sentinel failover that the sentinels undid and redid failed
+// the renewals twice in a row and lost the holder's permit this way.)
 
 #include <gtest/gtest.h>
 
@@ -22,6 +27,7 @@
 #include <vector>
 
 #include "redis_cluster.hpp"
+#include "redis_server.hpp"
 #include "stopped.hpp"
 #include "wait.hpp"
 
@@ -34,6 +40,7 @@ using fairsem::Permit;
 using fairsem::PermitInfo;
 using fairsem::SemaphoreOptions;
 using fairsem::test::RedisCluster;
+using fairsem::test::RedisServer;
 using fairsem::test::wait_until;
 using std::chrono::milliseconds;
 using Clock = std::chrono::steady_clock;
@@ -173,6 +180,40 @@ TEST_F(ClusterRenewalTest, AHungMasterCostsNoPermitOnTheHealthyOnes) {
       EXPECT_TRUE(again.has_value());
     }
   }
+}
+
+// A master with a replica; the holder counts a renewal only once the replica has it. The
+// replica is stopped until two renewals in a row have failed: the first at one interval (of
+// three in the lease), the second a quarter interval after it. Without the retry the second
+// fails at two intervals and the third comes at the lease's end, too late.
+TEST(ReplicaRenewalTest, TwoFailedRenewalsInARowCostNoPermit) {
+  RedisServer master{{"--repl-diskless-sync-delay", "0"}};
+  RedisServer replica{{"--replicaof", "127.0.0.1", std::to_string(master.port())}};
+  fairsem::detail::Connection admin(master.options());
+  ASSERT_TRUE(wait_until([&] {
+    admin.command({"PUBLISH", "fairsem-test", "sync"});
+    return admin.command({"WAIT", "1", "100"}).integer == 1;
+  })) << "the replica never caught up";
+  SemaphoreOptions o;
+  o.limit = 1;
+  o.lease = milliseconds(6000);  // renewed every 2 s
+  o.min_replicas = 1;
+  o.replica_timeout = milliseconds(300);
+  FairSemaphore sem(master.options(), "retried", o);
+  Permit p = sem.acquire();
+  const auto granted = p.deadline();
+  {
+    fairsem::test::Stopped stopped(replica.pid());
+    ASSERT_TRUE(
+        wait_until([&] { return sem.metrics().renewal_failures >= 2; }, std::chrono::seconds(10)));
+  }
+  EXPECT_EQ(sem.metrics().renewals, 0U);
+  EXPECT_TRUE(
+      wait_until([&] { return p.deadline() > granted || p.lost(); }, std::chrono::seconds(10)));
+  EXPECT_FALSE(p.lost()) << "two failed renewals in a row lost the permit";
+  EXPECT_GT(p.deadline(), granted);
+  EXPECT_EQ(sem.metrics().permits_lost, 0U);
+  EXPECT_EQ(p.release(), fairsem::ReleaseResult::released);
 }
 
 }  // namespace

@@ -108,7 +108,7 @@ FAIRSEM_INLINE void SemaphoreCore::mark_lost(PermitState& state, const std::stri
   });
 }
 
-FAIRSEM_INLINE void SemaphoreCore::renew_chunk(Connection& conn,
+FAIRSEM_INLINE bool SemaphoreCore::renew_chunk(Connection& conn,
                                                const std::vector<PermitState*>& permits) {
   std::vector<std::string> tickets;
   tickets.reserve(permits.size());
@@ -170,7 +170,9 @@ FAIRSEM_INLINE void SemaphoreCore::renew_chunk(Connection& conn,
     }
   }
   MetricCounters::add(metrics_.renewals, extended);
-  if (!unconfirmed.empty()) renewal_failed(unconfirmed, unacknowledged);
+  if (unconfirmed.empty()) return true;
+  renewal_failed(unconfirmed, unacknowledged);
+  return false;
 }
 
 FAIRSEM_INLINE void SemaphoreCore::renewal_failed(const std::vector<PermitState*>& permits,
@@ -215,7 +217,7 @@ FAIRSEM_INLINE bool SemaphoreCore::renew(PermitState& state) {
   check_process();
   if (state.done.load() || state.lost.load()) return false;
   Borrowed conn(*this);
-  renew_chunk(*conn, {&state});
+  (void)renew_chunk(*conn, {&state});  // a deadline that stays as it was is not a lost permit
   return !state.lost.load();
 }
 
@@ -230,7 +232,7 @@ FAIRSEM_INLINE std::size_t SemaphoreCore::renew_all() {
       const std::size_t end = std::min(permits.size(), begin + renewal_helpers::kRenewChunk);
       chunk.clear();
       for (std::size_t i = begin; i < end; ++i) chunk.push_back(permits[i].get());
-      renew_chunk(*conn, chunk);
+      (void)renew_chunk(*conn, chunk);
     }
   }
   return static_cast<std::size_t>(std::count_if(permits.begin(), permits.end(), [](const auto& p) {
@@ -238,8 +240,9 @@ FAIRSEM_INLINE std::size_t SemaphoreCore::renew_all() {
   }));
 }
 
-FAIRSEM_INLINE void SemaphoreCore::renew_round(
+FAIRSEM_INLINE bool SemaphoreCore::renew_round(
     const RenewalConnect& connect, const std::vector<std::shared_ptr<PermitState>>& permits) {
+  bool renewed = true;
   for (std::size_t begin = 0; begin < permits.size(); begin += renewal_helpers::kRenewChunk) {
     const std::size_t end = std::min(permits.size(), begin + renewal_helpers::kRenewChunk);
     renewal_helpers::LaneChunk split =
@@ -261,9 +264,10 @@ FAIRSEM_INLINE void SemaphoreCore::renew_round(
         throw ConnectionError(error);
       }
       conn->set_deadline(latest);
-      renew_chunk(*conn, chunk);
+      if (!renew_chunk(*conn, chunk)) renewed = false;
       conn->set_deadline(std::nullopt);
     } catch (const std::exception& e) {
+      renewed = false;
       if (conn != nullptr) conn->set_deadline(std::nullopt);
       const auto now = Clock::now();
       log(LogLevel::warning, fmt::format("fairsem: {}: renewing {} permits failed: {}", where(),
@@ -275,6 +279,7 @@ FAIRSEM_INLINE void SemaphoreCore::renew_round(
       }
     }
   }
+  return renewed;
 }
 
 FAIRSEM_INLINE std::vector<std::shared_ptr<PermitState>> SemaphoreCore::held_permits() {

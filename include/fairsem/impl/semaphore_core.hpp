@@ -124,8 +124,9 @@ class SemaphoreCore : public std::enable_shared_from_this<SemaphoreCore> {
   /// gives for the latest deadline of the chunk's permits, and bounded by it (no command, retry
   /// or reconnect outlives every lease it would extend). A permit whose deadline has passed
   /// before its call is lost without one; a chunk that fails marks those whose lease ran out
-  /// meanwhile as lost.
-  void renew_round(const RenewalConnect& connect,
+  /// meanwhile as lost. Returns false when a permit still held was not renewed (a call failed,
+  /// or too few replicas acknowledged it): the watchdog then tries again before the interval.
+  bool renew_round(const RenewalConnect& connect,
                    const std::vector<std::shared_ptr<PermitState>>& permits);
   const std::shared_ptr<MetricCounters::Counter>& reconnect_counter() const noexcept {
     return metrics_.reconnects;
@@ -238,7 +239,8 @@ class SemaphoreCore : public std::enable_shared_from_this<SemaphoreCore> {
   void call_back(const std::function<void()>& call) const noexcept;
   void forget(PermitState& state);
   /// One renew call for `permits`; marks those found gone as lost. Throws what run() throws.
-  void renew_chunk(Connection& conn, const std::vector<PermitState*>& permits);
+  /// False when too few replicas acknowledged it: the deadlines of those held stay as they were.
+  bool renew_chunk(Connection& conn, const std::vector<PermitState*>& permits);
   /// Renewing `permits` failed with `error`: counted for each one still held, and reported to
   /// on_renew_failure for each whose lease has not run out yet.
   void renewal_failed(const std::vector<PermitState*>& permits, const std::string& error) noexcept;

@@ -25,6 +25,13 @@ auto earliest(const std::vector<Watched>& watched) {
       ->next;
 }
 
+/// How soon a semaphore whose renewal failed is renewed again: a quarter of its interval, so
+/// that two failures in a row (a failover that takes a while) leave several tries before a
+/// lease of three intervals runs out, instead of one at the very deadline.
+inline std::chrono::milliseconds retry_delay(std::chrono::milliseconds interval) {
+  return std::max(std::chrono::milliseconds(1), interval / 4);
+}
+
 }  // namespace watchdog_helpers
 
 FAIRSEM_INLINE Watchdog::Watchdog(ConnectionOptions options, std::shared_ptr<Discovery> discovery,
@@ -178,7 +185,10 @@ FAIRSEM_INLINE void Watchdog::run(const std::shared_ptr<Watchdog>& self,
     auto longest = std::chrono::milliseconds(0);  // of the intervals of what it renews
     for (const Watched& w : watched) longest = std::max(longest, w.interval);
     lock.unlock();
-    for (const auto& core : due) self->renew(*core, connection);
+    std::vector<const SemaphoreCore*> failed;
+    for (const auto& core : due) {
+      if (!self->renew(*core, connection)) failed.push_back(core.get());
+    }
     // Closed once it renewed nothing for the idle timeout (and for two of the longest
     // intervals, lest a slow renewal reconnect each round).
     if (connection.used < Clock::now() - std::max(self->idle_timeout_, 2 * longest)) {
@@ -188,12 +198,23 @@ FAIRSEM_INLINE void Watchdog::run(const std::shared_ptr<Watchdog>& self,
     // thread is parked.
     due.clear();
     lock.lock();
+    if (!failed.empty()) retry_soon(*lane, failed, Clock::now());
   }
 }
 
-FAIRSEM_INLINE void Watchdog::renew(SemaphoreCore& core, LaneConnection& w) {
+FAIRSEM_INLINE void Watchdog::retry_soon(Lane& lane,
+                                         const std::vector<const SemaphoreCore*>& failed,
+                                         Clock::time_point now) {
+  for (Watched& w : lane.watched) {
+    if (std::find(failed.begin(), failed.end(), w.key) != failed.end()) {
+      w.next = std::min(w.next, now + watchdog_helpers::retry_delay(w.interval));
+    }
+  }
+}
+
+FAIRSEM_INLINE bool Watchdog::renew(SemaphoreCore& core, LaneConnection& w) {
   const auto permits = core.held_permits();
-  if (permits.empty()) return;
+  if (permits.empty()) return true;
   const int slot = per_slot_ ? core.slot() : -1;
   const auto connect = [&](Clock::time_point deadline) -> Connection* {
     // The lane's node serves the slot as far as the map knows (take_due), so the connection
@@ -215,7 +236,7 @@ FAIRSEM_INLINE void Watchdog::renew(SemaphoreCore& core, LaneConnection& w) {
     w.conn->count_reconnects(core.reconnect_counter());
     return w.conn.get();
   };
-  core.renew_round(connect, permits);
+  return core.renew_round(connect, permits);
 }
 
 }  // namespace fairsem::detail

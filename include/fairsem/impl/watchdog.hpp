@@ -89,8 +89,13 @@ class Watchdog : public std::enable_shared_from_this<Watchdog> {
 
   static void run(const std::shared_ptr<Watchdog>& self, const std::shared_ptr<Lane>& lane);
   /// One round for `core`: its permits renewed on the lane's connection `w` (made under their
-  /// leases' deadline when there is none or it broke).
-  void renew(SemaphoreCore& core, LaneConnection& w);
+  /// leases' deadline when there is none or it broke). False when a permit still held was not
+  /// renewed.
+  bool renew(SemaphoreCore& core, LaneConnection& w);
+  /// The entries of `lane` for `failed` (their renewal failed at `now`) are due again after
+  /// watchdog_helpers::retry_delay, if that comes before their interval. Caller holds mu_.
+  static void retry_soon(Lane& lane, const std::vector<const SemaphoreCore*>& failed,
+                         Clock::time_point now);
 
   const ConnectionOptions options_;
   const std::shared_ptr<Discovery> discovery_;
