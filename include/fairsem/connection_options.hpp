@@ -112,6 +112,13 @@ struct ConnectionOptions {
   std::string sentinel_password;
   /// TLS on every connection (`rediss://`, `rediss-cluster://`, `rediss-sentinel://`).
   TlsOptions tls;
+  /// Empty (the default): fairsem's connections have no name. Otherwise every connection names
+  /// itself when it connects (CLIENT SETNAME), so that CLIENT LIST shows whose it is and what it
+  /// does: a Client's pool "<client_name>:pool", its renewal connections "<client_name>:renew",
+  /// its wake-up connections "<client_name>:wake"; any other (slot maps, sentinels' masters,
+  /// listings) "<client_name>". Characters '!' to '~' only, as Redis allows. An ACL user
+  /// needs `+client|setname` for it: without, connecting throws AuthError.
+  std::string client_name;
 
   /// Parses
   /// - `redis://[user[:password]@]host[:port][/db]`, `redis://[::1]:6379`;

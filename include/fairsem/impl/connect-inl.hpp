@@ -178,11 +178,26 @@ FAIRSEM_INLINE void Connection::handshake() {
       throw ConnectionError(message);
     }
   }
+  if (!options_.client_name.empty()) name_connection();
   if (discovery_ && discovery_->sentinel()) {
     check_master_role();
-  } else if (tls_ && !auth && options_.db == 0) {
-    probe_tls();
+  } else if (tls_ && !auth && options_.db == 0 && options_.client_name.empty()) {
+    probe_tls();  // (CLIENT SETNAME's reply did the same)
   }
+}
+
+FAIRSEM_INLINE void Connection::name_connection() {
+  send({"CLIENT", "SETNAME", options_.client_name});
+  const Reply reply = receive("CLIENT SETNAME");
+  if (!reply.is_error()) return;
+  ctx_.reset();
+  const std::string message = fmt::format("fairsem: CLIENT SETNAME {} on {} failed: {}",
+                                          options_.client_name, endpoint_, reply.str);
+  if (is_unauthenticated(reply.str)) throw AuthError(message + "; set the password");
+  if (starts_with(reply.str, "NOPERM")) {
+    throw AuthError(message + "; the ACL user needs +client|setname, or leave client_name empty");
+  }
+  throw ConnectionError(message);
 }
 
 FAIRSEM_INLINE void Connection::probe_tls() {

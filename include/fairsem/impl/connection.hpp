@@ -175,8 +175,11 @@ class Connection {
   void connect_once();
   /// Connects to host:port (or the Unix socket), then handshake().
   void connect_node(const std::string& host, int port);
-  /// AUTH, SELECT and, for Sentinel, check_master_role() on a new socket.
+  /// AUTH, SELECT, name_connection() and, for Sentinel, check_master_role() on a new socket.
   void handshake();
+  /// CLIENT SETNAME client_name (when set). Throws AuthError when the server refuses it for
+  /// want of a password or an ACL permission, ConnectionError for anything else.
+  void name_connection();
   /// Over TLS, when the handshake sent nothing: one PING, so that a server refusing a missing
   /// client certificate fails the connect rather than the first command.
   void probe_tls();

@@ -126,6 +126,15 @@ FAIRSEM_INLINE void ConnectionOptions::validate() const {
     fail(fmt::format("reconnect_backoff_max ({} ms) is below reconnect_backoff_min ({} ms)",
                      reconnect_backoff_max.count(), reconnect_backoff_min.count()));
   }
+  for (std::size_t i = 0; i < client_name.size(); ++i) {
+    const auto c = static_cast<unsigned char>(client_name[i]);
+    if (c < '!' || c > '~') {
+      fail(
+          fmt::format("client_name has character code {} at position {}: Redis allows only "
+                      "'!' to '~' in a connection's name (no spaces)",
+                      static_cast<int>(c), i));
+    }
+  }
 }
 
 namespace connection_options_helpers {

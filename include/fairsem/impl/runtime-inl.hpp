@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <iterator>
+#include <string_view>
 #include <utility>
 
 #include "fairsem/client.hpp"
@@ -17,12 +18,27 @@ namespace fairsem {
 
 namespace detail {
 
+namespace runtime_helpers {
+
+/// `options` for the connections of one role of the Client: named "<client_name>:<role>" when
+/// the user gave a client_name (see ConnectionOptions::client_name).
+inline ConnectionOptions for_role(ConnectionOptions options, std::string_view role) {
+  if (!options.client_name.empty()) {
+    options.client_name.append(":").append(role.data(), role.size());
+  }
+  return options;
+}
+
+}  // namespace runtime_helpers
+
 FAIRSEM_INLINE Runtime::Runtime(ConnectionOptions options, ClientOptions client_options)
     : options_((options.validate(), std::move(options))),
       discovery_(options_.routed() ? std::make_shared<Discovery>(options_) : nullptr),
-      pool_(options_, discovery_, (client_options.validate(), client_options.max_connections)),
+      pool_(runtime_helpers::for_role(options_, "pool"), discovery_,
+            (client_options.validate(), client_options.max_connections)),
       executor_(client_options.worker_threads),
-      watchdog_(std::make_shared<Watchdog>(options_, discovery_, client_options.idle_timeout)),
+      watchdog_(std::make_shared<Watchdog>(runtime_helpers::for_role(options_, "renew"), discovery_,
+                                           client_options.idle_timeout)),
       release_in_background_(client_options.release_in_background),
       metrics_observer_(std::move(client_options.metrics_observer)),
       idle_timeout_(client_options.idle_timeout),
@@ -113,8 +129,8 @@ FAIRSEM_INLINE std::shared_ptr<Waker> Runtime::waker(int slot, const std::string
   }
   std::shared_ptr<Waker>& waker = wakers_[slot];
   if (!waker) {
-    waker = std::make_shared<Waker>(options_, discovery_, slot, wake_prefix + "kick-" + random_id(),
-                                    client_id_, idle_timeout_);
+    waker = std::make_shared<Waker>(runtime_helpers::for_role(options_, "wake"), discovery_, slot,
+                                    wake_prefix + "kick-" + random_id(), client_id_, idle_timeout_);
   }
   return waker;
 }
