@@ -32,13 +32,13 @@ namespace fairsem::stress {
 
 // --- the driver -------------------------------------------------------------------------------
 
-inline const std::vector<std::string> kFaultKinds = {"kill",        "stop",       "restart",
-                                                     "client-kill", "waker-kill", "script-flush",
-                                                     "delay",       "cut",        "blackhole"};
+inline const std::vector<std::string> kFaultKinds = {
+    "kill",       "stop",         "restart", "client-kill", "waker-kill",
+    "renew-kill", "script-flush", "delay",   "cut",         "blackhole"};
 /// With --cluster: no proxy (the nodes announce their own addresses) and no restart of a lone
 /// server, but the semaphore's master hung, killed (its replica promoted) or failed over.
 inline const std::vector<std::string> kClusterFaultKinds = {
-    "kill",         "stop",        "client-kill", "waker-kill",
+    "kill",         "stop",        "client-kill", "waker-kill", "renew-kill",
     "script-flush", "master-hang", "master-kill", "failover"};
 
 // Sanitizers slow every step several times over, and with it a client's notice of its grant.
@@ -155,8 +155,9 @@ class Driver {
   /// One try: true when a worker with a holding thread was frozen.
   bool try_stop_worker();
   void restart_redis();
-  /// CLIENT KILL of every client blocked in BRPOP: the workers' wake-up connections.
-  void kill_wakers();
+  /// waker-kill: CLIENT KILL of every client blocked in BRPOP, the workers' wake-up
+  /// connections; renew-kill: of every connection named "...:renew", their renewal lanes'.
+  void kill_clients(const std::string& kind);
   void raw_command(const std::string& kind, std::initializer_list<std::string_view> argv,
                    milliseconds disturbed_for);
   void wait_until_loaded();
@@ -228,8 +229,8 @@ class Driver {
   };
   std::vector<PendingCont> pending_conts_;
   std::int64_t delay_ends_ns_ = 0;
-  std::size_t wakers_killed_ = 0;        // connections the waker-kill faults cut
-  std::int64_t longest_restart_ns_ = 0;  // SIGKILL of redis-server until it answers again
+  std::map<std::string, std::size_t> killed_;  // connections the waker- and renew-kills cut
+  std::int64_t longest_restart_ns_ = 0;        // SIGKILL of redis-server until it answers again
 };
 
 }  // namespace fairsem::stress

@@ -1,7 +1,7 @@
 // The stress harness's faults: what the driver does to the workers (SIGKILL, SIGSTOP), to
-// redis-server (restarts, CLIENT KILL of every client or of the wake-up connections, SCRIPT
-// FLUSH) and to the network between them (the fault proxy), each marking the time it may have
-// disturbed the clients' view of their grants.
+// redis-server (restarts, CLIENT KILL of every client, of the wake-up or of the renewal
+// connections, SCRIPT FLUSH) and to the network between them (the fault proxy), each marking the
+// time it may have disturbed the clients' view of their grants.
 
 #include <signal.h>
 #include <sys/wait.h>
@@ -165,34 +165,59 @@ void Driver::wait_until_loaded() {
 }
 
 /// The ids of the clients blocked in BRPOP now (the wake-up connections), from CLIENT LIST.
-std::vector<std::string> blocked_in_brpop(const std::string& clients) {
+namespace {
+
+/// The ids of the clients of a CLIENT LIST reply whose line `match`es.
+std::vector<std::string> client_ids(const std::string& clients,
+                                    bool (*match)(const std::string& line)) {
   std::vector<std::string> ids;
   std::istringstream in(clients);
   for (std::string line; std::getline(in, line);) {
-    if (line.find(" cmd=brpop") == std::string::npos || line.rfind("id=", 0) != 0) continue;
+    if (line.rfind("id=", 0) != 0 || !match(line)) continue;
     ids.push_back(line.substr(3, line.find(' ') - 3));
   }
   return ids;
 }
 
-void Driver::kill_wakers() {
-  // Aimed at the wake-up path: a waker whose BRPOP is cut may lose a wake-up it popped, and its
-  // waiters must poll for it at once.
+/// A waker: blocked in its BRPOP (whatever its name).
+bool blocked_in_brpop(const std::string& line) {
+  return line.find(" cmd=brpop") != std::string::npos;
+}
+
+/// A renewal lane's connection: the workers name their connections (client_name), and a
+/// Client names its renewal connections "<name>:renew".
+bool renews(const std::string& line) {
+  const std::size_t at = line.find(" name=");
+  if (at == std::string::npos) return false;
+  const std::string name = line.substr(at + 6, line.find(' ', at + 6) - (at + 6));
+  const std::string suffix = ":renew";
+  return name.size() > suffix.size() &&
+         name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+}  // namespace
+
+void Driver::kill_clients(const std::string& kind) {
+  // waker-kill is aimed at the wake-up path: a waker whose BRPOP is cut may lose a wake-up it
+  // popped, and its waiters must poll for it at once. renew-kill at the renewal path: a lane
+  // whose call is cut retries on a new connection, and a permit must not be lost for it.
+  const bool wakers = kind == "waker-kill";
   const std::int64_t give_up = now_ns() + ms_to_ns(10'000);
   for (;;) {
     try {
       if (!raw_) raw_.emplace(raw_connection());
-      const std::vector<std::string> ids = blocked_in_brpop(raw_->command({"CLIENT", "LIST"}).str);
+      const std::vector<std::string> ids =
+          client_ids(raw_->command({"CLIENT", "LIST"}).str, wakers ? blocked_in_brpop : renews);
       for (const std::string& id : ids) (void)raw_->command({"CLIENT", "KILL", "ID", id});
       // No disturbance window: the waiters poll at once and the waker listens again at once,
       // so no grant may be noticed late (a waker that paused first delivered promotions ~200 ms
-      // late, out of ticket order).
-      wakers_killed_ += ids.size();
-      ++injected_["waker-kill"];
+      // late, out of ticket order); a renewal does not delay a grant.
+      killed_[kind] += ids.size();
+      ++injected_[kind];
       return;
     } catch (const Error& e) {
       if (now_ns() > give_up) {
-        failures_.push_back(fmt::format("waker-kill could not be injected: {}", e.what()));
+        failures_.push_back(fmt::format("{} could not be injected: {}", kind, e.what()));
         return;
       }
       raw_.reset();
@@ -220,8 +245,8 @@ void Driver::inject_once(const std::string& kind) {
     restart_redis();
   } else if (kind == "client-kill") {
     raw_command(kind, {"CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes"}, milliseconds(500));
-  } else if (kind == "waker-kill") {
-    kill_wakers();
+  } else if (kind == "waker-kill" || kind == "renew-kill") {
+    kill_clients(kind);
   } else if (kind == "script-flush") {
     // Both places fairsem's code lives: the script cache and, from Redis 7, the function
     // library (a server without functions refuses the second: nothing to flush there).

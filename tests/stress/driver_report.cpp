@@ -310,7 +310,9 @@ void Driver::print_summary(const CheckInput& checked, const CheckResult& r, std:
   for (const auto& kind : fault_kinds()) {
     if (enabled(kind)) fmt::print(" {} {}", kind, injected_[kind]);
   }
-  if (enabled("waker-kill")) fmt::print(" (waker-kill: {} connections)", wakers_killed_);
+  for (const char* kind : {"waker-kill", "renew-kill"}) {
+    if (enabled(kind)) fmt::print(" ({}: {} connections)", kind, killed_[kind]);
+  }
   if (proxy_) {
     fmt::print(" (proxy: {} cuts, {} connections blackholed)", proxy_->cuts(),
                proxy_->blackholed());

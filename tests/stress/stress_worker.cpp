@@ -40,6 +40,8 @@ ConnectionOptions worker_connection(const std::string& url) {
   c.reconnect_attempts = 10;
   c.reconnect_backoff_min = milliseconds(10);
   c.reconnect_backoff_max = milliseconds(200);
+  // CLIENT LIST then tells the renewal connections from the others (the renew-kill fault).
+  c.client_name = "fairsem-stress-" + std::to_string(::getpid());
   return c;
 }
 
