@@ -79,7 +79,8 @@ TEST_F(ClientNameTest, ANameRedisWouldRefuseIsAnInvalidArgument) {
 
 TEST_F(ClientNameTest, AUserWithoutClientSetnameGetsAnAuthErrorAndNothingIsWritten) {
   const std::string user = "u" + std::to_string(::getpid()) + "-noname";
-  admin_.command({"ACL", "SETUSER", user, "reset", "on", ">pw", "~*", "+@all", "-client|setname"});
+  // All of CLIENT taken away: Redis 6.2 cannot take away one subcommand (-client|setname).
+  admin_.command({"ACL", "SETUSER", user, "reset", "on", ">pw", "~*", "+@all", "-client"});
   ConnectionOptions c = redis_options();
   c.user = user;
   c.password = "pw";
