@@ -4,6 +4,13 @@
 // release promotes the head of the queue (and wakes it, through its Client's inbox). The queue
 // keeps its length.
 //
+// And does Redis pay more per call as a semaphore's history grows? BM_PairAfterGrants: one
+// semaphore, limit 1, nobody waiting; an uncontended pair (acquire, release) timed after 0,
+// 1,000,000 and 10,000,000 earlier pairs on it (cumulative; pipelined in chunks of 1,000, as
+// fast as Redis takes them). Every release leaves a receipt that lives 60 s, so the keyspace
+// holds the last minute's receipts, as a busy semaphore's does; the last case waits until they
+// have expired, leaving the history alone.
+//
 // Per-call server time comes from SLOWLOG with a threshold of 0 µs: Redis records the execution
 // time of every call, so acquire and release are told apart (commandstats sums both under
 // FCALL, or EVALSHA). Memory per queued waiter is used_memory after queueing N waiters, minus
@@ -16,6 +23,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "bench_support.hpp"
@@ -197,6 +205,150 @@ void BM_QueueHotPath(benchmark::State& state) {
   state.counters["release_p50_us"] = percentile(release_rtt, 50);
   state.counters["bytes_per_waiter"] = filled.bytes_per_waiter;
 }
+struct History {
+  Queue q{"history"};
+  long long pairs = 0;  // run so far, before the measured ones
+  long long last_ticket = 0;
+};
+
+/// Runs uncontended pairs on `h`'s semaphore until it has had `n`, pipelined in chunks: limit 1
+/// and nobody else, so each acquire is granted at once with the next ticket, which the release
+/// in the same pipeline names. False (with `why`) when a reply was not that.
+bool run_history(detail::Connection& conn, History& h, long long n, std::string& why) {
+  constexpr long long kChunk = 1000;
+  const detail::Script& acquire = detail::scripts::semaphore_acquire;
+  const detail::Script& release = detail::scripts::semaphore_release;
+  conn.command({"SCRIPT", "LOAD", acquire.body});
+  conn.command({"SCRIPT", "LOAD", release.body});
+  const auto with_keys = [&](const detail::Script& script) {
+    std::vector<std::string> argv = {"EVALSHA", std::string(script.sha1),
+                                     std::to_string(h.q.keys.size())};
+    argv.insert(argv.end(), h.q.keys.begin(), h.q.keys.end());
+    return argv;
+  };
+  while (h.pairs < n) {
+    const long long batch = std::min(kChunk, n - h.pairs);
+    std::vector<std::vector<std::string>> owned;
+    for (long long i = 0; i < batch; ++i) {
+      const std::string id = h.q.new_id();
+      std::vector<std::string> a = with_keys(acquire);
+      for (const std::string& arg : h.q.acquire_args(id)) a.push_back(arg);
+      std::vector<std::string> r = with_keys(release);
+      for (const std::string& arg :
+           {std::string("release"), std::string(kLimit), std::string(kLease), id,
+            std::to_string(h.last_ticket + 1 + i), std::string("60000")}) {
+        r.push_back(arg);
+      }
+      owned.push_back(std::move(a));
+      owned.push_back(std::move(r));
+    }
+    std::vector<detail::Args> commands;
+    for (const auto& argv : owned) commands.emplace_back(argv.begin(), argv.end());
+    const std::vector<detail::Reply> replies = conn.pipeline(commands);
+    for (long long i = 0; i < batch; ++i) {
+      const auto& granted = replies[static_cast<std::size_t>(2 * i)];
+      const auto& released = replies[static_cast<std::size_t>(2 * i + 1)];
+      if (detail::decode_acquire(granted).ticket != h.last_ticket + 1 + i ||
+          detail::decode_release(released) != detail::ReleaseState::holder_released) {
+        why = fmt::format("pair {} of the history was not granted and released in order",
+                          h.pairs + i);
+        return false;
+      }
+    }
+    h.last_ticket += batch;
+    h.pairs += batch;
+  }
+  return true;
+}
+
+void BM_PairAfterGrants(benchmark::State& state) {
+  detail::Connection& admin = BenchRedis::instance().admin();
+  detail::Connection conn(BenchRedis::instance().options());
+  static History history;
+  if (history.pairs == 0) {
+    conn.eval(detail::scripts::semaphore_open, history.q.key_args, {"open", kLimit, kLease});
+  }
+  const auto fill_start = Clock::now();
+  const long long before = history.pairs;
+  std::string why;
+  if (!run_history(conn, history, state.range(0), why)) {
+    state.SkipWithError(why.c_str());
+    return;
+  }
+  const double fill_s = std::chrono::duration<double>(Clock::now() - fill_start).count();
+  const long long filled = history.pairs - before;
+  if (state.range(1) != 0) {
+    // The history's receipts expired (60 s after their release; Redis removes expired keys
+    // gradually): what is left is the history itself, in the counter.
+    const auto give_up = Clock::now() + std::chrono::minutes(5);
+    while (admin.command({"DBSIZE"}).integer > 10) {
+      if (Clock::now() > give_up) {
+        state.SkipWithError("the receipts did not expire within 5 minutes");
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+    }
+  }
+
+  admin.command({"CONFIG", "SET", "slowlog-log-slower-than", "0"});
+  admin.command({"CONFIG", "SET", "slowlog-max-len", "4096"});
+  admin.command({"SLOWLOG", "RESET"});
+  SlowlogTotals totals;
+  std::vector<double> acquire_rtt;
+  std::vector<double> release_rtt;
+  long long since_drain = 0;
+  for (auto _ : state) {
+    const std::string id = history.q.new_id();
+    const std::vector<std::string> args = history.q.acquire_args(id);
+    auto t0 = Clock::now();
+    const detail::Reply a = conn.eval(detail::scripts::semaphore_acquire, history.q.key_args,
+                                      detail::Args(args.begin(), args.end()));
+    auto t1 = Clock::now();
+    const std::string ticket = std::to_string(detail::decode_acquire(a).ticket);
+    const detail::Reply r = conn.eval(detail::scripts::semaphore_release, history.q.key_args,
+                                      {"release", kLimit, kLease, id, ticket, "60000"});
+    auto t2 = Clock::now();
+    if (detail::decode_release(r) != detail::ReleaseState::holder_released) {
+      state.SkipWithError("an uncontended pair's release did not find its permit");
+      break;
+    }
+    history.last_ticket = std::stoll(ticket);
+    acquire_rtt.push_back(micros(t1 - t0));
+    release_rtt.push_back(micros(t2 - t1));
+    if (++since_drain == 1000) {
+      state.PauseTiming();
+      drain_slowlog(admin, totals);
+      since_drain = 0;
+      state.ResumeTiming();
+    }
+  }
+  drain_slowlog(admin, totals);
+  admin.command({"CONFIG", "SET", "slowlog-log-slower-than", "10000"});
+  admin.command({"CONFIG", "SET", "slowlog-max-len", "128"});
+  history.pairs += static_cast<long long>(state.iterations());
+
+  state.counters["pairs_before"] = static_cast<double>(state.range(0));
+  state.counters["receipts_expired"] = static_cast<double>(state.range(1));
+  state.counters["history_pairs_per_s"] = filled > 0 ? static_cast<double>(filled) / fill_s : 0;
+  state.counters["acquire_redis_us"] =
+      totals.acquires > 0 ? totals.acquire_us / static_cast<double>(totals.acquires) : 0;
+  state.counters["release_redis_us"] =
+      totals.releases > 0 ? totals.release_us / static_cast<double>(totals.releases) : 0;
+  state.counters["acquire_p50_us"] = percentile(acquire_rtt, 50);
+  state.counters["release_p50_us"] = percentile(release_rtt, 50);
+  state.counters["keys"] = static_cast<double>(admin.command({"DBSIZE"}).integer);
+  state.counters["used_memory_mb"] = static_cast<double>(used_memory(admin)) / 1e6;
+}
+// {pairs before, 1: once their receipts have expired}
+BENCHMARK(BM_PairAfterGrants)
+    ->Args({0, 0})
+    ->Args({1'000'000, 0})
+    ->Args({10'000'000, 0})
+    ->Args({10'000'000, 1})
+    ->Iterations(20000)
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
+
 BENCHMARK(BM_QueueHotPath)
     ->Arg(10)
     ->Arg(1000)
