@@ -124,6 +124,48 @@ void drain_slowlog(detail::Connection& conn, SlowlogTotals& totals) {
   }
 }
 
+/// Server time per acquire and per release from SLOWLOG (at 0 µs while it lives), and their
+/// round trips as the client saw them; the counters of a benchmark of acquire-release rounds.
+class CallTimes {
+ public:
+  explicit CallTimes(detail::Connection& admin) : admin_(admin) {
+    admin_.command({"CONFIG", "SET", "slowlog-log-slower-than", "0"});
+    admin_.command({"CONFIG", "SET", "slowlog-max-len", "4096"});
+    admin_.command({"SLOWLOG", "RESET"});
+  }
+  /// One round's round trips, in µs; the slowlog is read every 1,000 (outside the timing).
+  void add(benchmark::State& state, double acquire_us, double release_us) {
+    acquire_rtt_.push_back(acquire_us);
+    release_rtt_.push_back(release_us);
+    if (++since_drain_ == 1000) {
+      state.PauseTiming();
+      drain_slowlog(admin_, totals_);
+      since_drain_ = 0;
+      state.ResumeTiming();
+    }
+  }
+  /// Reads the rest, puts the slowlog back as it was and sets the counters.
+  void finish(benchmark::State& state) {
+    drain_slowlog(admin_, totals_);
+    admin_.command({"CONFIG", "SET", "slowlog-log-slower-than", "10000"});
+    admin_.command({"CONFIG", "SET", "slowlog-max-len", "128"});
+    const auto mean = [](double sum, long long n) {
+      return n > 0 ? sum / static_cast<double>(n) : 0.0;
+    };
+    state.counters["acquire_redis_us"] = mean(totals_.acquire_us, totals_.acquires);
+    state.counters["release_redis_us"] = mean(totals_.release_us, totals_.releases);
+    state.counters["acquire_p50_us"] = percentile(acquire_rtt_, 50);
+    state.counters["release_p50_us"] = percentile(release_rtt_, 50);
+  }
+
+ private:
+  detail::Connection& admin_;
+  SlowlogTotals totals_;
+  std::vector<double> acquire_rtt_;
+  std::vector<double> release_rtt_;
+  long long since_drain_ = 0;
+};
+
 struct FilledQueue {
   explicit FilledQueue(long long n) : waiters(n), q(fmt::format("queue-{}", n)) {}
   long long waiters;
@@ -156,13 +198,7 @@ void BM_QueueHotPath(benchmark::State& state) {
   FilledQueue& filled = filled_queue(conn, waiters);
   Queue& q = filled.q;
 
-  admin.command({"CONFIG", "SET", "slowlog-log-slower-than", "0"});
-  admin.command({"CONFIG", "SET", "slowlog-max-len", "4096"});
-  admin.command({"SLOWLOG", "RESET"});
-  SlowlogTotals totals;
-  std::vector<double> acquire_rtt;
-  std::vector<double> release_rtt;
-  long long since_drain = 0;
+  CallTimes times(admin);
   for (auto _ : state) {
     const std::string id = q.new_id();
     const std::vector<std::string> args = q.acquire_args(id);
@@ -183,26 +219,10 @@ void BM_QueueHotPath(benchmark::State& state) {
       state.SkipWithError("the holder's release did not find it");
       break;
     }
-    acquire_rtt.push_back(micros(t1 - t0));
-    release_rtt.push_back(micros(t3 - t2));
-    if (++since_drain == 1000) {
-      state.PauseTiming();
-      drain_slowlog(admin, totals);
-      since_drain = 0;
-      state.ResumeTiming();
-    }
+    times.add(state, micros(t1 - t0), micros(t3 - t2));
   }
-  drain_slowlog(admin, totals);
-  admin.command({"CONFIG", "SET", "slowlog-log-slower-than", "10000"});
-  admin.command({"CONFIG", "SET", "slowlog-max-len", "128"});
-
+  times.finish(state);
   state.counters["waiters"] = static_cast<double>(waiters);
-  state.counters["acquire_redis_us"] =
-      totals.acquires > 0 ? totals.acquire_us / static_cast<double>(totals.acquires) : 0;
-  state.counters["release_redis_us"] =
-      totals.releases > 0 ? totals.release_us / static_cast<double>(totals.releases) : 0;
-  state.counters["acquire_p50_us"] = percentile(acquire_rtt, 50);
-  state.counters["release_p50_us"] = percentile(release_rtt, 50);
   state.counters["bytes_per_waiter"] = filled.bytes_per_waiter;
 }
 struct History {
@@ -290,13 +310,7 @@ void BM_PairAfterGrants(benchmark::State& state) {
     }
   }
 
-  admin.command({"CONFIG", "SET", "slowlog-log-slower-than", "0"});
-  admin.command({"CONFIG", "SET", "slowlog-max-len", "4096"});
-  admin.command({"SLOWLOG", "RESET"});
-  SlowlogTotals totals;
-  std::vector<double> acquire_rtt;
-  std::vector<double> release_rtt;
-  long long since_drain = 0;
+  CallTimes times(admin);
   for (auto _ : state) {
     const std::string id = history.q.new_id();
     const std::vector<std::string> args = history.q.acquire_args(id);
@@ -313,29 +327,14 @@ void BM_PairAfterGrants(benchmark::State& state) {
       break;
     }
     history.last_ticket = std::stoll(ticket);
-    acquire_rtt.push_back(micros(t1 - t0));
-    release_rtt.push_back(micros(t2 - t1));
-    if (++since_drain == 1000) {
-      state.PauseTiming();
-      drain_slowlog(admin, totals);
-      since_drain = 0;
-      state.ResumeTiming();
-    }
+    times.add(state, micros(t1 - t0), micros(t2 - t1));
   }
-  drain_slowlog(admin, totals);
-  admin.command({"CONFIG", "SET", "slowlog-log-slower-than", "10000"});
-  admin.command({"CONFIG", "SET", "slowlog-max-len", "128"});
+  times.finish(state);
   history.pairs += static_cast<long long>(state.iterations());
 
   state.counters["pairs_before"] = static_cast<double>(state.range(0));
   state.counters["receipts_expired"] = static_cast<double>(state.range(1));
   state.counters["history_pairs_per_s"] = filled > 0 ? static_cast<double>(filled) / fill_s : 0;
-  state.counters["acquire_redis_us"] =
-      totals.acquires > 0 ? totals.acquire_us / static_cast<double>(totals.acquires) : 0;
-  state.counters["release_redis_us"] =
-      totals.releases > 0 ? totals.release_us / static_cast<double>(totals.releases) : 0;
-  state.counters["acquire_p50_us"] = percentile(acquire_rtt, 50);
-  state.counters["release_p50_us"] = percentile(release_rtt, 50);
   state.counters["keys"] = static_cast<double>(admin.command({"DBSIZE"}).integer);
   state.counters["used_memory_mb"] = static_cast<double>(used_memory(admin)) / 1e6;
 }
