@@ -114,6 +114,10 @@ class Driver {
   }
   /// For raw_: the server, or the master that serves the semaphore now.
   ConnectionOptions raw_connection() const;
+  /// raw_, made when there is none; on a Cluster, checked (ROLE) to be a master still, and made
+  /// again if not. Throws what connecting throws, or ConnectionError when the slot map named a
+  /// node that is no master: the callers' loops try again.
+  detail::Connection& raw();
 
   // The Redis Cluster mode (driver_cluster.cpp).
   void start_cluster();

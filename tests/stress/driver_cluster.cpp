@@ -28,6 +28,30 @@ ConnectionOptions Driver::raw_connection() const {
   return for_admin(cluster_->node(semaphore_master()).options());
 }
 
+detail::Connection& Driver::raw() {
+  if (!cluster_) {
+    if (!raw_) raw_.emplace(raw_connection());
+    return *raw_;
+  }
+  // The semaphore's master can change under the driver: an automatic failover (a hang that
+  // outlasted the node timeout on a loaded machine), or a slot map read from a node that had not
+  // caught up. A fault sent to a replica would miss, or fail (FUNCTION FLUSH: READONLY, seen in
+  // CI's TLS pass): the connection must reach a master, or the caller tries again.
+  if (raw_) {
+    const detail::Reply role = raw_->command({"ROLE"});
+    if (role.elements.empty() || role.elements[0].str != "master") raw_.reset();
+  }
+  if (!raw_) {
+    raw_.emplace(raw_connection());
+    const detail::Reply role = raw_->command({"ROLE"});
+    if (role.elements.empty() || role.elements[0].str != "master") {
+      raw_.reset();
+      throw ConnectionError("fairsem_stress: the slot map named a node that is not a master");
+    }
+  }
+  return *raw_;
+}
+
 void Driver::hang_master() {
   const int port = semaphore_master();
   const pid_t pid = cluster_->node(port).pid();
