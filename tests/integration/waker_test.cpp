@@ -33,11 +33,11 @@ using test::wait_until;
 class WakerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    waker_ = std::make_shared<Waker>(server_.options(), nullptr, -1, wake_prefix_ + "kick-test",
-                                     "c0ffee", ClientOptions{}.idle_timeout);
+    waker_ = std::make_shared<Waker>(server_.options(), nullptr, "test", "c0ffee",
+                                     ClientOptions{}.idle_timeout);
     // Another request keeps the inbox in the waker's BRPOP, so what is pushed there is popped
     // at once, whoever listens for it.
-    keeper_ = waker_->subscribe(wake_prefix_, "keeper", conn_);
+    keeper_ = waker_->subscribe(-1, wake_prefix_, "keeper", conn_);
     ASSERT_TRUE(wait_until([&] {
       return admin_.command({"INFO", "clients"}).str.find("blocked_clients:1\r") !=
              std::string::npos;
@@ -80,23 +80,23 @@ class WakerTest : public ::testing::Test {
 
 TEST_F(WakerTest, AWakeUpPoppedBeforeTheRequestSubscribedIsHandedToIt) {
   push_and_wait_handled("early", "promoted 7");
-  const auto sub = waker_->subscribe(wake_prefix_, "early", conn_);
+  const auto sub = waker_->subscribe(-1, wake_prefix_, "early", conn_);
   expect_woken(sub->take(), wake_prefix_ + "early", "promoted 7");
   // Handed over once: the next request of that id does not get it again.
-  const auto again = waker_->subscribe(wake_prefix_, "early", conn_);
+  const auto again = waker_->subscribe(-1, wake_prefix_, "early", conn_);
   EXPECT_FALSE(again->take().woken.has_value());
 }
 
 TEST_F(WakerTest, AnAsynchronousRequestsHookRunsForAWakeUpThatCameBeforeIt) {
   push_and_wait_handled("early", "promoted 8");
   std::atomic<int> hooked{0};
-  const auto sub = waker_->subscribe(wake_prefix_, "early", conn_, [&] { ++hooked; });
+  const auto sub = waker_->subscribe(-1, wake_prefix_, "early", conn_, [&] { ++hooked; });
   EXPECT_EQ(hooked.load(), 1) << "the request's step was never posted";
   expect_woken(sub->take(), wake_prefix_ + "early", "promoted 8");
 }
 
 TEST_F(WakerTest, AWakeUpPoppedBetweenTheLastOneAndRearmIsHandedToIt) {
-  const auto sub = waker_->subscribe(wake_prefix_, "r", conn_);
+  const auto sub = waker_->subscribe(-1, wake_prefix_, "r", conn_);
   push_and_wait_handled("r", "promoted 1");
   expect_woken(sub->wait_for(30s), wake_prefix_ + "r", "promoted 1");
   // The wake-up ended its listening; before its poll's reply rearms it, another comes.
@@ -107,7 +107,7 @@ TEST_F(WakerTest, AWakeUpPoppedBetweenTheLastOneAndRearmIsHandedToIt) {
 
 // (The keeper, listening all along, gets only its own: push_and_wait_handled checks.)
 TEST_F(WakerTest, ARequestListeningGetsItsWakeUpAndNobodyElses) {
-  const auto sub = waker_->subscribe(wake_prefix_, "mine", conn_);
+  const auto sub = waker_->subscribe(-1, wake_prefix_, "mine", conn_);
   push_and_wait_handled("other", "promoted 3");
   push_and_wait_handled("mine", "promoted 4");
   expect_woken(sub->wait_for(30s), wake_prefix_ + "mine", "promoted 4");
@@ -115,10 +115,9 @@ TEST_F(WakerTest, ARequestListeningGetsItsWakeUpAndNobodyElses) {
 
 // A Cluster Client that waited on many slots must not keep a thread and a connection for each.
 TEST_F(WakerTest, AnIdleWakerClosesItsThreadAndConnectionAndOpensThemForTheNextRequest) {
-  const auto idle = std::make_shared<Waker>(server_.options(), nullptr, -1,
-                                            wake_prefix_ + "kick-idle", "1d1e", 300ms);
+  const auto idle = std::make_shared<Waker>(server_.options(), nullptr, "idle", "1d1e", 300ms);
   const long long before = connected_clients();
-  auto first = idle->subscribe(wake_prefix_, "first", conn_);
+  auto first = idle->subscribe(-1, wake_prefix_, "first", conn_);
   ASSERT_TRUE(wait_until([&] { return connected_clients() == before + 1; }));
   EXPECT_TRUE(idle->running());
   first.reset();
@@ -127,7 +126,7 @@ TEST_F(WakerTest, AnIdleWakerClosesItsThreadAndConnectionAndOpensThemForTheNextR
       << "the idle waker's connection stays open";
 
   // The next request gets its wake-up through a thread and connection opened again.
-  const auto next = idle->subscribe(wake_prefix_, "next", conn_);
+  const auto next = idle->subscribe(-1, wake_prefix_, "next", conn_);
   EXPECT_TRUE(idle->running());
   admin_.command({"LPUSH", idle->inbox(wake_prefix_), "next promoted 5"});
   expect_woken(next->wait_for(30s), wake_prefix_ + "next", "promoted 5");

@@ -234,7 +234,7 @@ FAIRSEM_INLINE AcquireReply SemaphoreCore::run_acquire(Connection& conn, const s
     // request that never queues has none.
     static const std::string no_inbox;
     const std::shared_ptr<Waker> waker =
-        mode == "queue" ? runtime_->waker(slot_, keys_[5]) : std::shared_ptr<Waker>();
+        mode == "queue" ? runtime_->waker(slot_) : std::shared_ptr<Waker>();
     const std::string& client = waker ? waker->client() : no_inbox;
     // Args are views: the strings they see live to the end of the call.
     const std::string ticket_arg = std::to_string(ticket);
@@ -273,7 +273,7 @@ FAIRSEM_INLINE void SemaphoreCore::check_units(long long units) const {
 FAIRSEM_INLINE std::unique_ptr<WakeSubscription> SemaphoreCore::subscribe(
     const std::string& id, Connection& conn, std::function<void()> hook) {
   // A waiter's wake-ups come through its Client's inbox of this semaphore (waker.hpp).
-  return runtime_->waker(slot_, keys_[5])->subscribe(keys_[5], id, conn, std::move(hook));
+  return runtime_->waker(slot_)->subscribe(slot_, keys_[5], id, conn, std::move(hook));
 }
 
 FAIRSEM_INLINE long long SemaphoreCore::wait_replicas(Connection& conn) {

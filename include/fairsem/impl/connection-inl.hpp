@@ -1,7 +1,8 @@
 #pragma once
 
 // Connection, the socket in use: one command written and its reply read (with the SIGPIPE
-// guard and a longer timeout for blocking commands), command_in_place(), and pipeline().
+// guard and a longer timeout for blocking commands), command_in_place(), the halves of one
+// (send_in_place(), read_available()) for a thread that polls, and pipeline().
 // Connecting is in connect-inl.hpp; command() and eval(), which follow redirections and reload
 // scripts, are in redirection-inl.hpp.
 
@@ -14,6 +15,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <optional>
 #include <string_view>
 #include <vector>
 
@@ -150,6 +152,46 @@ FAIRSEM_INLINE Reply Connection::command_in_place(const Args& argv,
   }
   last_reply_elsewhere_ = false;
   return roundtrip(argv, reply_timeout);
+}
+
+FAIRSEM_INLINE void Connection::send_in_place(const Args& argv) {
+  if (argv.empty()) throw InvalidArgument("fairsem: a command needs at least its name");
+  if (broken()) {
+    throw ConnectionError(
+        fmt::format("fairsem: {} to {} not sent: the connection was lost", argv[0], endpoint_));
+  }
+  last_reply_elsewhere_ = false;
+  send(argv);
+  SigpipeGuard guard;
+  int done = 0;
+  while (done == 0) {
+    errno = 0;
+    if (redisBufferWrite(ctx_.get(), &done) != REDIS_OK) {
+      const int saved_errno = errno;
+      broken_ = true;
+      throw_error(*ctx_, saved_errno, {false, argv[0], endpoint_, options_.command_timeout});
+    }
+  }
+}
+
+FAIRSEM_INLINE std::optional<Reply> Connection::read_available(std::string_view command_name) {
+  if (broken()) {
+    throw ConnectionError(
+        fmt::format("fairsem: the reply to {} from {} was lost with its "
+                    "connection",
+                    command_name, endpoint_));
+  }
+  void* raw = nullptr;
+  errno = 0;
+  if (redisBufferRead(ctx_.get()) != REDIS_OK ||
+      redisGetReplyFromReader(ctx_.get(), &raw) != REDIS_OK) {
+    const int saved_errno = errno;
+    broken_ = true;
+    throw_error(*ctx_, saved_errno, {false, command_name, endpoint_, options_.command_timeout});
+  }
+  if (raw == nullptr) return std::nullopt;
+  ReplyPtr reply(static_cast<redisReply*>(raw));
+  return convert(*reply);
 }
 
 FAIRSEM_INLINE std::vector<Reply> Connection::pipeline(const std::vector<Args>& commands) {

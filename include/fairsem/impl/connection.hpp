@@ -86,6 +86,15 @@ class Connection {
   /// WAIT, which only counts this socket's own writes.
   Reply command_in_place(const Args& argv, std::chrono::milliseconds reply_timeout);
 
+  /// Writes one command on the socket as it is (no reconnect, no redirection) and returns
+  /// without its reply, which read_available() reads: for a thread that waits on several
+  /// connections with poll(2). Throws ConnectionError when the connection is broken.
+  void send_in_place(const Args& argv);
+  /// After send_in_place(), once poll(2) says the socket is readable: reads what it has. The
+  /// reply once it is whole (an error reply returned, not thrown), nullopt while more is to
+  /// come. Throws ConnectionError (the connection broken) when the socket failed or closed.
+  std::optional<Reply> read_available(std::string_view command_name);
+
   /// True when the last command()'s reply came from another node through an ASK redirection
   /// (on a connection of its own, so what it wrote is not this socket's).
   bool last_reply_elsewhere() const noexcept { return last_reply_elsewhere_; }

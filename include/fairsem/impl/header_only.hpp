@@ -61,4 +61,5 @@
 #include "fairsem/impl/url_parser-inl.hpp"
 #include "fairsem/impl/wake_subscription-inl.hpp"
 #include "fairsem/impl/waker-inl.hpp"
+#include "fairsem/impl/waker_loop-inl.hpp"
 #include "fairsem/impl/watchdog-inl.hpp"

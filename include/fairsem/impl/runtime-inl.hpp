@@ -114,24 +114,39 @@ FAIRSEM_INLINE std::shared_ptr<Admission> Runtime::admission(const std::string& 
   return admission;
 }
 
-FAIRSEM_INLINE std::shared_ptr<Waker> Runtime::waker(int slot, const std::string& wake_prefix) {
+FAIRSEM_INLINE std::shared_ptr<Waker> Runtime::waker(int slot) {
   std::lock_guard<std::mutex> lock(wakers_mu_);
+  const auto given = slot_wakers_.find(slot);
+  if (given != slot_wakers_.end()) return given->second;
   // A Cluster Client whose semaphores use many slots over time keeps an entry only for those
-  // in use: one nobody holds and whose thread has ended is dropped (a new one for its slot
-  // uses the same inboxes).
-  if (wakers_.size() >= wakers_sweep_at_) {
+  // in use: a slot its waker no longer serves (its lane closed idle) is forgotten, and so is a
+  // waker no slot uses whose thread has ended. (A slot forgotten just as a waiter of it was
+  // given its waker, and given to another waker after a failover: both listen on its inbox
+  // for a while, and a wake-up the other pops reaches its waiter at its next poll.)
+  if (slot_wakers_.size() >= wakers_sweep_at_) {
+    for (auto it = slot_wakers_.begin(); it != slot_wakers_.end();) {
+      it = it->second->serves(it->first) ? std::next(it) : slot_wakers_.erase(it);
+    }
     for (auto it = wakers_.begin(); it != wakers_.end();) {
-      const bool unused =
-          it->first != slot && it->second.use_count() == 1 && !it->second->running();
+      const bool unused = it->second.use_count() == 1 && !it->second->running();
       it = unused ? wakers_.erase(it) : std::next(it);
     }
-    wakers_sweep_at_ = std::max<std::size_t>(64, 2 * wakers_.size());
+    wakers_sweep_at_ = std::max<std::size_t>(64, 2 * slot_wakers_.size());
   }
-  std::shared_ptr<Waker>& waker = wakers_[slot];
+  // The node the slot map names now; "" outside a Cluster (a single server, or the one master
+  // through Sentinel), or while the map does not know the slot.
+  std::string node;
+  if (discovery_ && !discovery_->sentinel() && slot >= 0) {
+    if (const std::optional<NodeAddress> target = discovery_->known_target(slot)) {
+      node = target->endpoint();
+    }
+  }
+  std::shared_ptr<Waker>& waker = wakers_[node];
   if (!waker) {
-    waker = std::make_shared<Waker>(runtime_helpers::for_role(options_, "wake"), discovery_, slot,
-                                    wake_prefix + "kick-" + random_id(), client_id_, idle_timeout_);
+    waker = std::make_shared<Waker>(runtime_helpers::for_role(options_, "wake"), discovery_,
+                                    random_id(), client_id_, idle_timeout_);
   }
+  slot_wakers_.emplace(slot, waker);
   return waker;
 }
 

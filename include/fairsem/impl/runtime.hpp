@@ -3,7 +3,7 @@
 // What a Client shares among its semaphores, each part a unit of its own: the options, the
 // Discovery of a Cluster or Sentinel deployment, the connection pool (connection_pool.hpp), the
 // worker threads (executor.hpp), the wake-up path of waiting acquires (waker.hpp, one per
-// slot), the watchdog that renews held permits (watchdog.hpp), the admission lines
+// node), the watchdog that renews held permits (watchdog.hpp), the admission lines
 // (admission.hpp) and the count of releases handed to the workers. Internal.
 
 #include <chrono>
@@ -85,12 +85,12 @@ class Runtime : public std::enable_shared_from_this<Runtime> {
   /// own threads, nor while this thread holds a pool connection: the wait could be for itself.
   void wait_for_releases() noexcept;
 
-  /// The wake-up path of cluster slot `slot` (-1 standalone): one per slot, made on first use,
-  /// with a kick list under `wake_prefix` (the wake-list prefix of the semaphore that asks
-  /// first, so that the user may write it). Its thread and connection close when idle
-  /// (ClientOptions::idle_timeout); the wakers of slots nobody waits on are forgotten as more
-  /// slots are used.
-  std::shared_ptr<Waker> waker(int slot, const std::string& wake_prefix);
+  /// The wake-up path of cluster slot `slot` (-1 outside a Cluster): the Waker of the node the
+  /// slot map names for it when first asked, one thread for all the node's slots (one Waker
+  /// in all outside a Cluster); the same Waker from then on while it serves the slot, so that
+  /// one slot has one BRPOP. A lane closes when idle (ClientOptions::idle_timeout), and the
+  /// thread with the last; slots and wakers nobody waits on are forgotten as more are used.
+  std::shared_ptr<Waker> waker(int slot);
 
   /// Watchdog::watch.
   void watch(const std::shared_ptr<SemaphoreCore>& core, std::chrono::milliseconds interval) {
@@ -125,8 +125,9 @@ class Runtime : public std::enable_shared_from_this<Runtime> {
   const std::chrono::milliseconds idle_timeout_;
   const std::string client_id_;  // every waker's: what names this Client's inboxes
   std::mutex wakers_mu_;
-  std::unordered_map<int, std::shared_ptr<Waker>> wakers_;
-  std::size_t wakers_sweep_at_ = 64;  // wakers idle and unused are dropped then
+  std::unordered_map<std::string, std::shared_ptr<Waker>> wakers_;  // by node (see waker())
+  std::unordered_map<int, std::shared_ptr<Waker>> slot_wakers_;     // by slot: the one given
+  std::size_t wakers_sweep_at_ = 64;  // slots and wakers idle and unused are dropped then
 };
 
 }  // namespace fairsem::detail

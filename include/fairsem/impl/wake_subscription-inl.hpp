@@ -16,9 +16,11 @@
 
 namespace fairsem::detail {
 
-FAIRSEM_INLINE WakeSubscription::WakeSubscription(std::shared_ptr<Waker> waker, std::string key,
-                                                  std::string inbox, std::function<void()> hook)
+FAIRSEM_INLINE WakeSubscription::WakeSubscription(std::shared_ptr<Waker> waker, int slot,
+                                                  std::string key, std::string inbox,
+                                                  std::function<void()> hook)
     : waker_(std::move(waker)),
+      slot_(slot),
       key_(std::move(key)),
       inbox_(std::move(inbox)),
       hook_(std::move(hook)) {}
