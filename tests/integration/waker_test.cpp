@@ -15,6 +15,7 @@
 #include "fairsem/client.hpp"
 #include "fairsem/impl/connection.hpp"
 #include "fairsem/impl/waker.hpp"
+#include "process_stats.hpp"
 #include "redis_server.hpp"
 #include "test_env.hpp"
 #include "wait.hpp"
@@ -111,6 +112,38 @@ TEST_F(WakerTest, ARequestListeningGetsItsWakeUpAndNobodyElses) {
   push_and_wait_handled("other", "promoted 3");
   push_and_wait_handled("mine", "promoted 4");
   expect_woken(sub->wait_for(30s), wake_prefix_ + "mine", "promoted 4");
+}
+
+// A Cluster node's slots share one thread: each slot waited on is a lane of its own (a BRPOP
+// takes the keys of one slot), and what goes wrong in one lane reaches only its waiters.
+TEST_F(WakerTest, OneThreadServesALanePerSlotAndARefusalStaysInItsLane) {
+  const std::string other = test::unique_prefix() + "{t}:wake:";
+  // The other lane's inbox is not a list: its BRPOP is refused (WRONGTYPE).
+  admin_.command({"SET", waker_->inbox(other), "not a list"});
+  const std::size_t threads = test::thread_count();
+  const long long connections = connected_clients();
+  const auto refused = waker_->subscribe(7, other, "r", conn_);
+  const WakeWait w = refused->wait_for(30s);
+  EXPECT_NE(w.error.find("WRONGTYPE"), std::string::npos) << "got: " << w.error;
+  EXPECT_EQ(waker_->lanes(), 2U);
+  EXPECT_EQ(test::thread_count(), threads) << "a slot got a thread of its own";
+  EXPECT_TRUE(wait_until([&] { return connected_clients() == connections + 1; }))
+      << "a slot's lane has no connection of its own";
+  // The keeper's lane heard nothing of it, and still hands its wake-ups over.
+  EXPECT_TRUE(keeper_->take().error.empty()) << "the refusal reached another lane's waiter";
+  push_and_wait_handled("x", "promoted 9");
+  if (HasFatalFailure()) return;
+
+  // Put right, the lane listens again (after its pause) and hands its waiter its wake-up. A
+  // refusal of a BRPOP sent before the fix may still come: the waiter polls and rearms.
+  admin_.command({"DEL", waker_->inbox(other)});
+  admin_.command({"LPUSH", waker_->inbox(other), "r promoted 6"});
+  WakeWait next;
+  for (int refusals = 0; refusals < 3 && !next.woken; ++refusals) {
+    refused->rearm(conn_);
+    next = refused->wait_for(30s);
+  }
+  expect_woken(next, other + "r", "promoted 6");
 }
 
 // A Cluster Client that waited on many slots must not keep a thread and a connection for each.
