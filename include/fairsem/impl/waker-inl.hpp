@@ -35,7 +35,7 @@ FAIRSEM_INLINE Waker::Waker(ConnectionOptions options, std::shared_ptr<Discovery
       client_(std::move(client)),
       inbox_suffix_(std::string(waker_helpers::kInboxMark) + client_),
       idle_timeout_(idle_timeout) {
-  if (::pipe2(poke_, O_CLOEXEC | O_NONBLOCK) != 0) {
+  if (::pipe2(poke_.data(), O_CLOEXEC | O_NONBLOCK) != 0) {
     throw std::system_error(errno, std::generic_category(), "fairsem: the waker's pipe");
   }
 }

@@ -9,6 +9,7 @@
 // waited on; one thread keeps every lane of its node, reading whichever answers (poll(2)).
 // Internal.
 
+#include <array>
 #include <chrono>
 #include <condition_variable>
 #include <functional>
@@ -146,7 +147,7 @@ class Waker : public std::enable_shared_from_this<Waker> {
   };
   /// One slot's BRPOP: its keys, its connection, where it stands.
   struct Lane {
-    Lane(int slot_, std::string kick) : slot(slot_), kick_key(std::move(kick)) {}
+    Lane(int lane_slot, std::string kick) : slot(lane_slot), kick_key(std::move(kick)) {}
     const int slot;
     const std::string kick_key;  // first of its keys: a push there ends a BRPOP under way
     // Guarded by mu_.
@@ -207,7 +208,7 @@ class Waker : public std::enable_shared_from_this<Waker> {
             std::vector<std::unique_ptr<Connection>>& closing);
   /// With mu_ held: the kick list, then every inbox of `lane` listened through or idle for less
   /// than kInboxLinger (the others are forgotten).
-  void collect_keys(Lane& lane);
+  static void collect_keys(Lane& lane);
   /// Connects `lane` (if need be) and sends its BRPOP.
   void send(Lane& lane);
   /// Reads what `lane`'s socket has; handles the reply once it is whole.
@@ -239,8 +240,8 @@ class Waker : public std::enable_shared_from_this<Waker> {
   // call's reply and its subscribe(), or between a delivered wake-up and rearm().
   std::unordered_map<std::string, Unclaimed> unclaimed_;
   bool stop_ = false;
-  bool retired_ = false;    // the thread ended, idle (thread_ is still to be joined)
-  int poke_[2] = {-1, -1};  // a pipe: a byte written ends the thread's poll(2)
+  bool retired_ = false;             // the thread ended, idle (thread_ is still to be joined)
+  std::array<int, 2> poke_{-1, -1};  // a pipe: a byte written ends the thread's poll(2)
   std::vector<std::function<void()>> due_hooks_;  // to call after this round (thread only)
   std::thread thread_;
 };

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <climits>
 #include <string>
@@ -163,8 +164,8 @@ FAIRSEM_INLINE void Waker::wait(const std::vector<Lane*>& under_way,
   // An error (EINTR, or ENOMEM) is a round with nothing read: the lanes are looked at again.
   if (::poll(fds.data(), fds.size(), timeout_ms) > 0) {
     if (fds[0].revents != 0) {
-      char drained[64];
-      while (::read(poke_[0], drained, sizeof drained) > 0) {
+      std::array<char, 64> drained{};
+      while (::read(poke_[0], drained.data(), drained.size()) > 0) {
       }
     }
     for (std::size_t i = 0; i < under_way.size(); ++i) {
