@@ -182,10 +182,18 @@ FAIRSEM_INLINE std::optional<Reply> Connection::read_available(std::string_view 
                     command_name, endpoint_));
   }
   void* raw = nullptr;
-  errno = 0;
-  if (redisBufferRead(ctx_.get()) != REDIS_OK ||
-      redisGetReplyFromReader(ctx_.get(), &raw) != REDIS_OK) {
-    const int saved_errno = errno;
+  int rc = REDIS_OK;
+  int saved_errno = 0;
+  {
+    // A read can write: over TLS, OpenSSL answers a connection cut mid-record with a fatal
+    // alert, which raises SIGPIPE on a socket the peer has closed (a stress worker died so).
+    SigpipeGuard guard;
+    errno = 0;
+    rc = redisBufferRead(ctx_.get());
+    if (rc == REDIS_OK) rc = redisGetReplyFromReader(ctx_.get(), &raw);
+    saved_errno = errno;
+  }
+  if (rc != REDIS_OK) {
     broken_ = true;
     throw_error(*ctx_, saved_errno, {false, command_name, endpoint_, options_.command_timeout});
   }
