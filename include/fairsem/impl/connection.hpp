@@ -116,8 +116,8 @@ class Connection {
 
   /// True once an I/O error or timeout has made the socket unusable.
   bool broken() const noexcept { return !ctx_ || broken_; }
-  /// The socket's descriptor (-1 without one), so that another thread can shut it down to end
-  /// a blocking command at once; nothing else may be done with it.
+  /// The socket's descriptor (-1 without one), to wait on with poll(2) after send_in_place();
+  /// nothing else may be done with it.
   int socket_fd() const noexcept;
 
   /// Drops the socket and connects again: up to options().reconnect_attempts attempts with
