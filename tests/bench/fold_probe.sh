@@ -55,10 +55,12 @@ with open(f"{work}/library.resp", "w") as lib, open(f"{work}/folded.resp", "w") 
      open(f"{work}/plain.resp", "w") as peer, open(f"{work}/functions.resp", "w") as fcall:
     for i in range(int(pairs)):
         pid = f"id{i:08d}"
-        lib.write(resp("EVALSHA", acquire, 9, *keys, "acquire", 2, 10000, pid, "try", "host 1"))
+        # As the library sends a first call: a random id, FRESH 1.
+        lib.write(resp("EVALSHA", acquire, 9, *keys, "acquire", 2, 10000, pid, "try", "host 1",
+                       0, 1, "", 0, 0, 1))
         lib.write(resp("EVALSHA", release, 9, *keys, "release", 2, 10000, pid, 0, 10000))
         fcall.write(resp("FCALL", f"{library}_semaphore_acquire", 9, *keys, "acquire", 2, 10000, pid,
-                         "try", "host 1"))
+                         "try", "host 1", 0, 1, "", 0, 0, 1))
         fcall.write(resp("FCALL", f"{library}_semaphore_release", 9, *keys, "release", 2, 10000, pid, 0,
                          10000))
         fold.write(resp("EVALSHA", folded_acquire, 9, *keys, "acquire", 2, 10000, pid, "try",

@@ -161,5 +161,48 @@ TEST_F(SemaphoreTest, ForeignKeyOfAnotherTypeIsLeftAlone) {
   EXPECT_EQ(before, snapshot());
 }
 
+// The hot path reads some keys only when it needs them (an acquire of a semaphore nobody holds
+// does not count the holders): a key of another type that turns up after the semaphore was
+// opened is refused by the first access that needs it, naming it, with nothing written; an
+// acquire and a release that do not need `free` leave it alone.
+TEST_F(SemaphoreTest, AForeignKeyThatTurnsUpLaterIsRefusedOnTheHotPathWithNothingWritten) {
+  for (const std::string suffix : {"owner", "time", "meta", "info", "counter", "slots"}) {
+    const std::string name = "later-" + suffix;
+    FairSemaphore sem(redis_options(), name, options(2));
+    const std::string foreign = key(name, suffix);
+    if (suffix == "counter") {
+      admin_.command({"HSET", foreign, "field", "value"});
+    } else {
+      admin_.command({"SET", foreign, "not fairsem's"});
+    }
+    const auto before = snapshot();
+    try {
+      (void)sem.try_acquire();
+      ADD_FAILURE() << "a foreign " << suffix << " key was accepted";
+    } catch (const ReplyError& e) {
+      EXPECT_NE(std::string::npos, std::string(e.what()).find("'" + foreign + "'")) << e.what();
+    }
+    EXPECT_EQ(before, snapshot()) << suffix;
+  }
+  // slots turning up while a permit is held: its release is refused before writing.
+  FairSemaphore held_sem(redis_options(), "later-release", options(2));
+  std::optional<Permit> permit = held_sem.try_acquire();
+  ASSERT_TRUE(permit);
+  const std::string slots = key("later-release", "slots");
+  admin_.command({"DEL", slots});
+  admin_.command({"SET", slots, "not fairsem's"});
+  const auto before = snapshot();
+  EXPECT_THROW((void)permit->release(), ReplyError);
+  EXPECT_EQ(before, snapshot());
+
+  FairSemaphore idle(redis_options(), "later-free", options(2));
+  const std::string free = key("later-free", "free");
+  admin_.command({"SET", free, "not fairsem's"});
+  std::optional<Permit> granted = idle.try_acquire();
+  ASSERT_TRUE(granted);
+  EXPECT_EQ(granted->release(), ReleaseResult::released);
+  EXPECT_EQ(admin_.command({"GET", free}).str, "not fairsem's");
+}
+
 }  // namespace
 }  // namespace fairsem

@@ -380,6 +380,39 @@ TEST_F(AcquireFsmTest, ARefusalIsReportedAgainInTheWaitAfterAPoll) {
   EXPECT_EQ(feed(Event::refused("NOPERM", false, now)).kind, Kind::report);
 }
 
+// FRESH lets the script skip the lookups only an id used before needs (acquire.lua): only the
+// first call of a random id may say so. The call sent again after one that reached the server
+// may find the entry that one made.
+TEST_F(AcquireFsmTest, OnlyTheFirstCallOfARandomIdIsFresh) {
+  make(queue_params());
+  ASSERT_EQ(start().kind, Kind::wait_turn);
+  const AcquireAction first = admitted();
+  ASSERT_EQ(first.kind, Kind::send_queue);
+  EXPECT_TRUE(first.fresh);
+  const AcquireAction backoff = failed_passing();
+  ASSERT_EQ(backoff.kind, Kind::backoff);
+  now = *backoff.until;
+  const AcquireAction again = tick();
+  ASSERT_EQ(again.kind, Kind::send_queue);
+  EXPECT_FALSE(again.fresh);
+
+  AcquireParams tries = queue_params();
+  tries.wait = false;
+  make(tries);
+  start();
+  const AcquireAction one_try = admitted();
+  ASSERT_EQ(one_try.kind, Kind::send_try);
+  EXPECT_TRUE(one_try.fresh);
+
+  AcquireParams chosen = queue_params();
+  chosen.chosen_id = true;
+  make(chosen);
+  start();
+  const AcquireAction with_chosen_id = admitted();
+  ASSERT_EQ(with_chosen_id.kind, Kind::send_queue);
+  EXPECT_FALSE(with_chosen_id.fresh);
+}
+
 TEST_F(AcquireFsmTest, AFirstCallThatFailsWithARandomIdLeavesWhateverEntryItMadeIt) {
   make(queue_params());
   start();

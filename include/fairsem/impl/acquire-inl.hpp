@@ -135,7 +135,7 @@ FAIRSEM_INLINE AcquireEvent AcquireIo::call(const AcquireAction& action) {
     const auto sent = Clock::now();
     AcquireReply reply = core_.run_acquire(
         **conn_, id_, action.kind == AcquireAction::Kind::send_try ? "try" : "queue", units_,
-        action.ticket);
+        action.ticket, action.fresh);
     turn_.reset();  // the ticket is drawn: the next request may draw its own
     return AcquireEvent::replied(std::move(reply), sent, Clock::now());
   } catch (const QueueFullError&) {
@@ -227,9 +227,9 @@ SemaphoreCore::acquire_params(long long units, bool wait, std::optional<Clock::t
 
 FAIRSEM_INLINE AcquireReply SemaphoreCore::run_acquire(Connection& conn, const std::string& id,
                                                        std::string_view mode, long long units,
-                                                       long long ticket) {
+                                                       long long ticket, bool fresh) {
   Reply reply;
-  if (mode == "queue" || options_.idle_expiry.count() > 0) {
+  if (mode == "queue" || options_.idle_expiry.count() > 0 || fresh) {
     // A waiter's wake-ups come through its Client's inbox of this semaphore (waker.hpp); a
     // request that never queues has none.
     static const std::string no_inbox;
@@ -241,9 +241,12 @@ FAIRSEM_INLINE AcquireReply SemaphoreCore::run_acquire(Connection& conn, const s
     const std::string units_arg = std::to_string(units);
     const std::string max_waiters = std::to_string(options_.max_waiters);
     Args args{id, mode, owner_info_, ticket_arg, units_arg, client};
-    if (options_.max_waiters > 0 || options_.idle_expiry.count() > 0) args.push_back(max_waiters);
-    if (options_.idle_expiry.count() > 0) args.push_back(expiry_arg_);
-    reply = run(conn, "acquire", args, units);
+    if (options_.max_waiters > 0 || options_.idle_expiry.count() > 0 || fresh) {
+      args.push_back(max_waiters);
+    }
+    if (options_.idle_expiry.count() > 0 || fresh) args.push_back(expiry_arg_);
+    if (fresh) args.push_back("1");
+    reply = run(conn, "acquire", args, units, fresh);
   } else if (units != 1) {
     reply = run(conn, "acquire",
                 {id, mode, owner_info_, std::to_string(ticket), std::to_string(units)}, units);

@@ -69,8 +69,12 @@ FAIRSEM_INLINE AcquireAction AcquireFsm::on_admitted(Clock::time_point now) {
   // The turn came after the deadline (it was not checked in time): as if it passed in line.
   if (!tries_ && past_deadline(now)) return finish(AcquireOutcome::timed_out);
   stage_ = Stage::calling;
-  return AcquireAction::of(tries_ ? AcquireAction::Kind::send_try
-                                  : AcquireAction::Kind::send_queue);
+  AcquireAction a =
+      AcquireAction::of(tries_ ? AcquireAction::Kind::send_try : AcquireAction::Kind::send_queue);
+  // A random id drawn for this request has never been sent; a call sent again (retry_step())
+  // may follow one that reached the server, and a caller-chosen id may have an entry already.
+  a.fresh = !params_.chosen_id;
+  return a;
 }
 
 FAIRSEM_INLINE AcquireAction AcquireFsm::on_replied(const AcquireEvent& event) {

@@ -157,8 +157,10 @@ struct AcquireAction {
   };
 
   Kind kind = Kind::none;
-  std::optional<Clock::time_point> until;           // wait_turn, wait, backoff, leave_later
-  long long ticket = 0;                             // poll, leave, leave_later
+  std::optional<Clock::time_point> until;  // wait_turn, wait, backoff, leave_later
+  long long ticket = 0;                    // poll, leave, leave_later
+  // send_try, send_queue: the id's first call (a random id, never sent before).
+  bool fresh = false;
   AcquireReply reply;                               // grant
   Clock::time_point sent;                           // grant
   std::string error;                                // report

@@ -123,7 +123,7 @@ FAIRSEM_INLINE std::unique_ptr<Connection> SemaphoreCore::take_connection() {
 }
 
 FAIRSEM_INLINE Reply SemaphoreCore::run(Connection& conn, std::string_view op, const Args& extra,
-                                        long long units) {
+                                        long long units, bool fresh) {
   Args args;
   args.reserve(3 + extra.size());
   args.push_back(op);
@@ -143,6 +143,8 @@ FAIRSEM_INLINE Reply SemaphoreCore::run(Connection& conn, std::string_view op, c
       // per permit id, so running it again cannot grant or free a second permit. Not once the
       // connection's deadline (a renewal's leases) has passed: too late to be of use.
       if (attempt >= semaphore_core_helpers::kScriptAttempts || conn.deadline_passed()) throw;
+      // The lost run may have queued or granted the id: it is no longer fresh.
+      if (fresh) args.back() = "0";
       log(LogLevel::warning,
           fmt::format("fairsem: {}: {} interrupted ({}); running it again", where(), op, e.what()));
     } catch (const ReplyError& e) {

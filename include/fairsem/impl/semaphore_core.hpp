@@ -162,10 +162,12 @@ class SemaphoreCore : public std::enable_shared_from_this<SemaphoreCore> {
   /// Units below 1 or above the limit: InvalidArgument.
   void check_units(long long units) const;
   /// The acquire call in `mode` ("try" or "queue"); `ticket`: the ticket a polling waiter
-  /// already has (0 on its first call). Throws InvalidArgument when `id` is granted already
-  /// with another number of units (a caller-chosen permit_id).
+  /// already has (0 on its first call); `fresh`: `id` was drawn at random for this request and
+  /// never sent (the script then skips what only an id used before needs). Throws
+  /// InvalidArgument when `id` is granted already with another number of units (a
+  /// caller-chosen permit_id).
   AcquireReply run_acquire(Connection& conn, const std::string& id, std::string_view mode,
-                           long long units, long long ticket = 0);
+                           long long units, long long ticket = 0, bool fresh = false);
   /// Listens, through the Client's waker, for the wake-ups of the request `id` that `conn`
   /// queued; `hook` as for Waker::subscribe.
   std::unique_ptr<WakeSubscription> subscribe(const std::string& id, Connection& conn,
@@ -218,8 +220,10 @@ class SemaphoreCore : public std::enable_shared_from_this<SemaphoreCore> {
   }
 
   /// Runs one operation of the semaphore script, again after a lost reply (up to
-  /// kScriptAttempts in all). Refusals become LimitMismatchError / ReplyError.
-  Reply run(Connection& conn, std::string_view op, const Args& extra, long long units = 1);
+  /// kScriptAttempts in all). Refusals become LimitMismatchError / ReplyError. `fresh`: the last
+  /// of `extra` is acquire's FRESH flag, "1", sent as "0" when the call is sent again.
+  Reply run(Connection& conn, std::string_view op, const Args& extra, long long units = 1,
+            bool fresh = false);
   /// This request's turn to send its first call (admission.hpp): once the requests made before
   /// it have had theirs answered; nullopt when `deadline` passes first. At once on fairsem's own
   /// threads and while this thread holds a pool connection, where the wait could be for itself.

@@ -3,11 +3,12 @@
 -- renews the entry and reports where it stands (or that it was granted, evicted or removed as
 -- too large for the limit).
 --   ARGV: acquire LIMIT LEASE_MS ID MODE OWNER_INFO
---               [TICKET [UNITS [CLIENT [MAX_WAITERS [IDLE_EXPIRY]]]]]
+--               [TICKET [UNITS [CLIENT [MAX_WAITERS [IDLE_EXPIRY [FRESH]]]]]]
 --   CLIENT: the Client whose inbox is to wake this waiter (see Wake-ups in common.lua; empty:
 --   none). MAX_WAITERS: a request that would queue behind this many waiters or more is refused
 --   with {-5, waiting}, writing nothing; one already queued (polling) never is. 0 or none: no
---   bound. IDLE_EXPIRY: see "Idle expiry" in common.lua.
+--   bound. IDLE_EXPIRY: see "Idle expiry" in common.lua. FRESH 1: the id was drawn at random for
+--   this call and never sent before (see below).
 --   Reply {state, ticket, deadline, position, now, slot...} (see common.lua).
 
 local refused = prepare('acquire', ARGV[11])
@@ -30,9 +31,21 @@ local polling = tonumber(ARGV[7] or '0') ~= 0
 local units = tonumber(ARGV[8] or '1')
 local client = ARGV[9]
 if client == '' then client = nil end
-local ticket, bad = guarded(1, 'ZSCORE', id)
+-- FRESH: the client's first call with an id it has just drawn at random, so the id has no
+-- entry, no wake list and no marker here (a call sent again after a lost reply says 0).
+local fresh = ARGV[12] == '1' and not polling
+local count, bad = guarded(1, 'ZCARD')
 if bad then return bad end
-local count
+if count > 0 then
+  -- Someone holds or waits: how many hold and how many slots are free matter now.
+  local forgot
+  forgot, bad = count_slots()
+  if bad then return bad end
+  if forgot then count = 0 end
+end
+-- Nobody is a member of an empty owner, and a fresh id is none either.
+local ticket = nil
+if count > 0 and not fresh then ticket = call('ZSCORE', OWNER, id) end
 if ticket then
   -- Already a member (a retry after a lost reply, a waiter polling, or a caller-chosen id
   -- acquired again): renew it and report where it stands.
@@ -68,7 +81,6 @@ elseif polling then
 end
 if units > limit then return {-4, limit} end
 if not ticket then
-  count = call('ZCARD', OWNER)
   -- Someone would wait: first make sure no expired member (or lost key) is in the way.
   if used() + units > limit or count > held then
     count, bad = reap(now, true, held)
@@ -87,8 +99,27 @@ end
 -- Writes, each first one to its key guarded, the earlier ones undone on a refusal. A refused
 -- request above wrote nothing, not even the expiry's push.
 keep_alive(now)
+-- A grant when nobody held (prepare() knew it without reading slots): slots' first access is
+-- the first write, guarded, and undone (with the slot taken) should a later one be refused.
+local slots
+local early = granted and not slots_counted
+if early then
+  slots = take_slots(units)
+  bad = select(2, guarded(8, 'HSET', id, slots))
+  if bad then
+    call('HSET', META, 'slots', '0')
+    return bad
+  end
+end
+local function refuse(refusal)
+  if early then
+    call('HDEL', SLOTS, id)
+    call('HSET', META, 'slots', '0')
+  end
+  return refusal
+end
 bad = select(2, guarded(2, 'ZADD', int(deadline), id))
-if bad then return bad end
+if bad then return refuse(bad) end
 local fields = {id, owner_info}
 if not granted then
   if units ~= 1 then
@@ -105,16 +136,16 @@ end
 bad = select(2, guarded(5, 'HSET', unpack(fields)))
 if bad then
   call('ZREM', TIME, id)
-  return bad
+  return refuse(bad)
 end
 local counted = pcall_redis('INCR', COUNTER)
 if type(counted) == 'table' then
   call('ZREM', TIME, id)
   call('HDEL', INFO, id, UNITS .. id, INBOX .. id, QUEUED .. id)
   if string.find(counted.err, 'WRONGTYPE', 1, true) then
-    return {-2, COUNTER, call('TYPE', COUNTER)['ok'], 'string'}
+    return refuse({-2, COUNTER, call('TYPE', COUNTER)['ok'], 'string'})
   end
-  return {-3, COUNTER}
+  return refuse({-3, COUNTER})
 end
 ticket = counted
 -- Tickets must only grow. If the counter was lost (evicted, deleted) or set back, continue
@@ -136,15 +167,14 @@ if counter_set then born(3) end
 -- A new entry starts with an empty wake list: a caller-chosen id may find an old eviction
 -- marker there; a waiter queueing again after its entry expired, the wake-up of that entry
 -- (which must not grant this one); a first acquire retried after a lost reply, the marker
--- of an eviction of the entry the lost run made.
-call('DEL', WAKE .. id)
+-- of an eviction of the entry the lost run made. A fresh id has none of these.
+if not fresh then call('DEL', WAKE .. id) end
 -- Tickets only grow, so the new member is last, behind the count - held waiters.
-local slots
-if granted then
+if granted and slots_counted then
   slots = take_slots(units)
   call('HSET', SLOTS, id, slots)
-  if held == 0 then born(8) end
 end
+if granted and held == 0 then born(8) end
 -- The first entry of a semaphore nobody held or waited on: owner, time and info are new keys.
 if count == 0 then
   born(1)

@@ -110,10 +110,13 @@
 -- Cost: each redis.call costs 0.2 to 1.2 microseconds (a write more than a read), so the hot
 -- operations (acquire, release) make as few calls as they can. Run as a script (EVALSHA),
 -- every function the shared parts define is built again on every run (about 0.1 microsecond
--- each); the function library (FCALL, see the state block below) builds them once. Key types: open, status, evict and resize check all seven keys with TYPE; the
--- other operations read slots and free first (guarded) and make their first access to each
--- other key through guarded(), a read or a first write whose WRONGTYPE error becomes a refusal
--- (undoing the writes before it), so a foreign key is never written to.
+-- each); the function library (FCALL, see the state block below) builds them once. 
+-- Key types: open, status, evict and resize check all seven keys with TYPE; the other
+-- operations make their first access to each key they need through guarded(), a read or a
+-- first write whose WRONGTYPE error becomes a refusal (undoing the writes before it), so a
+-- foreign key is never written to. (slots and free are read by count_slots(), queue.lua, where
+-- the hot path needs their sizes: an acquire of a semaphore nobody holds, and the release of
+-- its last holder, do not.)
 --
 -- Replies are arrays. A negative first element is a refusal and nothing was written (but for
 -- maintenance a refused call may have done first: storing the limit on first use, setting up
@@ -175,6 +178,8 @@ local free_count = nil
 local top = 0
 -- Holders (members of owner with slots) at the start of the operation, and as it changes them.
 local held = nil
+-- Whether held and free_count were read from slots and free by this run (count_slots()).
+local slots_counted = false
 -- Waiters promoted by this run (resize reports them).
 local promoted_count = 0
 -- meta's idle expiry in ms (0: none) and `expires`, when the keys expire (nil: not known).

@@ -166,6 +166,30 @@ local function reap(now, check, held)
 end
 
 
+-- Reads how many hold and how many slots are free, once per run (checking that slots and free
+-- are this semaphore's keys), unless prepare() found them known already. settle() puts meta's
+-- `slots` back to 0 whenever the last holder leaves, so nobody holding with slots handed out
+-- means the slots hash was deleted behind the semaphore's back. Who has which slot is then
+-- unknown: every entry is dropped (holders learn at their next renewal that their permits are
+-- lost; waiters queue again) rather than a slot handed out twice (not when `repairing`: the
+-- caller sets the bookkeeping up anew). Returns true when it dropped them, and a refusal if a
+-- key belongs to something else.
+local function count_slots(repairing)
+  if slots_counted then return false, nil end
+  local bad
+  held, bad = guarded(8, 'HLEN')
+  if bad then return false, bad end
+  free_count, bad = guarded(9, 'ZCARD')
+  if bad then return false, bad end
+  slots_counted = true
+  if not repairing and limit > 0 and held == 0 and top ~= 0 then
+    bad = forget_everyone()
+    if bad then return false, bad end
+    return true, nil
+  end
+  return false, nil
+end
+
 -- The checks every operation starts with, for operation `op`: refusals come first, before
 -- anything is written; then the limit is stored on first use (open and acquire) or followed
 -- after a resize, and so is an idle expiry (`wanted`, open's and acquire's IDLE_EXPIRY; see
@@ -214,32 +238,26 @@ local function prepare(op, wanted)
     refresh_expiry(server_ms())
   end
   top = tonumber(meta[2] or '0') or 0
-  if op ~= 'open' and op ~= 'status' and op ~= 'evict' and op ~= 'resize' then
-    local bad
-    held, bad = guarded(8, 'HLEN')
-    if bad then return bad end
-    free_count, bad = guarded(9, 'ZCARD')
-    if bad then return bad end
-  end
   if limit > 0 and (not meta[2] or not stored) then
     -- The slot bookkeeping starts on first use, and again should meta have been lost: existing
     -- holders keep their slots, and the members a semaphore of an earlier version counted as
     -- holders are given slots by the promotion that follows (not for resize, which promotes
     -- under its new limit).
+    local bad = select(2, count_slots(true))
+    if bad then return bad end
     held = repair()
     if op ~= 'resize' then held = promote(held) end
-  else
-    if not held then held = call('HLEN', SLOTS) end
-    -- settle() puts meta's `slots` back to 0 whenever the last holder leaves, so nobody holding
-    -- with slots handed out means the slots hash was deleted behind the semaphore's back. Who has
-    -- which slot is then unknown: every entry is dropped (holders learn at their next renewal
-    -- that their permits are lost; waiters queue again) rather than a slot handed out twice.
-    if limit > 0 and held == 0 and top ~= 0 then
-      local bad = forget_everyone()
-      if bad then return bad end
-    end
+    return nil
   end
-  return nil
+  -- The hot path reads the slot keys only when it needs them (count_slots()): an acquire of a
+  -- semaphore nobody holds (no slot handed out) knows that nobody holds and nothing is free,
+  -- and a release counts the others only when someone is left after it.
+  if op == 'release' then return nil end
+  if op == 'acquire' and top == 0 and limit > 0 then
+    held, free_count = 0, 0
+    return nil
+  end
+  return (select(2, count_slots()))
 end
 
 -- prepare(op), then a reap of whatever expired (status, renew and evict report or act on the

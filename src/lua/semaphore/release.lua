@@ -21,10 +21,25 @@ if not score or (ticket ~= 0 and tonumber(score) ~= ticket) then
   if ticket ~= 0 and tonumber(pcall_redis('GET', RELEASED .. id)) == ticket then return {3} end
   return {0}
 end
+-- slots' first access, guarded; a waiter has none.
+local stored_slots
+stored_slots, bad = guarded(8, 'HGET', id)
+if bad then return bad end
+local mine = stored_slots and split(stored_slots)
+-- The last one out: a holder of every slot handed out (so nobody else holds and none is free),
+-- with nobody waiting. Then the slot keys need no counting: the bookkeeping starts over.
+local last = how ~= 'keep' and mine and #mine == top and call('ZCARD', OWNER) == 1
+if last then
+  held, free_count = 1, 0
+else
+  local forgot
+  forgot, bad = count_slots()
+  if bad then return bad end
+  if forgot then return {0} end
+end
 if how == 'keep' then
   -- A holder giving back all but its K lowest slots: done already when it holds no more
   -- (this call run again after a lost reply).
-  local stored_slots = call('HGET', SLOTS, id)
   if not stored_slots then return {0} end
   local slots = split(stored_slots) or {}
   local keep = tonumber(ARGV[8])
@@ -43,7 +58,6 @@ if bad then return bad end
 bad = select(2, guarded(2, 'ZREM', id))
 if bad then return bad end
 call('ZREM', OWNER, id)
-local stored_slots = call('HGET', SLOTS, id)
 -- A waiter leaving (TICKET 0 or "leaving", also one giving up just after its promotion)
 -- may have a wake-up in its list; a holder's list is empty (it popped its wake-up, or its
 -- own call cleared the list).
@@ -52,5 +66,9 @@ if not stored_slots then return {2} end
 call('HDEL', SLOTS, id)
 -- A receipt, so that a retry after a lost reply can tell "released" from "expired".
 call('SET', RELEASED .. id, score, 'PX', receipt_ms)
-pass_on(held - 1, split(stored_slots) or {})
+if last then
+  settle(0)
+  return {1}
+end
+pass_on(held - 1, mine or {})
 return {1}
