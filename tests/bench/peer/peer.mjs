@@ -10,6 +10,8 @@
 //   node peer.mjs pair --port P --iterations N [--key K]
 //   node peer.mjs contention --port P --clients C --limit L --hold-ms H
 //     --seconds S --mode threads|processes --out FILE [--key K] [--weights W]
+//   node peer.mjs ceiling --port P [--mode uncontended|contended] ...
+//     (the throughput ceiling's load: see ceiling.mjs)
 //
 // --weights 1,4 is the weighted scenario (issue 16): client i asks for
 // W[i % W.length] units each time, through MultiSemaphore(client, key, limit,
@@ -28,6 +30,8 @@ import fs from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+
+import { runCeiling } from './ceiling.mjs';
 
 const HOST = '127.0.0.1';
 const IMPL = 'redis-semaphore';
@@ -476,6 +480,7 @@ async function main() {
     pair: runPair,
     contention: runContention,
     'contention-child': runContentionChild,
+    ceiling: (peer, opts) => runCeiling(peer, opts, { host: HOST, fail }),
   };
   const run = commands[command];
   if (!run) {
@@ -483,7 +488,11 @@ async function main() {
       'usage: peer.mjs pair --port P --iterations N [--key K]\n' +
         '       peer.mjs contention --port P --clients C --limit L ' +
         '--hold-ms H --seconds S --mode threads|processes --out FILE [--key K] ' +
-        '[--weights W1,W2,...]'
+        '[--weights W1,W2,...]\n' +
+        '       peer.mjs ceiling --port P [--cluster yes] ' +
+        '[--mode uncontended|contended] [--threads T] [--semaphores S] ' +
+        '[--limit L] [--seconds S] [--hold-us H] [--stem N] [--start-at-ms MS] ' +
+        '[--connections C]'
     );
   }
   const opts = parseArgs(rest);
