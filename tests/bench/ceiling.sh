@@ -23,6 +23,10 @@
 # On a cluster the names are spread evenly over the masters (--spread) and each master's grants
 # are counted by the slots of the semaphores it serves.
 #
+# CEILING_PEER_CONNECTIONS=16 gives each peer process 16 ioredis connections (loop t on t % 16),
+# as fairsem's pool has, instead of one carrying every loop's commands: the one pipelines, which
+# spreads Redis's reads and writes over several commands.
+#
 # Loopback only (127.0.0.1). The peer is installed with npm into a temp dir, never into the
 # repository (or taken from FAIRSEM_PEER_MODULES when set); without node and npm it is skipped.
 # Not part of CI: figures need a quiet machine.
@@ -48,6 +52,7 @@ for n in "$seconds" "$processes" "$threads"; do
   [[ $n =~ ^[1-9][0-9]*$ ]] || { echo "ceiling.sh: '$n' is not a whole number >= 1" >&2; exit 2; }
 done
 START_DELAY_MS=${CEILING_START_DELAY_MS:-3000}
+PEER_CONNECTIONS=${CEILING_PEER_CONNECTIONS:-1}
 UNCONTENDED_SEMAPHORES=1000 UNCONTENDED_LIMIT=64
 CONTENDED_SEMAPHORES=16 CONTENDED_LIMIT=1
 
@@ -121,7 +126,7 @@ else
 fi
 if [[ " ${impls[*]} " == *" peer "* ]]; then
   m=$FAIRSEM_PEER_MODULES/node_modules
-  peer_version="redis-semaphore $(jq -r .version "$m/redis-semaphore/package.json"), ioredis $(jq -r .version "$m/ioredis/package.json"), node $(node --version)"
+  peer_version="redis-semaphore $(jq -r .version "$m/redis-semaphore/package.json"), ioredis $(jq -r .version "$m/ioredis/package.json"), node $(node --version), $PEER_CONNECTIONS connection(s) per process"
 fi
 
 now_ms() { date +%s%3N; }
@@ -163,7 +168,7 @@ run() {
       local cluster_arg=()
       [ "$cluster" = 1 ] && cluster_arg=(--cluster yes)
       node "$PEER_JS" ceiling --port "${masters[0]}" "${cluster_arg[@]}" "${args[@]}" \
-        >"$out.json" 2>"$out.err" &
+        --connections "$PEER_CONNECTIONS" >"$out.json" 2>"$out.err" &
     fi
     pids+=($!)
   done
