@@ -30,12 +30,14 @@
 -- ARGV: 1 the operation's name (each script ignores it: every script takes the same first
 -- arguments), 2 limit, 3 lease in ms, then per operation (see each file):
 --   open     [IDLE_EXPIRY]        check key types and the limit; store the limit if unset
---   acquire  ID MODE OWNER_INFO [TICKET [UNITS [CLIENT [MAX_WAITERS [IDLE_EXPIRY]]]]]
+--   acquire  ID MODE OWNER_INFO [TICKET [UNITS [CLIENT [MAX_WAITERS [IDLE_EXPIRY [FRESH]]]]]]
 --                                 MODE "try" (never queues) or "queue"; TICKET: the ticket a
 --                                 waiter polling again already has (0 or absent: none yet);
 --                                 UNITS: how many units (slots) it asks for, 1 when absent;
 --                                 CLIENT: the waiter's Client's inbox (see Wake-ups below;
---                                 empty: none); IDLE_EXPIRY: see "Idle expiry" below
+--                                 empty: none); IDLE_EXPIRY: see "Idle expiry" below;
+--                                 FRESH 1: ID was drawn at random for this call and never
+--                                 sent before (no entry, wake list or marker to look for)
 --   release  ID TICKET RECEIPT_MS [leaving | keep K]
 --                                 TICKET 0: whatever entry ID has; "leaving": a waiter giving up
 --                                 (either clears its wake list); "keep K": a holder gives back

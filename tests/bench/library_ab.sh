@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# Two versions of the semaphore's function library side by side: the Redis time of an
+# uncontended pair (a fresh acquire, then its release) and of a contended grant (a fresh waiter
+# queues behind the holder, whose release promotes it and pushes its wake-up into a Client's
+# inbox), for library A (git revision REV, built into a temporary worktree) and library B (this
+# tree's), both loaded at once into one private redis-server and sent alternately with
+# `redis-cli --pipe`, so that only Redis's own time counts: INFO commandstats' FCALL usec divided
+# by the count. Each round prints both and their ratio B / A; a round's two runs are back to back,
+# so the ratio is the figure to read on a shared machine.
+#
+#   bash tests/bench/library_ab.sh d5654b0                  # 30,000 of each, 6 rounds
+#   AB_COUNT=50000 AB_ROUNDS=3 bash tests/bench/library_ab.sh v0.3.1
+#   AB_LUA_A=/tmp/old/build/generated/lua bash tests/bench/library_ab.sh   # a library built already
+#
+# Both libraries get the calls this tree's client sends (an acquire's FRESH argument, which
+# earlier scripts ignore). Not part of CI: figures need a quiet machine.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
+cd "$FAIRSEM_ROOT"
+count=${AB_COUNT:-30000}
+rounds=${AB_ROUNDS:-6}
+
+work=$(mktemp -d /tmp/fairsem-library-ab.XXXXXX)
+FAIRSEM_REDIS_PID= worktree=
+cleanup() {
+  [ -n "$FAIRSEM_REDIS_PID" ] && kill "$FAIRSEM_REDIS_PID"
+  [ -n "$worktree" ] && git worktree remove --force "$worktree"
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+lua_a=${AB_LUA_A:-}
+if [ -z "$lua_a" ]; then
+  [ $# -eq 1 ] || { echo "usage: $0 REV (or AB_LUA_A=DIR $0)" >&2; exit 2; }
+  worktree=$work/a
+  git worktree add --quiet --detach "$worktree" "$1"
+  fairsem_log "building library A ($1) in $worktree"
+  cmake -S "$worktree" -B "$worktree/build" -DCMAKE_BUILD_TYPE=Release \
+    -DFAIRSEM_BUILD_TESTS=OFF >/dev/null
+  cmake --build "$worktree/build" -j "$(fairsem_jobs)" --target fairsem >/dev/null
+  lua_a=$worktree/build/generated/lua
+fi
+fairsem_log "building library B (this tree, build/release)"
+cmake --preset release >/dev/null
+cmake --build build/release -j "$(fairsem_jobs)" --target fairsem >/dev/null
+lua_b=build/release/generated/lua
+
+fairsem_start_redis "$work"
+rcli() { redis-cli -p "$FAIRSEM_REDIS_PORT" "$@"; }
+lib_a=$(rcli FUNCTION LOAD "$(cat "$lua_a/semaphore_library.lua")")
+lib_b=$(rcli FUNCTION LOAD "$(cat "$lua_b/semaphore_library.lua")")
+[ "$lib_a" != "$lib_b" ] || { echo "A and B are the same library ($lib_a)" >&2; exit 2; }
+
+# The commands, as RESP: per round and library, a file for each pattern (a fresh semaphore each).
+python3 - "$work" "$count" "$rounds" "$lib_a" "$lib_b" <<'PY'
+import sys
+work, count, rounds, lib_a, lib_b = sys.argv[1:]
+def resp(*args):
+    out = [f"*{len(args)}\r\n"]
+    for a in map(str, args):
+        out.append(f"${len(a.encode())}\r\n{a}\r\n")
+    return "".join(out)
+for r in range(int(rounds)):
+    for tag, lib in (("a", lib_a), ("b", lib_b)):
+        def keys(name):
+            return [f"ab:{{{name}}}:{k}" for k in
+                    ("owner", "time", "counter", "meta", "info", "wake:", "released:", "slots", "free")]
+        def acquire(k, limit, pid, mode, client):
+            return resp("FCALL", f"{lib}_semaphore_acquire", 9, *k, "acquire", limit, 3600000, pid,
+                        mode, "host 1", 0, 1, client, 0, 0, 1)
+        def release(k, limit, pid, ticket):
+            return resp("FCALL", f"{lib}_semaphore_release", 9, *k, "release", limit, 3600000, pid,
+                        ticket, 10000)
+        k = keys(f"pair-{tag}{r}")
+        with open(f"{work}/pair-{tag}{r}.resp", "w") as f:
+            for i in range(int(count)):
+                f.write(acquire(k, 2, f"p{i:08d}", "try", ""))
+                f.write(release(k, 2, f"p{i:08d}", i + 1))  # tickets count from 1
+        k = keys(f"grant-{tag}{r}")
+        with open(f"{work}/grant-{tag}{r}.setup", "w") as f:
+            f.write(acquire(k, 1, "h0", "try", ""))
+        with open(f"{work}/grant-{tag}{r}.resp", "w") as f:
+            holder, ticket = "h0", 1
+            for i in range(int(count)):
+                waiter = f"w{i:08d}"
+                f.write(acquire(k, 1, waiter, "queue", "ab-client"))
+                f.write(release(k, 1, holder, ticket))
+                holder, ticket = waiter, ticket + 1
+PY
+
+# Runs FILE through --pipe; prints FCALL usec per COUNT.
+usec() {
+  rcli CONFIG RESETSTAT >/dev/null
+  local out
+  out=$(rcli --pipe <"$1")
+  grep -q 'errors: 0,' <<<"$out" || { echo "errors in $1: $out" >&2; exit 1; }
+  rcli INFO commandstats | tr -d '\r' |
+    awk -F'[:=,]' -v n="$count" '/^cmdstat_fcall:/ { printf "%.2f", $5 / n }'
+}
+fairsem_log "$count of each, $rounds rounds, redis-server $(redis-server --version | awk '{print $3}')"
+printf '%-6s %12s %12s %8s %14s %14s %8s\n' round pair-A pair-B B/A grant-A grant-B B/A
+for r in $(seq 0 $((rounds - 1))); do
+  pa=$(usec "$work/pair-a$r.resp") pb=$(usec "$work/pair-b$r.resp")
+  rcli --pipe <"$work/grant-a$r.setup" >/dev/null
+  rcli --pipe <"$work/grant-b$r.setup" >/dev/null
+  ga=$(usec "$work/grant-a$r.resp") gb=$(usec "$work/grant-b$r.resp")
+  printf '%-6s %12s %12s %8s %14s %14s %8s\n' $((r + 1)) "$pa" "$pb" \
+    "$(awk -v a="$pa" -v b="$pb" 'BEGIN { printf "%.2f", b / a }')" "$ga" "$gb" \
+    "$(awk -v a="$ga" -v b="$gb" 'BEGIN { printf "%.2f", b / a }')"
+done
+# Every grant happened: each waiter was promoted in turn, the last one holds.
+for tag in a b; do
+  last=$(rcli ZRANGE "ab:{grant-${tag}$((rounds - 1))}:owner" 0 -1)
+  [ "$last" = "w$(printf '%08d' $((count - 1)))" ] ||
+    { echo "library $tag: the contended run ended with owner '$last'" >&2; exit 1; }
+done
+echo "(Redis µs per uncontended pair and per contended grant: INFO commandstats FCALL usec / count)"
