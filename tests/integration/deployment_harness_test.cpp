@@ -385,5 +385,25 @@ TEST_F(SentinelHarnessTest, FailoverSwitchesTheMasterAndBack) {
   run(first, {"DEL", "harness-sentinel"});
 }
 
+// A server stopped for a restart keeps its port: no other test's server (ctest runs several at
+// once) can take it meanwhile, where this test's clients would then land, yet a client is
+// refused as by a dead server; start() gets it back.
+TEST(RedisServerHarnessTest, AStoppedServerKeepsItsPortUntilItStartsAgain) {
+  RedisServer server;
+  const int port = server.port();
+  ASSERT_FALSE(loopback_port_free(port));
+  server.kill();
+  EXPECT_FALSE(loopback_port_free(port)) << "another server could take the port now";
+  ConnectionOptions refused = server.options();
+  refused.reconnect_attempts = 1;
+  EXPECT_THROW(detail::Connection{refused}, ConnectionError);
+  server.start();
+  EXPECT_EQ(run_on(server, {"PING"}).str, "PONG");
+  server.stop();
+  EXPECT_FALSE(loopback_port_free(port));
+  server.start();
+  EXPECT_EQ(run_on(server, {"PING"}).str, "PONG");
+}
+
 }  // namespace
 }  // namespace fairsem::test

@@ -127,15 +127,22 @@ TEST_F(SemaphoreTest, BadOptionsAreRefused) {
   EXPECT_EQ(keys_before, integer({"DBSIZE"}));
 }
 
+// Puts a key of the wrong type (a hash for the counter, a string for the others) at `foreign`,
+// a semaphore's `suffix` key, as another program would; returns its name.
+std::string plant_foreign_key(detail::Connection& admin, std::string foreign,
+                              const std::string& suffix) {
+  if (suffix == "counter") {
+    admin.command({"HSET", foreign, "field", "value"});
+  } else {
+    admin.command({"SET", foreign, "not fairsem's"});
+  }
+  return foreign;
+}
+
 TEST_F(SemaphoreTest, ForeignKeyOfAnotherTypeIsLeftAlone) {
   for (const std::string suffix : {"owner", "time", "meta", "info", "counter"}) {
     const std::string name = "foreign-" + suffix;
-    const std::string foreign = key(name, suffix);
-    if (suffix == "counter") {
-      admin_.command({"HSET", foreign, "field", "value"});
-    } else {
-      admin_.command({"SET", foreign, "not fairsem's"});
-    }
+    const std::string foreign = plant_foreign_key(admin_, key(name, suffix), suffix);
     const auto before = snapshot();
     try {
       FairSemaphore sem(redis_options(), name, options(1));
@@ -169,12 +176,7 @@ TEST_F(SemaphoreTest, AForeignKeyThatTurnsUpLaterIsRefusedOnTheHotPathWithNothin
   for (const std::string suffix : {"owner", "time", "meta", "info", "counter", "slots"}) {
     const std::string name = "later-" + suffix;
     FairSemaphore sem(redis_options(), name, options(2));
-    const std::string foreign = key(name, suffix);
-    if (suffix == "counter") {
-      admin_.command({"HSET", foreign, "field", "value"});
-    } else {
-      admin_.command({"SET", foreign, "not fairsem's"});
-    }
+    const std::string foreign = plant_foreign_key(admin_, key(name, suffix), suffix);
     const auto before = snapshot();
     try {
       (void)sem.try_acquire();

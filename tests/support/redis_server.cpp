@@ -153,6 +153,7 @@ RedisServer::~RedisServer() {
     stop();
   } catch (...) {
   }
+  release_port();
   std::error_code ec;
   std::filesystem::remove_all(dir_, ec);
 }
@@ -214,6 +215,7 @@ bool RedisServer::try_start(bool until_loaded) {
   argv.push_back(nullptr);
   const std::string log_path = dir_ + "/redis.log";
 
+  release_port();
   pid_t pid = ::fork();
   if (pid < 0) throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
   if (pid == 0) {
@@ -291,6 +293,37 @@ void RedisServer::signal_and_reap(int signal) {
   while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
   }
   pid_ = -1;
+  hold_port();
+}
+
+// A test that stops its server and starts it again keeps the port: a port freed for seconds
+// was seen taken by another test's server (ctest runs several at once), which this test's
+// clients then reached instead (a background leave "succeeded" there, and RideOutTest found its
+// waiters expired rather than left). A socket bound to the port, not listening, keeps every
+// other bind off it (the harness's free-port probes bind without SO_REUSEADDR) while a client's
+// connect is refused as by a dead server. SO_REUSEADDR: the dead server's connections may sit
+// in TIME_WAIT on the port. Best effort: if the bind fails, the port is left as it is.
+void RedisServer::hold_port() noexcept {
+  if (port_hold_ >= 0 || port_ <= 0) return;
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return;
+  const int on = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<std::uint16_t>(port_));
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    ::close(fd);
+    return;
+  }
+  port_hold_ = fd;
+}
+
+void RedisServer::release_port() noexcept {
+  if (port_hold_ < 0) return;
+  ::close(port_hold_);
+  port_hold_ = -1;
 }
 
 }  // namespace fairsem::test

@@ -82,7 +82,9 @@ class RedisServer {
   void stop();
   /// SIGKILL (no shutdown work), then reaps the process.
   void kill();
-  /// Starts again on the same port and directory (after stop() or kill()).
+  /// Starts again on the same port and directory (after stop() or kill()). Until then the
+  /// harness keeps the port bound (not listening: a client is refused, as by a dead server), so
+  /// that no other test's server takes it meanwhile and this test's clients reach that one.
   void start();
   /// As start(), but returns as soon as the server answers at all, LOADING included (its data
   /// set may still be loading: see key-load-delay and loading-process-events-interval-bytes).
@@ -100,6 +102,8 @@ class RedisServer {
   bool try_start(bool until_loaded = true);
   void signal_and_reap(int signal);
   void wait_ready(bool until_loaded);
+  void hold_port() noexcept;
+  void release_port() noexcept;
 
   std::vector<std::string> extra_args_;
   bool has_config_ = false;
@@ -109,6 +113,7 @@ class RedisServer {
   bool debug_command_option_ = false;  // --enable-debug-command local (Redis >= 7, Valkey)
   std::string dir_;
   int port_ = 0;
+  int port_hold_ = -1;  // a socket bound to port_ while the server is down (hold_port())
   pid_t pid_ = -1;
   // The test process that started it: a child made by fork() (ForkTest) that exits runs this
   // object's destructor too, which must leave its parent's server alone.
