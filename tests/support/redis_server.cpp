@@ -296,13 +296,14 @@ void RedisServer::signal_and_reap(int signal) {
   hold_port();
 }
 
-// A test that stops its server and starts it again keeps the port: a port freed for seconds
-// was seen taken by another test's server (ctest runs several at once), which this test's
-// clients then reached instead (a background leave "succeeded" there, and RideOutTest found its
-// waiters expired rather than left). A socket bound to the port, not listening, keeps every
-// other bind off it (the harness's free-port probes bind without SO_REUSEADDR) while a client's
-// connect is refused as by a dead server. SO_REUSEADDR: the dead server's connections may sit
-// in TIME_WAIT on the port. Best effort: if the bind fails, the port is left as it is.
+// A test that stops its server and starts it again keeps the port: freed for seconds, it could
+// be taken by another test's server (ctest runs several at once), which this test's clients
+// would then reach instead (the likely cause, not proven, of a RideOutTest run whose background
+// leaves found nothing to remove and whose waiters expired). A socket bound to the port, not
+// listening, keeps every other bind off it (the harness's free-port probes bind without
+// SO_REUSEADDR) while a client's connect is refused as by a dead server. SO_REUSEADDR: the dead
+// server's connections may sit in TIME_WAIT on the port. Best effort: if the bind fails, the
+// port is left as it is.
 void RedisServer::hold_port() noexcept {
   if (port_hold_ >= 0 || port_ <= 0) return;
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
