@@ -140,7 +140,7 @@ std::string plant_foreign_key(detail::Connection& admin, std::string foreign,
 }
 
 TEST_F(SemaphoreTest, ForeignKeyOfAnotherTypeIsLeftAlone) {
-  for (const std::string suffix : {"owner", "time", "meta", "info", "counter"}) {
+  for (const std::string suffix : {"owner", "time", "meta", "info", "counter", "receipts"}) {
     const std::string name = "foreign-" + suffix;
     const std::string foreign = plant_foreign_key(admin_, key(name, suffix), suffix);
     const auto before = snapshot();
@@ -186,24 +186,36 @@ TEST_F(SemaphoreTest, AForeignKeyThatTurnsUpLaterIsRefusedOnTheHotPathWithNothin
     }
     EXPECT_EQ(before, snapshot()) << suffix;
   }
-  // slots turning up while a permit is held: its release is refused before writing.
-  FairSemaphore held_sem(redis_options(), "later-release", options(2));
-  std::optional<Permit> permit = held_sem.try_acquire();
-  ASSERT_TRUE(permit);
-  const std::string slots = key("later-release", "slots");
-  admin_.command({"DEL", slots});
-  admin_.command({"SET", slots, "not fairsem's"});
-  const auto before = snapshot();
-  EXPECT_THROW((void)permit->release(), ReplyError);
-  EXPECT_EQ(before, snapshot());
+  // slots or time turning up while a permit is held: its release is refused before writing.
+  for (const std::string suffix : {"slots", "time"}) {
+    const std::string name = "later-release-" + suffix;
+    FairSemaphore held_sem(redis_options(), name, options(2));
+    std::optional<Permit> permit = held_sem.try_acquire();
+    ASSERT_TRUE(permit);
+    admin_.command({"DEL", key(name, suffix)});
+    const std::string foreign = plant_foreign_key(admin_, key(name, suffix), suffix);
+    const auto before = snapshot();
+    try {
+      (void)permit->release();
+      ADD_FAILURE() << "a foreign " << suffix << " key was accepted";
+    } catch (const ReplyError& e) {
+      EXPECT_NE(std::string::npos, std::string(e.what()).find("'" + foreign + "'")) << e.what();
+    }
+    EXPECT_EQ(before, snapshot()) << suffix;
+  }
 
-  FairSemaphore idle(redis_options(), "later-free", options(2));
-  const std::string free = key("later-free", "free");
-  admin_.command({"SET", free, "not fairsem's"});
-  std::optional<Permit> granted = idle.try_acquire();
-  ASSERT_TRUE(granted);
-  EXPECT_EQ(granted->release(), ReleaseResult::released);
-  EXPECT_EQ(admin_.command({"GET", free}).str, "not fairsem's");
+  // free and the receipts turning up: a release that needs neither leaves them alone (a
+  // foreign receipts key costs only the receipt).
+  for (const std::string suffix : {"free", "receipts"}) {
+    const std::string name = "later-" + suffix;
+    FairSemaphore idle(redis_options(), name, options(2));
+    const std::string foreign = plant_foreign_key(admin_, key(name, suffix), suffix);
+    std::optional<Permit> granted = idle.try_acquire();
+    ASSERT_TRUE(granted);
+    EXPECT_EQ(granted->release(), ReleaseResult::released);
+    EXPECT_EQ(admin_.command({"GET", foreign}).str, "not fairsem's") << suffix;
+    EXPECT_EQ(integer({"EXISTS", key(name, "owner")}), 0) << suffix;  // nobody holds
+  }
 }
 
 }  // namespace

@@ -64,13 +64,13 @@ std::size_t Driver::leaked_entries() {
 }
 
 std::vector<std::string> Driver::leftover_keys() {
-  // Only the counter and the stored limit outlive the permits, and keys on their way out (a
-  // TTL): release receipts, and wake lists of waiters promoted after they died. A wake list's TTL
-  // is the lease of the call that promoted, and the admin's status calls (leaked_entries) promote
-  // with SemaphoreAdmin's lease (10 s), longer than this loop waits.
+  // Only the counter, the stored limit and the release receipts (one set, pruned by each
+  // release) outlive the permits, and keys on their way out (a TTL): wake lists of waiters
+  // promoted after they died. A wake list's TTL is the lease of the call that promoted, and the
+  // admin's status calls (leaked_entries) promote with SemaphoreAdmin's lease (10 s), longer
+  // than this loop waits.
   const std::string base = prefix_ + ":{" + name_ + "}:";
-  const std::set<std::string> allowed = {base + "counter", base + "meta"};
-  const std::string receipts = base + "released:";
+  const std::set<std::string> allowed = {base + "counter", base + "meta", base + "receipts"};
   const std::string wake_lists = base + "wake:";
   const std::int64_t deadline = now_ns() + ms_to_ns(3 * s_.lease_ms + 5000);
   std::vector<std::string> extra;
@@ -86,7 +86,7 @@ std::vector<std::string> Driver::leftover_keys() {
         cursor = reply.elements.at(0).str;
         for (const auto& k : reply.elements.at(1).elements) {
           if (allowed.count(k.str) != 0) continue;
-          if (k.str.rfind(receipts, 0) == 0 || k.str.rfind(wake_lists, 0) == 0) {
+          if (k.str.rfind(wake_lists, 0) == 0) {
             // -2: it expired between SCAN and PTTL; > 0: on its way out; -1 would be a leak.
             const long long ttl = raw_->command({"PTTL", k.str}).integer;
             if (ttl == -2) continue;
@@ -286,8 +286,8 @@ void Driver::print_summary(const CheckInput& checked, const CheckResult& r, std:
              "worst order inversion observed", ms(r.worst_inversion_ns), ms(input_.order_slack_ns),
              r.inversions_over_10ms);
   fmt::print("{:<44} {}\n", "leaked permits (after every worker stopped)", leaked);
-  fmt::print("{:<44} {} (and {} receipts and wake lists expiring)\n",
-             "keys left besides counter and meta", keys.size(), expiring_);
+  fmt::print("{:<44} {} (and {} wake lists expiring)\n",
+             "keys left besides counter, meta and receipts", keys.size(), expiring_);
   fmt::print("{:<44} {:.0f} ms over {} permits (lease {} ms; Redis lease deadline {:.0f} ms)\n",
              "longest reclaim of a killed holder's permit", ms(longest_reclaim_ns_), reclaims_,
              s_.lease_ms, ms(latest_deadline_ns_));

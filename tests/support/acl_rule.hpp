@@ -26,10 +26,10 @@ inline constexpr std::string_view kFairsemAclRule =
     "resetchannels ~fairsem:* "
     "+evalsha +script|load +brpop +select "
     "+time +type +get +set +incr +del +pexpire +pexpireat "
-    "+hget +hmget +hset +hdel +hlen +hkeys +hgetall +hincrby "
+    "+hget +hmget +hset +hdel +hlen +hkeys +hgetall "
     "+lpush +lindex "
-    "+zadd +zrem +zrank +zscore +zcard +zrange +zrangebyscore +zremrangebyscore +zpopmin "
-    "+zinterstore";
+    "+zadd +zrem +zrank +zscore +zcard +zrange +zrangebyscore +zremrangebyscore +zremrangebyrank "
+    "+zpopmin +zinterstore";
 
 /// Added to kFairsemAclRule on a server with functions (Redis 7+; Redis 6.2 refuses these
 /// names): FCALL, and FUNCTION LOAD when the library is missing.

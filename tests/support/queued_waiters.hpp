@@ -134,7 +134,7 @@ class QueuedWaiters {
 };
 
 /// The keys matching `pattern` that a finished run may not leave: anything but a semaphore's
-/// counter, stored limit, free slots and release receipts (which expire).
+/// counter, stored limit, free slots and release receipts.
 inline std::vector<std::string> leftover_keys(detail::Connection conn, const std::string& pattern) {
   const auto ends_with = [](const std::string& s, const std::string& suffix) {
     return s.size() >= suffix.size() &&
@@ -145,7 +145,7 @@ inline std::vector<std::string> leftover_keys(detail::Connection conn, const std
   for (const detail::Reply& key : keys.elements) {
     const std::string& k = key.str;
     const bool allowed = ends_with(k, ":counter") || ends_with(k, ":meta") ||
-                         ends_with(k, ":free") || k.find(":released:") != std::string::npos;
+                         ends_with(k, ":free") || ends_with(k, ":receipts");
     if (!allowed) left.push_back(k);
   }
   return left;

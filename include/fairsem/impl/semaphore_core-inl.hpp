@@ -326,7 +326,7 @@ FAIRSEM_INLINE std::vector<std::string> semaphore_keys(std::string_view key_pref
                                                        std::string_view name) {
   const std::string base = fmt::format("{}:{{{}}}:", key_prefix, name);
   return {base + "owner", base + "time",      base + "counter", base + "meta", base + "info",
-          base + "wake:", base + "released:", base + "slots",   base + "free"};
+          base + "wake:", base + "receipts", base + "slots",   base + "free"};
 }
 
 }  // namespace fairsem::detail

@@ -19,7 +19,8 @@
 --   6 P:{NAME}:wake:    prefix of the per-waiter wake lists (LIST P:{NAME}:wake:ID) and of the
 --                       Clients' inboxes (LIST P:{NAME}:wake:{inbox}CLIENT, one per Client
 --                       waiting on the semaphore; a permit id has no '{', so none collides)
---   7 P:{NAME}:released: prefix of release receipts (STRING P:{NAME}:released:ID, one lease)
+--   7 P:{NAME}:receipts ZSET  release receipts: member = ID:TICKET of a released permit,
+--                             score = when it may go, ms of the server clock (see Receipts)
 --   8 P:{NAME}:slots    HASH  holder id -> its slots, ascending, comma-separated (one per unit
 --                             it holds): the holders are exactly its fields
 --   9 P:{NAME}:free     ZSET  the free slots below meta's `slots` (member = score = slot)
@@ -85,6 +86,16 @@
 -- own wake list, so a waiter polling with its TICKET and a holder's next renewal can each tell
 -- "evicted" from "expired". A new entry for the id clears that list first.
 --
+-- Receipts. A release of a holder leaves a receipt, so that the same release run again after
+-- its reply was lost can tell "released by the earlier run" ({3}) from "expired" ({0}). It is
+-- kept RECEIPT_MS after the release (the client passes its retry budget), in one sorted set per
+-- semaphore: the keyspace does not grow with the release rate. Each release removes the oldest
+-- PRUNE receipts when all of them are past their time, so it prunes more than it adds, and a
+-- backlog (a burst of releases, then a pause) goes in steps of bounded cost; fewer than PRUNE
+-- receipts past their time may stay (one asked for is still true: "released"). With an idle
+-- expiry the set expires too, with its last receipt. A foreign key in its place costs
+-- only the receipts (open, status, evict and resize refuse it).
+--
 -- Idle expiry. meta's `expiry` (ms; absent: 0, the keys never expire) is stored by the first
 -- open or acquire that passes an IDLE_EXPIRY above 0 (one with 0 follows what is stored; an
 -- open with another value above 0 is refused, {-6, stored}). With it, every key of the
@@ -112,8 +123,8 @@
 -- Cost: each redis.call costs 0.2 to 1.2 microseconds (a write more than a read), so the hot
 -- operations (acquire, release) make as few calls as they can. Run as a script (EVALSHA),
 -- every function the shared parts define is built again on every run (about 0.1 microsecond
--- each); the function library (FCALL, see the state block below) builds them once. 
--- Key types: open, status, evict and resize check all seven keys with TYPE; the other
+-- each); the function library (FCALL, see the state block below) builds them once.
+-- Key types: open, status, evict and resize check all eight keys with TYPE; the other
 -- operations make their first access to each key they need through guarded(), a read or a
 -- first write whose WRONGTYPE error becomes a refusal (undoing the writes before it), so a
 -- foreign key is never written to. (slots and free are read by count_slots(), queue.lua, where
@@ -154,13 +165,15 @@
 -- was lost. Each generated script runs on its own, e.g. from a build directory:
 --   redis-cli --eval generated/lua/semaphore_status.lua o t c m i w: r: s f , status 1 1000
 
-local WANTED = {'zset', 'zset', 'string', 'hash', 'hash', nil, nil, 'hash', 'zset'}
+local WANTED = {'zset', 'zset', 'string', 'hash', 'hash', nil, 'zset', 'hash', 'zset'}
 local UNITS = '{units}'  -- info's field {units}ID: the units waiter ID asks for, when above 1
 local INBOX = '{inbox}'  -- info's field {inbox}ID: the Client whose inbox wakes ID
 local QUEUED = '{queued}'  -- info's field {queued}ID: when ID queued, ms of the server clock
 -- A new counter of a semaphore with an idle expiry starts at the server's clock in ms times
 -- this: 2^53 (where Lua's numbers and ZSET scores stop being exact) / 1024 ms is the year 2248.
 local TICKETS_PER_MS = 1024
+-- A release prunes the receipts in batches of this many (see Receipts above).
+local PRUNE = 8
 
 -- The state of one run, between the two markers: every other top-level name of the shared
 -- parts is a constant or a function. The function library (FCALL) builds those once, at
@@ -170,7 +183,7 @@ local TICKETS_PER_MS = 1024
 -- (redis.call is not there while FUNCTION LOAD builds the library, only during a call.)
 local call, pcall_redis = redis.call, redis.pcall
 local OWNER, TIME, COUNTER, META, INFO, WAKE = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
-local RELEASED, SLOTS, FREE = KEYS[7], KEYS[8], KEYS[9]
+local RECEIPTS, SLOTS, FREE = KEYS[7], KEYS[8], KEYS[9]
 local limit, lease = tonumber(ARGV[2]), tonumber(ARGV[3])
 -- How many slots free holds, when known (nil: not read yet). It saves a ZPOPMIN on an empty
 -- set and a DEL of a missing one, the common case of a semaphore that is not full.
@@ -250,12 +263,33 @@ local function clock()
   return now, now + lease
 end
 
+-- A released permit's member of the receipts set.
+local function receipt(id, ticket) return id .. ':' .. int(tonumber(ticket)) end
+
+-- Leaves the receipt of the release of permit `id` with `ticket`, kept `receipt_ms`, and prunes
+-- the oldest PRUNE receipts when they are all past their time (see Receipts above).
+local function keep_receipt(id, ticket, receipt_ms)
+  local now = server_ms()
+  if type(pcall_redis('ZADD', RECEIPTS, int(now + receipt_ms), receipt(id, ticket))) ~= 'number'
+  then
+    return
+  end
+  local nth = call('ZRANGE', RECEIPTS, PRUNE - 1, PRUNE - 1, 'WITHSCORES')
+  if nth[2] and tonumber(nth[2]) < now then call('ZREMRANGEBYRANK', RECEIPTS, 0, PRUNE - 1) end
+  if expiry > 0 then call('PEXPIRE', RECEIPTS, int(receipt_ms)) end
+end
+
 -- Idle expiry (see above): every key of the semaphore expires 1.5 E from `now`.
 local function refresh_expiry(now)
   local e = math.max(expiry, lease)
   expires = now + e + math.floor(e / 2)
   call('HSET', META, 'expires', int(expires))
   for _, i in ipairs({1, 2, 3, 4, 5, 8, 9}) do call('PEXPIREAT', KEYS[i], int(expires)) end
+  -- The receipts go when the last of them may, if that is later.
+  local last = pcall_redis('ZRANGE', RECEIPTS, '-1', '-1', 'WITHSCORES')
+  if type(last) == 'table' and last[2] then
+    call('PEXPIREAT', RECEIPTS, int(math.max(expires, tonumber(last[2]))))
+  end
 end
 
 -- Run by acquire and renew: pushes the expiry on when fewer than E ms are left.

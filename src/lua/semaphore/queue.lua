@@ -197,7 +197,7 @@ end
 -- refusal, or nil.
 local function prepare(op, wanted)
   if op == 'open' or op == 'status' or op == 'evict' or op == 'resize' then
-    for _, i in ipairs({1, 2, 3, 4, 5, 8, 9}) do
+    for _, i in ipairs({1, 2, 3, 4, 5, 7, 8, 9}) do
       local actual = call('TYPE', KEYS[i])['ok']
       if actual ~= 'none' and actual ~= WANTED[i] then return {-2, KEYS[i], actual, WANTED[i]} end
     end

@@ -12,18 +12,21 @@
 local refused = prepare('release')
 if refused then return refused end
 
-local id, ticket, receipt_ms, how = ARGV[4], tonumber(ARGV[5]), ARGV[6], ARGV[7]
+local id, ticket, receipt_ms, how = ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6] or '') or 0, ARGV[7]
 local score, bad = guarded(1, 'ZSCORE', id)
 if bad then return bad end
 if not score or (ticket ~= 0 and tonumber(score) ~= ticket) then
   -- Gone, or the id now names a later permit: released by an earlier run of this call
   -- whose reply was lost (its receipt says so), or expired.
-  if ticket ~= 0 and tonumber(pcall_redis('GET', RELEASED .. id)) == ticket then return {3} end
+  if ticket ~= 0 and pcall_redis('ZSCORE', RECEIPTS, receipt(id, ticket)) then return {3} end
   return {0}
 end
 -- slots' first access, guarded; a waiter has none.
 local stored_slots
 stored_slots, bad = guarded(8, 'HGET', id)
+if bad then return bad end
+-- time's first access, guarded, before anything is written.
+bad = select(2, guarded(2, 'ZSCORE', id))
 if bad then return bad end
 local mine = stored_slots and split(stored_slots)
 -- The last one out: a holder of every slot handed out (so nobody else holds and none is free),
@@ -54,18 +57,20 @@ end
 -- The first write: info's type is checked by it.
 bad = select(2, guarded(5, 'HDEL', id, UNITS .. id, INBOX .. id, QUEUED .. id))
 if bad then return bad end
--- Should time be foreign, the entry's owner info is all this run has changed.
-bad = select(2, guarded(2, 'ZREM', id))
-if bad then return bad end
-call('ZREM', OWNER, id)
 -- A waiter leaving (TICKET 0 or "leaving", also one giving up just after its promotion)
 -- may have a wake-up in its list; a holder's list is empty (it popped its wake-up, or its
 -- own call cleared the list).
 if not stored_slots or ticket == 0 or how == 'leaving' then call('DEL', WAKE .. id) end
-if not stored_slots then return {2} end
-call('HDEL', SLOTS, id)
--- A receipt, so that a retry after a lost reply can tell "released" from "expired".
-call('SET', RELEASED .. id, score, 'PX', receipt_ms)
+if last then
+  -- The only entry, holding every slot: owner, time and slots hold nothing else.
+  call('DEL', OWNER, TIME, SLOTS)
+else
+  call('ZREM', TIME, id)
+  call('ZREM', OWNER, id)
+  if not stored_slots then return {2} end
+  call('HDEL', SLOTS, id)
+end
+keep_receipt(id, score, receipt_ms)
 if last then
   settle(0)
   return {1}

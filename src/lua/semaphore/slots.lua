@@ -110,12 +110,11 @@ local function take_slot()
       end
       free_count = 0
     end
-    local handed_out = call('HINCRBY', META, 'slots', 1)
-    if handed_out <= limit then
-      top = handed_out
-      return int(handed_out - 1)
+    if top < limit then
+      top = top + 1
+      call('HSET', META, 'slots', int(top))
+      return int(top - 1)
     end
-    call('HINCRBY', META, 'slots', -1)
     repair()  -- every slot below the limit seems taken, yet fewer than limit units are held
   end
   return nil

@@ -49,7 +49,15 @@ redis.register_function('fairsem_call_costs', function()
   end)
   case('DEL of a missing key', function() redis.call('DEL', 'cc:{c}:nothing') end)
   case('SET with PX, new key', function(i) redis.call('SET', 'cc:{c}:r:' .. i, i, 'PX', 60000) end)
+  -- A receipt as a member of one sorted set per semaphore, scored by when it may go: the
+  -- insert and the prune of one that expired, at a steady 2,000 receipts.
+  for i = 1, N do redis.call('ZADD', 'cc:{c}:receipts', i, 'r' .. i) end
+  case('receipt: ZADD+ZREMRANGEBYSCORE', function(i)
+    redis.call('ZADD', 'cc:{c}:receipts', N + i, 'r' .. (N + i))
+    redis.call('ZREMRANGEBYSCORE', 'cc:{c}:receipts', '-inf', '(' .. (i + 1))
+  end)
+  case('PEXPIRE', function() redis.call('PEXPIRE', 'cc:{c}:receipts', 60000) end)
   case('string.format %d', function(i) local _ = string.format('%d', i) end)
-  redis.call('DEL', 'cc:{c}:meta', 'cc:{c}:kept', 'cc:{c}:kepth', 'cc:{c}:counter')
+  redis.call('DEL', 'cc:{c}:meta', 'cc:{c}:receipts', 'cc:{c}:kept', 'cc:{c}:kepth', 'cc:{c}:counter')
   return out
 end)

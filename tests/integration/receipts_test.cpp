@@ -1,0 +1,151 @@
+// Release receipts: a release of a holder leaves one, so that the release run again after a
+// lost reply can tell "released by the earlier run" from "expired". They live in one sorted set
+// per semaphore (P:{NAME}:receipts), scored by when each may go (RECEIPT_MS, the client's retry
+// budget, after the release) and pruned by every release: the keyspace does not grow with the
+// release rate, and a receipt is there for as long as a retry may ask for it.
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "semaphore_fixture.hpp"
+#include "wait.hpp"
+
+namespace fairsem {
+namespace {
+
+using namespace std::chrono_literals;
+using detail::Args;
+using detail::Connection;
+using detail::Reply;
+using ::testing::ElementsAre;
+using ::testing::UnorderedElementsAre;
+
+class ReceiptsTest : public test::SemaphoreFixture {
+ protected:
+  /// Runs operation `args[0]` of semaphore "r" directly: limit 1, a lease of `lease_ms`.
+  Reply run(const Args& args, const std::string& lease_ms = "200") {
+    Args full{args[0], "1", lease_ms};
+    full.insert(full.end(), args.begin() + 1, args.end());
+    const std::vector<std::string> keys = script_keys("r");
+    return conn_.eval(detail::scripts::semaphore_script(args[0]), Args(keys.begin(), keys.end()),
+                      full);
+  }
+  long long server_ms() {
+    const Reply t = admin_.command({"TIME"});
+    return std::stoll(t.elements.at(0).str) * 1000 + std::stoll(t.elements.at(1).str) / 1000;
+  }
+  /// The receipts set: member -> when it may go, in that order.
+  std::vector<std::pair<std::string, long long>> receipts(const std::string& name = "r") {
+    const Reply r = admin_.command({"ZRANGE", key(name, "receipts"), "0", "-1", "WITHSCORES"});
+    std::vector<std::pair<std::string, long long>> out;
+    for (std::size_t i = 0; i + 1 < r.elements.size(); i += 2) {
+      out.emplace_back(r.elements[i].str, std::stoll(r.elements[i + 1].str));
+    }
+    return out;
+  }
+  std::vector<std::string> keys_of(const std::string& name) {
+    std::vector<std::string> out;
+    for (const Reply& k : admin_.command({"KEYS", prefix_ + ":{" + name + "}:*"}).elements) {
+      out.push_back(k.str);
+    }
+    return out;
+  }
+
+  Connection conn_{test::redis_options()};
+};
+
+// 50 permits released one after another leave their receipts in one key, each kept RECEIPT_MS
+// after its release. Once they are past their time, each release prunes the oldest 8 (work
+// bounded however many there are), until fewer than 8 are left.
+TEST_F(ReceiptsTest, ReleasesShareOneSetThatEachReleasePrunes) {
+  for (int i = 1; i <= 50; ++i) {
+    const std::string id = "p" + std::to_string(i);
+    ASSERT_EQ(run({"acquire", id, "try", "o"}).elements.at(0).integer, 1);
+    const long long before = server_ms();
+    ASSERT_EQ(run({"release", id, std::to_string(i), "100"}).elements.at(0).integer, 1);
+    const long long after = server_ms();
+    const Reply score =
+        admin_.command({"ZSCORE", key("r", "receipts"), id + ":" + std::to_string(i)});
+    ASSERT_EQ(score.type, Reply::Type::string) << id << "'s receipt is missing";
+    EXPECT_GE(std::stoll(score.str), before + 100);
+    EXPECT_LE(std::stoll(score.str), after + 100);
+  }
+  // No key per release: the counter, meta and the receipts are all that is left.
+  EXPECT_THAT(keys_of("r"),
+              UnorderedElementsAre(key("r", "counter"), key("r", "meta"), key("r", "receipts")));
+  // Those of the last 100 ms are there, the newest for certain.
+  auto kept = receipts();
+  ASSERT_FALSE(kept.empty());
+  EXPECT_EQ(kept.back().first, "p50:50");
+  EXPECT_EQ(run({"release", "p50", "50", "100"}).elements.at(0).integer, 3);  // released earlier
+
+  // Once the server's clock has passed every receipt's time, each release adds its own and
+  // removes the oldest 8.
+  const long long last = kept.back().second;
+  ASSERT_TRUE(test::wait_until([&] { return server_ms() > last; }, 10s));
+  long long ticket = 51;
+  const auto pair = [&] {
+    const std::string id = "q" + std::to_string(ticket);
+    ASSERT_EQ(run({"acquire", id, "try", "o"}).elements.at(0).integer, 1);
+    ASSERT_EQ(run({"release", id, std::to_string(ticket), "60000"}).elements.at(0).integer, 1);
+    ++ticket;
+  };
+  std::size_t stale = kept.size();
+  while (stale >= 8) {
+    pair();
+    const auto now = receipts();
+    ASSERT_EQ(now.size(), kept.size() + 1 - 8);
+    EXPECT_EQ(now.back().first,
+              "q" + std::to_string(ticket - 1) + ":" + std::to_string(ticket - 1));
+    kept = now;
+    stale -= 8;
+  }
+  // Fewer than 8 past their time stay: the next release leaves them.
+  pair();
+  EXPECT_EQ(receipts().size(), kept.size() + 1);
+  // A retry whose receipt went is told "not there" (expired), as when a key expired.
+  EXPECT_EQ(run({"release", "p1", "1", "100"}).elements.at(0).integer, 0);
+}
+
+// A receipt is for one permit, its id and its ticket: a later permit of the same id, or
+// another id with the same ticket, is not taken for it.
+TEST_F(ReceiptsTest, AReceiptNamesTheIdAndTheTicket) {
+  ASSERT_EQ(run({"acquire", "a", "try", "o"}, "60000").elements.at(0).integer, 1);
+  ASSERT_EQ(run({"release", "a", "1", "60000"}, "60000").elements.at(0).integer, 1);
+  EXPECT_THAT(receipts(), ElementsAre(::testing::Key("a:1")));
+  EXPECT_EQ(run({"release", "a", "1", "60000"}, "60000").elements.at(0).integer, 3);
+  EXPECT_EQ(run({"release", "a", "2", "60000"}, "60000").elements.at(0).integer, 0);
+  EXPECT_EQ(run({"release", "b", "1", "60000"}, "60000").elements.at(0).integer, 0);
+}
+
+// A semaphore with an idle expiry leaves nothing behind for good, the receipts included; but
+// they outlive its other keys for as long as a retry of the release may ask for them.
+TEST_F(ReceiptsTest, WithAnIdleExpiryTheReceiptsOutliveTheOtherKeysAndThenGo) {
+  SemaphoreOptions o = options(1, 300ms);
+  o.idle_expiry = 300ms;
+  o.auto_renew = false;
+  FairSemaphore sem(test::redis_options(), "expiring", o);
+  std::optional<Permit> p = sem.try_acquire();
+  ASSERT_TRUE(p);
+  const std::string member = p->id() + ":" + std::to_string(p->fencing_token());
+  ASSERT_EQ(p->release(), ReleaseResult::released);
+  ASSERT_EQ(receipts("expiring").size(), 1u);
+  EXPECT_EQ(receipts("expiring")[0].first, member);
+  // Every other key goes between 300 and 450 ms after the last acquire; the receipts stay
+  // until their last one's time (the client's retry budget after the lease), and then go too.
+  ASSERT_TRUE(test::wait_until([&] { return keys_of("expiring").size() == 1; }, 10s))
+      << ::testing::PrintToString(keys_of("expiring"));
+  EXPECT_THAT(keys_of("expiring"), ElementsAre(key("expiring", "receipts")));
+  EXPECT_GT(admin_.command({"PTTL", key("expiring", "receipts")}).integer, 0);
+  if (has_functions()) {  // Redis 7.0 and later, Valkey: when the set goes, to the ms
+    EXPECT_GE(admin_.command({"PEXPIRETIME", key("expiring", "receipts")}).integer,
+              receipts("expiring")[0].second);
+  }
+}
+
+}  // namespace
+}  // namespace fairsem
