@@ -18,9 +18,9 @@ struct BenchRedis::Server {
   test::RedisServer redis;
 };
 
-BenchRedis::BenchRedis() {
+BenchRedis::BenchRedis(bool always_private) {
   const char* url = std::getenv("FAIRSEM_BENCH_URL");
-  if (url != nullptr && *url != '\0') {
+  if (!always_private && url != nullptr && *url != '\0') {
     url_ = url;
   } else {
     server_ = std::make_unique<Server>();
@@ -32,6 +32,11 @@ BenchRedis::~BenchRedis() = default;
 
 BenchRedis& BenchRedis::instance() {
   static BenchRedis redis;
+  return redis;
+}
+
+BenchRedis& BenchRedis::control() {
+  static BenchRedis redis(true);
   return redis;
 }
 

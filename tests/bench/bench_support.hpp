@@ -21,13 +21,17 @@ namespace fairsem::bench {
 /// stopped when the program ends.
 class BenchRedis {
  public:
-  BenchRedis();
+  /// `always_private`: a private server even when FAIRSEM_BENCH_URL is set.
+  explicit BenchRedis(bool always_private = false);
   ~BenchRedis();
   BenchRedis(const BenchRedis&) = delete;
   BenchRedis& operator=(const BenchRedis&) = delete;
 
   /// The process-wide instance (started on first use).
   static BenchRedis& instance();
+  /// A second private server (started on first use), for a control measured in the same
+  /// seconds as the instance's figures.
+  static BenchRedis& control();
 
   const std::string& url() const noexcept { return url_; }
   ConnectionOptions options() const;

@@ -7,9 +7,10 @@
 // And does Redis pay more per call as a semaphore's history grows? BM_PairAfterGrants: one
 // semaphore, limit 1, nobody waiting; an uncontended pair (acquire, release) timed after 0,
 // 1,000,000 and 10,000,000 earlier pairs on it (cumulative; pipelined in chunks of 1,000, as
-// fast as Redis takes them). Every release leaves a receipt that lives 60 s, so the keyspace
-// holds the last minute's receipts, as a busy semaphore's does; the last case waits until they
-// have expired, leaving the history alone.
+// fast as Redis takes them). Every release leaves a receipt that lives 60 s (in the semaphore's
+// receipts set), so the set holds the last minute's receipts, as a busy semaphore's does; the
+// last case waits until they are all past their time, so that the timed pairs also prune that
+// backlog.
 //
 // Per-call server time comes from SLOWLOG with a threshold of 0 µs: Redis records the execution
 // time of every call, so acquire and release are told apart (commandstats sums both under
@@ -22,6 +23,7 @@
 #include <deque>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -126,12 +128,17 @@ void drain_slowlog(detail::Connection& conn, SlowlogTotals& totals) {
 
 /// Server time per acquire and per release from SLOWLOG (at 0 µs while it lives), and their
 /// round trips as the client saw them; the counters of a benchmark of acquire-release rounds.
+/// With `control_admin`, the calls on that server are summed apart, as the control_* counters.
 class CallTimes {
  public:
-  explicit CallTimes(detail::Connection& admin) : admin_(admin) {
-    admin_.command({"CONFIG", "SET", "slowlog-log-slower-than", "0"});
-    admin_.command({"CONFIG", "SET", "slowlog-max-len", "4096"});
-    admin_.command({"SLOWLOG", "RESET"});
+  explicit CallTimes(detail::Connection& admin, detail::Connection* control_admin = nullptr)
+      : admin_(admin), control_admin_(control_admin) {
+    for (detail::Connection* c : {&admin_, control_admin_}) {
+      if (c == nullptr) continue;
+      c->command({"CONFIG", "SET", "slowlog-log-slower-than", "0"});
+      c->command({"CONFIG", "SET", "slowlog-max-len", "4096"});
+      c->command({"SLOWLOG", "RESET"});
+    }
   }
   /// One round's round trips, in µs; the slowlog is read every 1,000 (outside the timing).
   void add(benchmark::State& state, double acquire_us, double release_us) {
@@ -139,16 +146,19 @@ class CallTimes {
     release_rtt_.push_back(release_us);
     if (++since_drain_ == 1000) {
       state.PauseTiming();
-      drain_slowlog(admin_, totals_);
+      drain();
       since_drain_ = 0;
       state.ResumeTiming();
     }
   }
   /// Reads the rest, puts the slowlog back as it was and sets the counters.
   void finish(benchmark::State& state) {
-    drain_slowlog(admin_, totals_);
-    admin_.command({"CONFIG", "SET", "slowlog-log-slower-than", "10000"});
-    admin_.command({"CONFIG", "SET", "slowlog-max-len", "128"});
+    drain();
+    for (detail::Connection* c : {&admin_, control_admin_}) {
+      if (c == nullptr) continue;
+      c->command({"CONFIG", "SET", "slowlog-log-slower-than", "10000"});
+      c->command({"CONFIG", "SET", "slowlog-max-len", "128"});
+    }
     const auto mean = [](double sum, long long n) {
       return n > 0 ? sum / static_cast<double>(n) : 0.0;
     };
@@ -156,11 +166,26 @@ class CallTimes {
     state.counters["release_redis_us"] = mean(totals_.release_us, totals_.releases);
     state.counters["acquire_p50_us"] = percentile(acquire_rtt_, 50);
     state.counters["release_p50_us"] = percentile(release_rtt_, 50);
+    if (control_.acquires > 0) {
+      const double pair =
+          mean(totals_.acquire_us, totals_.acquires) + mean(totals_.release_us, totals_.releases);
+      const double control = mean(control_.acquire_us, control_.acquires) +
+                             mean(control_.release_us, control_.releases);
+      state.counters["control_pair_redis_us"] = control;
+      state.counters["pair_vs_control"] = control > 0 ? pair / control : 0;
+    }
   }
 
  private:
+  void drain() {
+    drain_slowlog(admin_, totals_);
+    if (control_admin_ != nullptr) drain_slowlog(*control_admin_, control_);
+  }
+
   detail::Connection& admin_;
+  detail::Connection* control_admin_;
   SlowlogTotals totals_;
+  SlowlogTotals control_;
   std::vector<double> acquire_rtt_;
   std::vector<double> release_rtt_;
   long long since_drain_ = 0;
@@ -298,36 +323,64 @@ void BM_PairAfterGrants(benchmark::State& state) {
   const double fill_s = std::chrono::duration<double>(Clock::now() - fill_start).count();
   const long long filled = history.pairs - before;
   if (state.range(1) != 0) {
-    // The history's receipts expired (60 s after their release; Redis removes expired keys
-    // gradually): what is left is the history itself, in the counter.
+    // The history's receipts are past their time (60 s after their release), and no key is
+    // left to expire (receipts of a version that kept one key each).
+    const std::string receipts = history.q.keys.at(6);
+    const auto receipts_due = [&] {
+      const detail::Reply newest = admin.command({"ZRANGE", receipts, "-1", "-1", "WITHSCORES"});
+      const detail::Reply t = admin.command({"TIME"});
+      const long long now =
+          std::stoll(t.elements.at(0).str) * 1000 + std::stoll(t.elements.at(1).str) / 1000;
+      return newest.elements.size() < 2 || std::stoll(newest.elements[1].str) < now;
+    };
     const auto give_up = Clock::now() + std::chrono::minutes(5);
-    while (admin.command({"DBSIZE"}).integer > 10) {
+    const auto keys_expiring = [&] {
+      const std::string info = admin.command({"INFO", "keyspace"}).str;
+      const auto at = info.find("expires=");
+      return at != std::string::npos && std::stoll(info.substr(at + 8)) > 0;
+    };
+    while (keys_expiring() || !receipts_due()) {
       if (Clock::now() > give_up) {
-        state.SkipWithError("the receipts did not expire within 5 minutes");
+        state.SkipWithError("the receipts were not past their time within 5 minutes");
         return;
       }
       std::this_thread::sleep_for(std::chrono::seconds(1));
     }
   }
 
-  CallTimes times(admin);
-  for (auto _ : state) {
-    const std::string id = history.q.new_id();
-    const std::vector<std::string> args = history.q.acquire_args(id);
+  // The control: a semaphore without a history on a second private server, its pairs sent
+  // alternately with the timed ones, so that pair_vs_control compares a pair after the history
+  // (whatever it left in its server) with one on a clean server, in the same seconds of a
+  // shared machine.
+  BenchRedis& clean = BenchRedis::control();
+  detail::Connection control_conn(clean.options());
+  Queue control(fmt::format("control-{}-{}", state.range(0), state.range(1)));
+  CallTimes times(admin, &clean.admin());
+  // One pair on `q` over `over`: its two round trips, in µs, or nothing if the release did not
+  // free it.
+  const auto pair = [](detail::Connection& over,
+                       Queue& q) -> std::optional<std::pair<double, double>> {
+    const std::string id = q.new_id();
+    const std::vector<std::string> args = q.acquire_args(id);
     auto t0 = Clock::now();
-    const detail::Reply a = conn.eval(detail::scripts::semaphore_acquire, history.q.key_args,
+    const detail::Reply a = over.eval(detail::scripts::semaphore_acquire, q.key_args,
                                       detail::Args(args.begin(), args.end()));
     auto t1 = Clock::now();
     const std::string ticket = std::to_string(detail::decode_acquire(a).ticket);
-    const detail::Reply r = conn.eval(detail::scripts::semaphore_release, history.q.key_args,
+    const detail::Reply r = over.eval(detail::scripts::semaphore_release, q.key_args,
                                       {"release", kLimit, kLease, id, ticket, "60000"});
     auto t2 = Clock::now();
-    if (detail::decode_release(r) != detail::ReleaseState::holder_released) {
+    if (detail::decode_release(r) != detail::ReleaseState::holder_released) return {};
+    return std::make_pair(micros(t1 - t0), micros(t2 - t1));
+  };
+  for (auto _ : state) {
+    const auto timed = pair(conn, history.q);
+    if (!timed || !pair(control_conn, control)) {
       state.SkipWithError("an uncontended pair's release did not find its permit");
       break;
     }
-    history.last_ticket = std::stoll(ticket);
-    times.add(state, micros(t1 - t0), micros(t2 - t1));
+    ++history.last_ticket;
+    times.add(state, timed->first, timed->second);
   }
   times.finish(state);
   history.pairs += static_cast<long long>(state.iterations());
@@ -336,6 +389,8 @@ void BM_PairAfterGrants(benchmark::State& state) {
   state.counters["receipts_expired"] = static_cast<double>(state.range(1));
   state.counters["history_pairs_per_s"] = filled > 0 ? static_cast<double>(filled) / fill_s : 0;
   state.counters["keys"] = static_cast<double>(admin.command({"DBSIZE"}).integer);
+  state.counters["receipts"] =
+      static_cast<double>(admin.command({"ZCARD", history.q.keys.at(6)}).integer);
   state.counters["used_memory_mb"] = static_cast<double>(used_memory(admin)) / 1e6;
 }
 // {pairs before, 1: once their receipts have expired}
