@@ -122,6 +122,17 @@ TEST_F(ReceiptsTest, AReceiptNamesTheIdAndTheTicket) {
   EXPECT_EQ(run({"release", "b", "1", "60000"}, "60000").elements.at(0).integer, 0);
 }
 
+// A key of another type where the receipts go costs only the receipts: the release frees the
+// permit, leaves the key alone, and a retry is told "not there" rather than "released".
+TEST_F(ReceiptsTest, AForeignReceiptsKeyCostsOnlyTheReceipt) {
+  admin_.command({"SET", key("r", "receipts"), "not fairsem's"});
+  ASSERT_EQ(run({"acquire", "a", "try", "o"}, "60000").elements.at(0).integer, 1);
+  EXPECT_EQ(run({"release", "a", "1", "60000"}, "60000").elements.at(0).integer, 1);
+  EXPECT_EQ(run({"release", "a", "1", "60000"}, "60000").elements.at(0).integer, 0);
+  EXPECT_EQ(admin_.command({"GET", key("r", "receipts")}).str, "not fairsem's");
+  EXPECT_EQ(integer({"EXISTS", key("r", "owner")}), 0);
+}
+
 // A semaphore with an idle expiry leaves nothing behind for good, the receipts included; but
 // they outlive its other keys for as long as a retry of the release may ask for them.
 TEST_F(ReceiptsTest, WithAnIdleExpiryTheReceiptsOutliveTheOtherKeysAndThenGo) {

@@ -12,13 +12,17 @@
 local refused = prepare('release')
 if refused then return refused end
 
-local id, ticket, receipt_ms, how = ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6] or '') or 0, ARGV[7]
+local id, ticket, how = ARGV[4], tonumber(ARGV[5]), ARGV[7]
+local receipt_ms = tonumber(ARGV[6] or '') or 0
 local score, bad = guarded(1, 'ZSCORE', id)
 if bad then return bad end
 if not score or (ticket ~= 0 and tonumber(score) ~= ticket) then
   -- Gone, or the id now names a later permit: released by an earlier run of this call
   -- whose reply was lost (its receipt says so), or expired.
-  if ticket ~= 0 and pcall_redis('ZSCORE', RECEIPTS, receipt(id, ticket)) then return {3} end
+  -- (A foreign receipts key holds none: pcall's error is a table, a receipt's score a string.)
+  if ticket ~= 0 and type(pcall_redis('ZSCORE', RECEIPTS, receipt(id, ticket))) == 'string' then
+    return {3}
+  end
   return {0}
 end
 -- slots' first access, guarded; a waiter has none.
