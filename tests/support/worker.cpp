@@ -302,16 +302,24 @@ int run_exit_in_callback(const Args& args, bool after_last_reference) {
   // Shared with the callback: main may return (and its frame go) while set_value() is under way.
   auto called = std::make_shared<std::promise<void>>();
   std::future<void> done = called->get_future();
-  sem->acquire_async([sem, called](std::exception_ptr error, std::optional<fairsem::Permit> p) {
-    callback_thread = static_cast<pid_t>(::syscall(SYS_gettid));
-    if (error || !p) {
-      emit("ERROR the acquire failed");
-    } else {
-      emit(std::string("CALLED ") + result_name(p->release()));
-    }
-    called->set_value();
-  });
+  // The callback waits until main has let go of its copy: a grant quick enough to end the
+  // callback before main's reset() would leave main the last reference, tearing the Client down
+  // on main's own thread (where nothing parks: exit-after-callback would wait forever).
+  auto dropped = std::make_shared<std::promise<void>>();
+  std::shared_future<void> main_dropped = dropped->get_future().share();
+  sem->acquire_async(
+      [sem, called, main_dropped](std::exception_ptr error, std::optional<fairsem::Permit> p) {
+        main_dropped.wait();
+        callback_thread = static_cast<pid_t>(::syscall(SYS_gettid));
+        if (error || !p) {
+          emit("ERROR the acquire failed");
+        } else {
+          emit(std::string("CALLED ") + result_name(p->release()));
+        }
+        called->set_value();
+      });
   sem.reset();  // the callback's copy is the last
+  dropped->set_value();
   done.wait();
   if (after_last_reference) {
     while (fairsem::detail::parked_threads() == 0) std::this_thread::yield();
