@@ -9,15 +9,14 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
-#include <fstream>
 #include <future>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "fairsem/fairsem.hpp"
 #include "fairsem/impl/connection.hpp"
+#include "previous_client.hpp"
 #include "semaphore_fixture.hpp"
 #include "test_env.hpp"
 #include "wait.hpp"
@@ -30,56 +29,21 @@ using detail::Connection;
 using detail::Reply;
 using test::wait_until;
 
-std::string read_part(const std::string& name) {
-  std::ifstream in(std::string(FAIRSEM_PREVIOUS_RELEASE_DIR) + "/" + name + ".lua");
-  std::ostringstream text;
-  text << in.rdbuf();
-  EXPECT_FALSE(text.str().empty()) << "missing " << name << ".lua";
-  return text.str();
-}
-
-/// A client of 0.2.0 on semaphore `name`: its scripts as it composed them (the shared parts,
-/// then the operation), run with EVAL.
+/// A client of 0.2.0 on semaphore `name`, with its calls as the tests below make them.
 class PreviousClient {
  public:
-  PreviousClient(std::vector<std::string> keys, long long limit, std::chrono::milliseconds lease)
-      : keys_(std::move(keys)),
-        limit_(std::to_string(limit)),
-        lease_(std::to_string(lease.count())),
-        shared_(read_part("common") + read_part("slots") + read_part("queue")),
-        acquire_(shared_ + read_part("acquire")),
-        release_(shared_ + read_part("release")) {}
+  PreviousClient(const std::string& prefix, const std::string& name, long long limit,
+                 std::chrono::milliseconds lease)
+      : client_("0.2.0", test::redis_options(), prefix, name, limit, lease) {}
 
   /// acquire ID queue: {state, ticket, ...} (state 1 granted, 2 queued).
-  Reply queue(const std::string& id) { return eval(acquire_, {"acquire", id, "queue", "v0.2.0"}); }
-  Reply release(const std::string& id, long long ticket) {
-    return eval(release_, {"release", id, std::to_string(ticket), "60000"});
-  }
+  Reply queue(const std::string& id) { return client_.acquire(id, "queue"); }
+  Reply release(const std::string& id, long long ticket) { return client_.release(id, ticket); }
   /// What 0.2.0's waker does for one waiter: BRPOP on its own wake list.
-  Reply wait_for_wake_up(const std::string& id) {
-    return waker_.command(detail::Args{"BRPOP", keys_[5] + id, "20"}, 25s);
-  }
+  Reply wait_for_wake_up(const std::string& id) { return client_.wait_for_wake_up(id, 20s); }
 
  private:
-  Reply eval(const std::string& script, std::vector<std::string> args) {
-    const std::string key_count = std::to_string(keys_.size());  // outlives argv's views
-    detail::Args argv{"EVAL", script, key_count};
-    for (const std::string& k : keys_) argv.emplace_back(k);
-    argv.emplace_back(args[0]);
-    argv.emplace_back(limit_);
-    argv.emplace_back(lease_);
-    for (std::size_t i = 1; i < args.size(); ++i) argv.emplace_back(args[i]);
-    return conn_.command(argv);
-  }
-
-  const std::vector<std::string> keys_;
-  const std::string limit_;
-  const std::string lease_;
-  const std::string shared_;
-  const std::string acquire_;
-  const std::string release_;
-  Connection conn_{test::redis_options()};
-  Connection waker_{test::redis_options()};
+  test::PreviousClient client_;
 };
 
 class PreviousReleaseTest : public test::SemaphoreFixture {};
@@ -89,7 +53,7 @@ TEST_F(PreviousReleaseTest, WaitersOfBothVersionsAreServedInTicketOrderWhoeverRe
   // by, polls soon (every lease / 3).
   const auto lease = 1500ms;
   FairSemaphore sem(test::redis_options(), "mixed", options(1, lease));
-  PreviousClient old(script_keys("mixed"), 1, 60s);
+  PreviousClient old(prefix_, "mixed", 1, 60s);
 
   Permit holder = sem.acquire();
   // In line: a 0.2.0 waiter, one of this version, another 0.2.0 waiter.
@@ -141,7 +105,7 @@ TEST_F(PreviousReleaseTest, AFieldThePreviousReleaseLeavesGoesWithTheIdsNextEntr
   o.permit_id = "shared-id";
   FairSemaphore holder_sem(test::redis_options(), "leftover", options(1, 60s));
   FairSemaphore sem(test::redis_options(), "leftover", o);
-  PreviousClient old(script_keys("leftover"), 1, 60s);
+  PreviousClient old(prefix_, "leftover", 1, 60s);
   Permit holder = holder_sem.acquire();
   std::future<Permit> waiting = sem.acquire_async();
   ASSERT_TRUE(wait_until([&] { return sem.status().waiters.size() == 1; }));

@@ -1,0 +1,65 @@
+#pragma once
+
+// A client of an earlier fairsem release on one semaphore, for the tests of a rolling upgrade:
+// that release's semaphore scripts (tests/integration/previous_release/VERSION/), composed as
+// its build composed them (the shared parts, then the operation) and run with EVAL on a
+// connection of its own, with that release's keys and arguments. What that release's C++
+// client did around the scripts (retries, wake-ups) is the caller's: PreviousReleaseTest
+// drives single calls, the stress worker (tests/stress/previous_worker.cpp) a whole client.
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "fairsem/connection_options.hpp"
+#include "fairsem/impl/connection.hpp"
+
+namespace fairsem::test {
+
+/// The release before this one: the version of the clients a rolling upgrade replaces.
+inline constexpr const char* kPreviousRelease = "0.3.1";
+
+class PreviousClient {
+ public:
+  /// `version`: a directory under previous_release/ ("0.2.0", "0.3.1"). Throws
+  /// std::runtime_error when one of its scripts is missing.
+  PreviousClient(const std::string& version, const ConnectionOptions& options,
+                 const std::string& key_prefix, const std::string& name, long long limit,
+                 std::chrono::milliseconds lease);
+
+  /// acquire ID MODE OWNER_INFO TICKET UNITS: {state, ticket, deadline, position, now, slot...}
+  /// (state 1 granted, 2 queued, 0 full (try), 3 evicted, 4 too large). TICKET 0: a first call,
+  /// or its retry after a lost reply (the script finds the entry the lost run made).
+  detail::Reply acquire(const std::string& id, const std::string& mode, long long ticket = 0,
+                        long long units = 1);
+  /// release ID TICKET RECEIPT_MS [extra...]: {state} (1 released, 2 left, 0 gone, 3 released
+  /// by an earlier run). `extra`: {"leaving"} or {"keep", "K"}.
+  detail::Reply release(const std::string& id, long long ticket,
+                        const std::vector<std::string>& extra = {});
+  /// renew ID TICKET (0.3.1 and later): {now, deadline, state}.
+  detail::Reply renew(const std::string& id, long long ticket);
+  /// What that release's waker did for a waiter that queued without a Client's inbox: BRPOP on
+  /// its own wake list (on a second connection). Nil on timeout.
+  detail::Reply wait_for_wake_up(const std::string& id, std::chrono::milliseconds timeout);
+
+  /// The receipt's lifetime this client passes to release.
+  static constexpr std::chrono::milliseconds kReceipt{60'000};
+  const std::vector<std::string>& keys() const noexcept { return keys_; }
+  const std::string& version() const noexcept { return version_; }
+
+ private:
+  detail::Reply eval(const std::string& script, const std::string& operation,
+                     const std::vector<std::string>& args);
+
+  std::string version_;
+  std::vector<std::string> keys_;
+  std::string limit_;
+  std::string lease_;
+  std::string acquire_;
+  std::string release_;
+  std::string renew_;
+  detail::Connection conn_;
+  detail::Connection waker_;
+};
+
+}  // namespace fairsem::test
