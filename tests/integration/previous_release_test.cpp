@@ -125,5 +125,34 @@ TEST_F(PreviousReleaseTest, AFieldThePreviousReleaseLeavesGoesWithTheIdsNextEntr
   EXPECT_EQ(0, integer({"EXISTS", key("leftover", "info")}));
 }
 
+TEST_F(PreviousReleaseTest, AQueuedFieldTheLastReleaseLeftGoesWhenThisVersionsLastHolderLeaves) {
+  // 0.3.1 removes entries without knowing of the {queued} field: its reap of an expired waiter
+  // of this version leaves the field behind, under an id that is never used again. This
+  // version's last holder out deletes whatever info still holds.
+  FairSemaphore sem(test::redis_options(), "queued", options(1, 60s));
+  test::PreviousClient old(test::kPreviousRelease, test::redis_options(), prefix_, "queued", 1,
+                           60s);
+  Permit holder = sem.acquire();
+  // A waiter of this version with a short lease that nobody renews (its process died).
+  Connection raw(test::redis_options());
+  const std::vector<std::string> keys = script_keys("queued");
+  const Reply queued =
+      raw.eval(detail::scripts::semaphore_acquire, detail::Args(keys.begin(), keys.end()),
+               {"acquire", "1", "100", "gone", "queue", "host:1"});
+  ASSERT_EQ(queued.elements.at(0).integer, 2);
+  ASSERT_EQ(1, integer({"HEXISTS", key("queued", "info"), "{queued}gone"}));
+  const long long deadline =
+      std::stoll(admin_.command({"ZSCORE", key("queued", "time"), "gone"}).str);
+  ASSERT_TRUE(wait_until([&] {
+    return std::stoll(admin_.command({"TIME"}).elements.at(0).str) * 1000 > deadline + 1;
+  }));
+  // 0.3.1's try finds the semaphore full and reaps the waiter, leaving its {queued} field.
+  EXPECT_EQ(old.acquire("old-try", "try").elements.at(0).integer, 0);
+  EXPECT_EQ(1, integer({"ZCARD", key("queued", "time")}));  // the holder only
+  EXPECT_EQ(1, integer({"HEXISTS", key("queued", "info"), "{queued}gone"}));
+  ASSERT_EQ(holder.release(), ReleaseResult::released);
+  EXPECT_EQ(0, integer({"EXISTS", key("queued", "info")}));
+}
+
 }  // namespace
 }  // namespace fairsem

@@ -66,8 +66,10 @@ if bad then return bad end
 -- own call cleared the list).
 if not stored_slots or ticket == 0 or how == 'leaving' then call('DEL', WAKE .. id) end
 if last then
-  -- The only entry, holding every slot: owner, time and slots hold nothing else.
-  call('DEL', OWNER, TIME, SLOTS)
+  -- The only entry, holding every slot: owner, time and slots hold nothing else, and info
+  -- nothing but fields that a client of 0.3.1 left when it removed an entry of this version
+  -- (it knows no {queued} field), which go too.
+  call('DEL', OWNER, TIME, SLOTS, INFO)
 else
   call('ZREM', TIME, id)
   call('ZREM', OWNER, id)
