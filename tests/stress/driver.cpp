@@ -21,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "previous_client.hpp"
 #include "shared_log.hpp"
 
 extern char** environ;
@@ -50,6 +51,15 @@ Driver::Driver(Settings s) : s_(std::move(s)) {
       throw CLI::ValidationError(
           "--weights", fmt::format("a weight of {} is more than the limit {}", w, s_.limit));
     }
+  }
+  if (s_.previous_processes > s_.processes) {
+    throw CLI::ValidationError(
+        "--previous-processes",
+        fmt::format("{} of {} processes", s_.previous_processes, s_.processes));
+  }
+  if (s_.previous_processes > 0 && s_.cluster) {
+    // Its client runs the scripts on one connection, which follows no redirection.
+    throw CLI::ValidationError("--previous-processes", "not with --cluster");
   }
   if (s_.seed == 0) s_.seed = (static_cast<std::uint64_t>(std::random_device{}()) << 32) | 1;
   rng_.seed(s_.seed);
@@ -153,6 +163,7 @@ int Driver::run() {
   std::copy(s_.weights.begin(), s_.weights.end(), cfg.weights);
   cfg.partial_percent = s_.partial_percent;
   cfg.threads = s_.threads;
+  cfg.previous_processes = s_.previous_processes;
   if (s_.cluster) {
     // A grant or renewal counts once the replica has it, so a failover keeps every permit
     // (docs/deployments.md); at most half of lease - renew interval (lease / 3).
@@ -167,10 +178,13 @@ int Driver::run() {
   input_.thaw_recovery_ns = ms_to_ns(1000);
 
   fmt::print(
-      "fairsem_stress: {}{} processes x {} threads, limit {}, weights {}, lease {} ms, {} s, "
+      "fairsem_stress: {}{} processes{} x {} threads, limit {}, weights {}, lease {} ms, {} s, "
       "faults: {}, seed {}\n",
-      s_.cluster ? "a 3-master cluster (min_replicas 1), " : "", s_.processes, s_.threads, s_.limit,
-      fmt::join(s_.weights, ","), s_.lease_ms, s_.seconds,
+      s_.cluster ? "a 3-master cluster (min_replicas 1), " : "", s_.processes,
+      s_.previous_processes > 0 ? fmt::format(" ({} of them clients of {})", s_.previous_processes,
+                                              test::kPreviousRelease)
+                                : std::string(),
+      s_.threads, s_.limit, fmt::join(s_.weights, ","), s_.lease_ms, s_.seconds,
       enabled_.empty() ? std::string("none") : fmt::format("{}", fmt::join(enabled_, ",")),
       s_.seed);
   std::fflush(stdout);

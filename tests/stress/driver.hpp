@@ -70,6 +70,9 @@ struct Settings {
   std::uint64_t seed = 0;  // 0: random
   /// A 3-master Redis Cluster with a replica each, the workers on min_replicas 1.
   bool cluster = false;
+  /// A rolling upgrade: this many of the worker processes run clients of the previous release
+  /// (previous_worker.cpp) on the same semaphore.
+  int previous_processes = 0;
 };
 
 struct Worker {
@@ -177,6 +180,9 @@ class Driver {
   bool wait_for_workers(std::int64_t deadline_ns);
   std::size_t leaked_entries();
   std::vector<std::string> leftover_keys();
+  /// With --previous-processes: one acquire and release by this version once every worker
+  /// stopped, as the first use after the upgrade.
+  void finish_upgrade();
   CheckInput collect();
   void print_summary(const CheckInput& checked, const CheckResult& result, std::size_t leaked,
                      const std::vector<std::string>& keys);
@@ -220,7 +226,9 @@ class Driver {
   /// Redis hands it on (bounded above by the status reply's arrival + its lease_left).
   std::int64_t latest_deadline_ns_ = 0;
   std::size_t reclaims_ = 0;
-  std::size_t expiring_ = 0;  // release receipts and wake lists still expiring at the end
+  std::size_t expiring_ = 0;           // release receipts and wake lists still expiring at the end
+  std::uint64_t previous_grants_ = 0;  // sections of clients of the previous release
+  std::uint64_t previous_timeouts_ = 0;     // and their timed waits that gave up
   std::vector<std::size_t> proxy_windows_;  // indexes into input_.disturbances
   std::vector<int> proxied_pids_;           // every worker that ever used the proxy
   std::optional<SemaphoreAdmin> admin_;

@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "previous_client.hpp"
 #include "shared_log.hpp"
 
 namespace fairsem::stress {
@@ -63,6 +64,31 @@ std::size_t Driver::leaked_entries() {
   return left;
 }
 
+void Driver::finish_upgrade() {
+  // The rolling upgrade ends: this version's client is the last to use the semaphore, and its
+  // last holder out takes what the previous release's clients left behind (keys-and-scripts.md).
+  const std::int64_t deadline = now_ns() + ms_to_ns(5000);
+  do {
+    try {
+      SemaphoreOptions o;
+      o.limit = s_.limit;
+      o.key_prefix = prefix_;
+      o.lease = milliseconds(s_.lease_ms);
+      FairSemaphore sem(admin_connection(), name_, o);
+      if (std::optional<Permit> p = sem.try_acquire()) {
+        p->release();
+        return;
+      }
+      failures_.push_back("after the run, a permit of an idle semaphore was refused");
+      return;
+    } catch (const Error& e) {
+      fmt::print(stderr, "fairsem_stress: the upgrade's last acquire failed: {}\n", e.what());
+    }
+    std::this_thread::sleep_for(milliseconds(100));
+  } while (now_ns() < deadline);
+  failures_.push_back("after the run, no permit could be acquired");
+}
+
 std::vector<std::string> Driver::leftover_keys() {
   // Only the counter, the stored limit and the release receipts (one set, pruned by each
   // release) outlive the permits, and keys on their way out (a TTL): wake lists of waiters
@@ -72,6 +98,8 @@ std::vector<std::string> Driver::leftover_keys() {
   const std::string base = prefix_ + ":{" + name_ + "}:";
   const std::set<std::string> allowed = {base + "counter", base + "meta", base + "receipts"};
   const std::string wake_lists = base + "wake:";
+  // Clients of the previous release leave a receipt key per release, with a TTL.
+  const std::string old_receipts = base + "released:";
   const std::int64_t deadline = now_ns() + ms_to_ns(3 * s_.lease_ms + 5000);
   std::vector<std::string> extra;
   do {
@@ -86,7 +114,7 @@ std::vector<std::string> Driver::leftover_keys() {
         cursor = reply.elements.at(0).str;
         for (const auto& k : reply.elements.at(1).elements) {
           if (allowed.count(k.str) != 0) continue;
-          if (k.str.rfind(wake_lists, 0) == 0) {
+          if (k.str.rfind(wake_lists, 0) == 0 || k.str.rfind(old_receipts, 0) == 0) {
             // -2: it expired between SCAN and PTTL; > 0: on its way out; -1 would be a leak.
             const long long ttl = raw_->command({"PTTL", k.str}).integer;
             if (ttl == -2) continue;
@@ -113,6 +141,9 @@ std::vector<std::string> Driver::leftover_keys() {
       if (type == "list") {
         for (const auto& e : raw_->command({"LRANGE", key, "0", "9"}).elements)
           items += " " + e.str;
+      } else if (type == "hash") {
+        const auto fields = raw_->command({"HKEYS", key}).elements;
+        for (std::size_t i = 0; i < fields.size() && i < 10; ++i) items += " " + fields[i].str;
       }
       key += fmt::format(" ({}, ttl {} ms:{})", type, ttl, items);
     } catch (const Error&) {
@@ -131,6 +162,7 @@ CheckInput Driver::collect() {
     Record& r = log.record(i);
     const auto state = r.state.load(std::memory_order_acquire);
     if (state == empty) continue;  // reserved by a worker killed before it wrote the record
+    if (r.previous != 0) ++(state == timed_out ? previous_timeouts_ : previous_grants_);
     if (state == timed_out) {
       in.timeouts.push_back({r.units, r.wait_ns, r.deadline_ns, r.enter_ns, r.pid});
       continue;
@@ -185,6 +217,7 @@ int Driver::finish() {
     std::this_thread::sleep_for(milliseconds(5));
   }
   const std::size_t leaked = leaked_entries() + reclaiming_.size();
+  if (s_.previous_processes > 0 && leaked == 0) finish_upgrade();
   const auto keys = leftover_keys();
   const CheckInput checked = collect();
   const CheckResult result = check(checked);
@@ -209,6 +242,9 @@ int Driver::finish() {
     failures_.push_back("no SIGSTOP caught a holder inside its critical section");
   }
   if (result.grants == 0) failures_.push_back("no permit was granted");
+  if (s_.previous_processes > 0 && previous_grants_ == 0) {
+    failures_.push_back(fmt::format("no client of {} was granted", test::kPreviousRelease));
+  }
   std::uint64_t cancels_broken = 0, callbacks_broken = 0;
   for (const ProcessSlot& ps : shm_->log().processes) {
     cancels_broken += ps.cancels_broken.load();
@@ -261,6 +297,11 @@ void Driver::print_summary(const CheckInput& checked, const CheckResult& r, std:
     mode_counts.push_back(fmt::format("{} {}", known ? kModeNames[mode] : "?", count));
   }
   fmt::print("{:<44} {}\n", "grants by kind of request", fmt::join(mode_counts, ", "));
+  if (s_.previous_processes > 0) {
+    fmt::print("{:<44} {} ({} timed out)\n",
+               fmt::format("grants to clients of {}", test::kPreviousRelease), previous_grants_,
+               previous_timeouts_);
+  }
   fmt::print("{:<44} {} ({} cancelled; {} cancels broken, {} callbacks not called once)\n",
              "asynchronous requests with a callback", callbacks, cancelled, cancels_broken,
              callbacks_broken);
@@ -286,7 +327,7 @@ void Driver::print_summary(const CheckInput& checked, const CheckResult& r, std:
              "worst order inversion observed", ms(r.worst_inversion_ns), ms(input_.order_slack_ns),
              r.inversions_over_10ms);
   fmt::print("{:<44} {}\n", "leaked permits (after every worker stopped)", leaked);
-  fmt::print("{:<44} {} (and {} wake lists expiring)\n",
+  fmt::print("{:<44} {} (and {} wake lists and receipt keys expiring)\n",
              "keys left besides counter, meta and receipts", keys.size(), expiring_);
   fmt::print("{:<44} {:.0f} ms over {} permits (lease {} ms; Redis lease deadline {:.0f} ms)\n",
              "longest reclaim of a killed holder's permit", ms(longest_reclaim_ns_), reclaims_,

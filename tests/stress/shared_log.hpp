@@ -38,6 +38,7 @@ struct Record {
   std::uint8_t mode;  // stress::Mode
   std::uint8_t lost;
   std::uint8_t partial_failed;      // release(k) threw
+  std::uint8_t previous;            // made by a client of the previous release
   std::atomic<std::uint8_t> state;  // RecordState; written last, with release order
 };
 
@@ -84,6 +85,8 @@ struct Config {
   int partial_percent;              // of the sections of 2 units or more
   int min_replicas;                 // SemaphoreOptions::min_replicas (0: none)
   std::int64_t replica_timeout_ms;  // and its replica_timeout
+  /// Process slots below this run clients of the previous release (previous_worker.cpp).
+  int previous_processes;
 };
 
 struct SharedLog {

@@ -77,6 +77,9 @@ int main(int argc, char** argv) {
                fmt::format("run on a 3-master Redis Cluster with a replica each (workers on "
                            "min_replicas 1); faults: {}",
                            fmt::join(kClusterFaultKinds, ",")));
+  app.add_option("--previous-processes", s.previous_processes,
+                 "worker processes that run clients of the previous release (a rolling upgrade)")
+      ->check(CLI::Range(0, kMaxProcesses));
   CLI11_PARSE(app, argc, argv);
   try {
     Driver driver(s);

@@ -29,6 +29,17 @@
 #include "shared_log.hpp"
 
 namespace fairsem::stress {
+
+Record* next_record(SharedLog& log) {
+  const std::uint64_t i = log.next_record.fetch_add(1);
+  if (i >= log.capacity) {
+    log.full.store(1);
+    log.stop.store(1);
+    return nullptr;
+  }
+  return &log.record(i);
+}
+
 namespace {
 
 // --- the worker -------------------------------------------------------------------------------
@@ -43,17 +54,6 @@ ConnectionOptions worker_connection(const std::string& url) {
   // CLIENT LIST then tells the renewal connections from the others (the renew-kill fault).
   c.client_name = "fairsem-stress-" + std::to_string(::getpid());
   return c;
-}
-
-/// Takes the next record; null (and the run ends) when the log is full.
-Record* next_record(SharedLog& log) {
-  const std::uint64_t i = log.next_record.fetch_add(1);
-  if (i >= log.capacity) {
-    log.full.store(1);
-    log.stop.store(1);
-    return nullptr;
-  }
-  return &log.record(i);
 }
 
 /// A partial release of `back` units, logged: the instant the holder stops using them, and
@@ -295,6 +295,10 @@ int worker_main(int log_fd, int slot, const std::string& url) {
   SharedLog& log = mapping.log();
   ProcessSlot& ps = log.processes[slot];
   const Config& cfg = log.config;
+  if (slot < cfg.previous_processes) {
+    previous_worker(log, slot, worker_connection(url));
+    return 0;
+  }
 
   SemaphoreOptions options;
   options.limit = cfg.limit;

@@ -20,6 +20,7 @@
 #include <string>
 #include <system_error>
 
+#include "fairsem/connection_options.hpp"
 #include "shared_log.hpp"
 
 namespace fairsem::stress {
@@ -94,9 +95,16 @@ class SharedMapping {
   SharedLog* log_ = nullptr;
 };
 
+/// Takes the next record; null (and the run ends) when the log is full.
+Record* next_record(SharedLog& log);
+
 /// The worker process: maps the log by its inherited descriptor `log_fd` and runs the threads of
 /// process slot `slot` against the server at `url` until the log says stop (the driver, or a
 /// full log).
 int worker_main(int log_fd, int slot, const std::string& url);
+
+/// The threads of a worker process of the previous release (previous_worker.cpp), until the
+/// log says stop.
+void previous_worker(SharedLog& log, int slot, const ConnectionOptions& options);
 
 }  // namespace fairsem::stress

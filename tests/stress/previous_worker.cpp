@@ -1,0 +1,254 @@
+// The stress harness's worker threads of an earlier release (--previous-processes): a rolling
+// upgrade, with processes of that release and of this one on the same semaphore under the same
+// faults. Each thread is a client of that release as its library behaved on the wire: its
+// scripts (test::PreviousClient, tests/integration/previous_release/VERSION/) with a random
+// permit id per request; a call whose reply was lost is sent again, the acquire with ticket 0
+// (the script finds the entry the lost run made), the release with its ticket (its receipt
+// tells "released by the lost run"); a waiter waits on its own wake list and polls with its
+// ticket (which also renews its entry) at least every lease / 3, and leaves at its timeout.
+// Sections are logged like the others' (stress_worker.cpp), so the checker holds both releases
+// to the same promises.
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "checker.hpp"
+#include "fairsem/fairsem.hpp"
+#include "previous_client.hpp"
+#include "shared_log.hpp"
+#include "stress_worker.hpp"
+
+namespace fairsem::stress {
+namespace {
+
+using detail::Reply;
+
+/// How long a call is sent again after lost replies (a restart, a cut) before it counts as
+/// failed: the library's default retry budget is longer, but a thread must come back to the
+/// stop flag.
+constexpr milliseconds kRetryFor{3000};
+
+class PreviousThread {
+ public:
+  PreviousThread(SharedLog& log, ProcessSlot& ps, ThreadSlot& ts, const ConnectionOptions& options,
+                 std::uint64_t seed)
+      : log_(log),
+        cfg_(log.config),
+        ps_(ps),
+        ts_(ts),
+        rng_(seed),
+        client_(test::kPreviousRelease, options, cfg_.key_prefix, cfg_.name, cfg_.limit,
+                milliseconds(cfg_.lease_ms)) {}
+
+  void run() {
+    while (log_.stop.load() == 0) {
+      if (!one_request()) break;
+    }
+    ts_.state.store(idle);
+  }
+
+ private:
+  /// A call sent until it gets a reply, or nullopt after kRetryFor of failures.
+  template <typename Call>
+  std::optional<Reply> with_retries(Call call) {
+    const auto until = Clock::now() + kRetryFor;
+    for (;;) {
+      try {
+        return call();
+      } catch (const Error&) {
+        if (Clock::now() >= until || log_.stop.load() != 0) return std::nullopt;
+        std::this_thread::sleep_for(milliseconds(20));
+      }
+    }
+  }
+
+  std::string new_id() {
+    static constexpr char kHex[] = "0123456789abcdef";
+    std::string id = "old-";
+    for (int i = 0; i < 20; ++i) id += kHex[rng_() % 16];
+    return id;
+  }
+
+  /// One request: false when the log is full.
+  bool one_request() {
+    static constexpr Mode kModes[] = {Mode::acquire, Mode::try_acquire, Mode::try_acquire,
+                                      Mode::try_acquire_for, Mode::try_acquire_for};
+    const Mode mode = kModes[rng_() % std::size(kModes)];
+    const long long units = cfg_.weights[rng_() % static_cast<std::uint64_t>(cfg_.weight_count)];
+    const auto timeout = milliseconds(rng_() % static_cast<std::uint64_t>(cfg_.max_timeout_ms + 1));
+    const std::string id = new_id();
+    ts_.state.store(waiting);
+    const std::int64_t wait_ns = now_ns();
+    const auto started = Clock::now();
+    const char* how = mode == Mode::try_acquire ? "try" : "queue";
+    std::optional<Reply> r = with_retries([&] { return client_.acquire(id, how, 0, units); });
+    // Polls in between: the first call's own state.
+    for (;;) {
+      if (!r || r->elements.size() < 6) return failed();
+      const long long state = r->elements[0].integer;
+      const long long ticket = r->elements[1].integer;
+      if (state == 1) return hold(id, ticket, units, mode, wait_ns, started, *r);
+      if (state == 0) {
+        ps_.rejected.fetch_add(1);
+        ts_.state.store(idle);
+        return true;
+      }
+      if (state != 2) return failed();  // evicted, or too large for the limit
+      if (mode == Mode::try_acquire_for && Clock::now() >= started + timeout) {
+        return leave(id, ticket, units, wait_ns, timeout);
+      }
+      if (log_.stop.load() != 0) {
+        (void)with_retries([&] { return client_.release(id, ticket, {"leaving"}); });
+        ts_.state.store(idle);
+        return true;
+      }
+      auto wait = milliseconds(cfg_.lease_ms / 3);
+      if (mode == Mode::try_acquire_for) {
+        wait = std::min(wait,
+                        std::chrono::duration_cast<milliseconds>(started + timeout - Clock::now()));
+      }
+      try {
+        (void)client_.wait_for_wake_up(id, std::max(wait, milliseconds(1)));
+      } catch (const Error&) {
+        // The wake-up connection broke: the poll says where the waiter stands.
+      }
+      r = with_retries([&] { return client_.acquire(id, "queue", ticket, units); });
+    }
+  }
+
+  bool failed() {
+    ps_.acquire_errors.fetch_add(1);
+    ts_.state.store(idle);
+    std::this_thread::sleep_for(milliseconds(10));
+    return true;
+  }
+
+  /// A timed wait that gave up: it leaves (a promotion at that instant is given back).
+  bool leave(const std::string& id, long long ticket, long long units, std::int64_t wait_ns,
+             milliseconds timeout) {
+    const std::int64_t end_ns = now_ns();
+    (void)with_retries([&] { return client_.release(id, ticket, {"leaving"}); });
+    ts_.state.store(idle);
+    ps_.timed_out.fetch_add(1);
+    Record* r = next_record(log_);
+    if (r == nullptr) return false;
+    r->units = static_cast<std::int32_t>(units);
+    r->wait_ns = wait_ns;
+    r->enter_ns = end_ns;
+    r->deadline_ns = wait_ns + ms_to_ns(timeout.count());
+    r->pid = static_cast<std::int32_t>(::getpid());
+    r->mode = static_cast<std::uint8_t>(Mode::try_acquire_for);
+    r->previous = 1;
+    r->state.store(timed_out, std::memory_order_release);
+    return true;
+  }
+
+  /// The critical section of a grant, logged as stress_worker.cpp's hold() logs one.
+  bool hold(const std::string& id, long long ticket, long long units, Mode mode,
+            std::int64_t wait_ns, Clock::time_point asked, const Reply& granted) {
+    Record* record = next_record(log_);
+    if (record == nullptr) {
+      (void)with_retries([&] { return client_.release(id, ticket); });
+      return false;
+    }
+    Record& r = *record;
+    // The lease runs from the script's run, after `asked`: this deadline is never later than
+    // the server's.
+    const std::int64_t lease_left_ms = granted.elements[2].integer - granted.elements[4].integer;
+    const std::int64_t deadline_ns = to_ns(asked) + ms_to_ns(lease_left_ms);
+    std::vector<std::int64_t> slots;
+    for (std::size_t i = 5; i < granted.elements.size(); ++i)
+      slots.push_back(granted.elements[i].integer);
+    r.token = ticket;
+    r.units = static_cast<std::int32_t>(units);
+    r.slot_count = static_cast<std::int32_t>(slots.size());
+    std::copy_n(slots.begin(), std::min<std::size_t>(slots.size(), kMaxUnits), r.slots);
+    r.wait_ns = wait_ns;
+    r.enter_ns = now_ns();
+    r.deadline_ns = deadline_ns;
+    r.pid = static_cast<std::int32_t>(::getpid());
+    r.mode = static_cast<std::uint8_t>(mode);
+    r.previous = 1;
+    r.state.store(entered, std::memory_order_release);
+    copy_string(ts_.permit_id, kIdBytes, id);
+    ts_.token.store(ticket);
+    ts_.state.store(holding);
+
+    const auto held_for =
+        std::chrono::microseconds(rng_() % static_cast<std::uint64_t>(cfg_.hold_us + 1));
+    if (units >= 2 && static_cast<int>(rng_() % 100) < cfg_.partial_percent) {
+      std::this_thread::sleep_for(held_for / 2);
+      const long long keep =
+          1 + static_cast<long long>(rng_() % static_cast<std::uint64_t>(units - 1));
+      // As the permit means to keep them: its lowest slots (the script keeps those).
+      r.kept_count = static_cast<std::int32_t>(keep);
+      std::copy_n(slots.begin(), keep, r.kept);
+      r.partial_ns = now_ns();
+      std::atomic_signal_fence(std::memory_order_seq_cst);
+      const auto kept = with_retries([&] {
+        return client_.release(id, ticket, {"keep", std::to_string(keep)});
+      });
+      if (!kept || kept->elements.empty() || kept->elements[0].integer != 1) {
+        r.partial_failed = 1;
+        ps_.release_errors.fetch_add(1);
+      }
+      std::this_thread::sleep_for(held_for - held_for / 2);
+    } else if (held_for.count() > 0) {
+      std::this_thread::sleep_for(held_for);
+    }
+    r.leave_ns = now_ns();
+    r.lost = r.leave_ns >= deadline_ns ? 1 : 0;
+    r.state.store(left, std::memory_order_release);
+    ts_.state.store(idle);
+    const auto released = with_retries([&] { return client_.release(id, ticket); });
+    if (!released || released->elements.empty()) {
+      ps_.release_errors.fetch_add(1);
+    } else if (released->elements[0].integer == 0) {
+      ps_.lost.fetch_add(1);  // expired before the release, as on_lost would have said
+    }
+    return true;
+  }
+
+  SharedLog& log_;
+  const Config& cfg_;
+  ProcessSlot& ps_;
+  ThreadSlot& ts_;
+  std::mt19937_64 rng_;
+  test::PreviousClient client_;
+};
+
+}  // namespace
+
+void previous_worker(SharedLog& log, int slot, const ConnectionOptions& options) {
+  ProcessSlot& ps = log.processes[slot];
+  std::vector<std::optional<PreviousThread>> clients(static_cast<std::size_t>(log.config.threads));
+  std::random_device rd;
+  while (log.stop.load() == 0) {
+    try {
+      for (auto& c : clients) {
+        const std::uint64_t seed = (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
+        if (!c) c.emplace(log, ps, ps.threads[&c - clients.data()], options, seed);
+      }
+      break;
+    } catch (const Error&) {
+      std::this_thread::sleep_for(milliseconds(20));  // Redis is restarting
+    }
+  }
+  std::vector<std::thread> threads;
+  for (auto& c : clients) {
+    if (c) threads.emplace_back([&c] { c->run(); });
+  }
+  ps.ready.store(1);
+  for (auto& t : threads) t.join();
+}
+
+}  // namespace fairsem::stress
