@@ -22,6 +22,7 @@ using detail::Args;
 using detail::Connection;
 using detail::Reply;
 using ::testing::ElementsAre;
+using ::testing::HasSubstr;
 using ::testing::UnorderedElementsAre;
 
 class ReceiptsTest : public test::SemaphoreFixture {
@@ -33,10 +34,6 @@ class ReceiptsTest : public test::SemaphoreFixture {
     const std::vector<std::string> keys = script_keys("r");
     return conn_.eval(detail::scripts::semaphore_script(args[0]), Args(keys.begin(), keys.end()),
                       full);
-  }
-  long long server_ms() {
-    const Reply t = admin_.command({"TIME"});
-    return std::stoll(t.elements.at(0).str) * 1000 + std::stoll(t.elements.at(1).str) / 1000;
   }
   /// The receipts set: member -> when it may go, in that order.
   std::vector<std::pair<std::string, long long>> receipts(const std::string& name = "r") {
@@ -120,6 +117,26 @@ TEST_F(ReceiptsTest, AReceiptNamesTheIdAndTheTicket) {
   EXPECT_EQ(run({"release", "a", "1", "60000"}, "60000").elements.at(0).integer, 3);
   EXPECT_EQ(run({"release", "a", "2", "60000"}, "60000").elements.at(0).integer, 0);
   EXPECT_EQ(run({"release", "b", "1", "60000"}, "60000").elements.at(0).integer, 0);
+}
+
+// A release whose ticket or receipt time is not an integer (a client's bug, another program)
+// is refused with an error that names them, before anything is written.
+TEST_F(ReceiptsTest, AGarbledTicketOrReceiptTimeIsRefusedWithNothingWritten) {
+  ASSERT_EQ(run({"acquire", "a", "try", "o"}, "60000").elements.at(0).integer, 1);
+  const auto before = snapshot();
+  for (const Args& bad : {Args{"release", "a", "1", "sixty"}, Args{"release", "a", "1"},
+                          Args{"release", "a", "1", "-1"}, Args{"release", "a", "1", "1.5"},
+                          Args{"release", "a", "one", "60000"}}) {
+    try {
+      run(bad, "60000");
+      ADD_FAILURE() << "accepted: " << bad.size() << " arguments";
+    } catch (const ReplyError& e) {
+      EXPECT_THAT(e.server_message(), HasSubstr("release needs TICKET (an integer) and "
+                                                "RECEIPT_MS (whole ms, at least 0)"));
+    }
+  }
+  EXPECT_EQ(snapshot(), before);
+  EXPECT_EQ(run({"release", "a", "1", "60000"}, "60000").elements.at(0).integer, 1);
 }
 
 // A key of another type where the receipts go costs only the receipts: the release frees the

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <string>
 
+#include "semaphore_fixture.hpp"
 #include "server_build.hpp"
 #include "test_env.hpp"
 
@@ -21,13 +22,9 @@ using fairsem::ReplyError;
 using fairsem::detail::Connection;
 using fairsem::detail::Script;
 using fairsem::test::redis_options;
+using fairsem::test::server_ms;
 using fairsem::test::unique_prefix;
 using ::testing::HasSubstr;
-
-long long server_ms(Connection& c) {
-  auto t = c.command({"TIME"});
-  return std::stoll(t.elements.at(0).str) * 1000 + std::stoll(t.elements.at(1).str) / 1000;
-}
 
 long long commandstat_calls(Connection& c, const std::string& command) {
   const std::string info = c.command({"INFO", "commandstats"}).str;

@@ -25,6 +25,12 @@
 
 namespace fairsem::test {
 
+/// The server's clock (TIME), in ms: what the scripts read as `now`.
+inline long long server_ms(detail::Connection& c) {
+  const detail::Reply t = c.command({"TIME"});
+  return std::stoll(t.elements.at(0).str) * 1000 + std::stoll(t.elements.at(1).str) / 1000;
+}
+
 class SemaphoreFixture : public ::testing::Test {
  protected:
   SemaphoreOptions options(long long limit,
@@ -42,6 +48,7 @@ class SemaphoreFixture : public ::testing::Test {
   std::vector<std::string> script_keys(const std::string& name) const {
     return detail::semaphore_keys(prefix_, name);
   }
+  long long server_ms() { return test::server_ms(admin_); }
   long long integer(std::initializer_list<std::string_view> argv) {
     return admin_.command(argv).integer;
   }

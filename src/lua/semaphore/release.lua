@@ -9,11 +9,15 @@
 -- permit back.
 -- function flags: allow-oom
 
+local id, ticket, receipt_ms, how = ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6] or ''), ARGV[7]
+-- Checked before anything is written: a garbled TICKET would be told "gone", a garbled
+-- RECEIPT_MS would keep a receipt that is stale at once.
+if not ticket or ticket % 1 ~= 0 or not receipt_ms or receipt_ms < 0 or receipt_ms % 1 ~= 0 then
+  return redis.error_reply('fairsem semaphore script: release needs TICKET (an integer) and '
+    .. 'RECEIPT_MS (whole ms, at least 0)')
+end
 local refused = prepare('release')
 if refused then return refused end
-
-local id, ticket, how = ARGV[4], tonumber(ARGV[5]), ARGV[7]
-local receipt_ms = tonumber(ARGV[6] or '') or 0
 local score, bad = guarded(1, 'ZSCORE', id)
 if bad then return bad end
 if not score or (ticket ~= 0 and tonumber(score) ~= ticket) then
