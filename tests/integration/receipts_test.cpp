@@ -56,8 +56,8 @@ class ReceiptsTest : public test::SemaphoreFixture {
 };
 
 // 50 permits released one after another leave their receipts in one key, each kept RECEIPT_MS
-// after its release. Once they are past their time, each release prunes the oldest 8 (work
-// bounded however many there are), until fewer than 8 are left.
+// after its release. Once they are past their time (but one that is kept longer), each release
+// prunes the oldest 8 (work bounded however many there are), until fewer than 8 are left.
 TEST_F(ReceiptsTest, ReleasesShareOneSetThatEachReleasePrunes) {
   for (int i = 1; i <= 50; ++i) {
     const std::string id = "p" + std::to_string(i);
@@ -79,19 +79,23 @@ TEST_F(ReceiptsTest, ReleasesShareOneSetThatEachReleasePrunes) {
   ASSERT_FALSE(kept.empty());
   EXPECT_EQ(kept.back().first, "p50:50");
   EXPECT_EQ(run({"release", "p50", "50", "100"}).elements.at(0).integer, 3);  // released earlier
+  // One receipt kept for a minute (a client with a longer retry budget).
+  ASSERT_EQ(run({"acquire", "live", "try", "o"}).elements.at(0).integer, 1);
+  ASSERT_EQ(run({"release", "live", "51", "60000"}).elements.at(0).integer, 1);
 
-  // Once the server's clock has passed every receipt's time, each release adds its own and
-  // removes the oldest 8.
+  // Once the server's clock has passed every other receipt's time, each release adds its own
+  // and removes the oldest 8.
   const long long last = kept.back().second;
+  kept = receipts();
   ASSERT_TRUE(test::wait_until([&] { return server_ms() > last; }, 10s));
-  long long ticket = 51;
+  long long ticket = 52;
   const auto pair = [&] {
     const std::string id = "q" + std::to_string(ticket);
     ASSERT_EQ(run({"acquire", id, "try", "o"}).elements.at(0).integer, 1);
     ASSERT_EQ(run({"release", id, std::to_string(ticket), "60000"}).elements.at(0).integer, 1);
     ++ticket;
   };
-  std::size_t stale = kept.size();
+  std::size_t stale = kept.size() - 1;
   while (stale >= 8) {
     pair();
     const auto now = receipts();
@@ -106,6 +110,33 @@ TEST_F(ReceiptsTest, ReleasesShareOneSetThatEachReleasePrunes) {
   EXPECT_EQ(receipts().size(), kept.size() + 1);
   // A retry whose receipt went is told "not there" (expired), as when a key expired.
   EXPECT_EQ(run({"release", "p1", "1", "100"}).elements.at(0).integer, 0);
+}
+
+// A burst of releases, then a pause longer than a receipt's lifetime: the next release finds
+// every receipt but its own past their time, and the whole set goes at once (UNLINK: the server
+// frees it in the background) rather than 8 per release. With an idle expiry the new set has
+// its expiry again.
+TEST_F(ReceiptsTest, APauseAfterABurstLetsTheNextReleaseDropTheWholeSetAtOnce) {
+  // With an idle expiry (5 s), tickets start at 1024 x the server clock: each is read back.
+  const auto pair = [&](const std::string& id) {
+    const Reply granted = run({"acquire", id, "try", "o", "0", "1", "", "0", "5000"});
+    EXPECT_EQ(granted.elements.at(0).integer, 1);
+    const std::string ticket = std::to_string(granted.elements.at(1).integer);
+    EXPECT_EQ(run({"release", id, ticket, "100"}).elements.at(0).integer, 1);
+    return id + ":" + ticket;
+  };
+  for (int i = 1; i <= 50; ++i) pair("p" + std::to_string(i));
+  const long long last = receipts().back().second;
+  ASSERT_EQ(receipts().size(), 50U);
+  ASSERT_TRUE(test::wait_until([&] { return server_ms() > last; }, 10s));
+  admin_.command({"CONFIG", "RESETSTAT"});
+  const std::string q = pair("q");
+  EXPECT_THAT(receipts(), ElementsAre(::testing::Key(q)));
+  EXPECT_EQ(calls("unlink"), 1);
+  EXPECT_EQ(calls("zremrangebyrank"), 0);
+  EXPECT_GT(admin_.command({"PTTL", key("r", "receipts")}).integer, 0);
+  const auto colon = q.find(':');
+  EXPECT_EQ(run({"release", "q", q.substr(colon + 1), "100"}).elements.at(0).integer, 3);
 }
 
 // A receipt is for one permit, its id and its ticket: a later permit of the same id, or
@@ -173,6 +204,46 @@ TEST_F(ReceiptsTest, WithAnIdleExpiryTheReceiptsOutliveTheOtherKeysAndThenGo) {
     EXPECT_GE(admin_.command({"PEXPIRETIME", key("expiring", "receipts")}).integer,
               receipts("expiring")[0].second);
   }
+}
+
+// With an idle expiry, the receipts set lives until its newest receipt may go; a release pushes
+// its expiry on (meta's `receipts`) only when its receipt goes beyond it, to one receipt
+// lifetime past that receipt, rather than on every release.
+TEST_F(ReceiptsTest, WithAnIdleExpiryOnlyAReceiptBeyondTheSetsExpiryPushesItOn) {
+  // Lease 300 ms, an idle expiry of 5 s (the other keys stay throughout), receipts of 400 ms.
+  const auto pair = [&](const std::string& id) {
+    const Reply granted = run({"acquire", id, "try", "o", "0", "1", "", "0", "5000"}, "300");
+    ASSERT_EQ(granted.elements.at(0).integer, 1);
+    const std::string ticket = std::to_string(granted.elements.at(1).integer);
+    ASSERT_EQ(run({"release", id, ticket, "400"}, "300").elements.at(0).integer, 1);
+  };
+  const auto until = [&] {
+    return std::stoll(admin_.command({"HGET", key("r", "meta"), "receipts"}).str);
+  };
+  const auto expire_time = [&] {
+    return admin_.command({"PEXPIRETIME", key("r", "receipts")}).integer;
+  };
+  pair("a");
+  const long long first = until();
+  EXPECT_EQ(first, receipts().back().second + 400);
+  if (has_functions()) {  // PEXPIRETIME: Redis 7, Valkey
+    EXPECT_EQ(expire_time(), first);
+  }
+  pair("b");
+  ASSERT_LE(receipts().back().second, first);
+  EXPECT_EQ(until(), first) << "a receipt within the set's expiry pushed it on";
+  if (has_functions()) {
+    EXPECT_EQ(expire_time(), first);
+  }
+  // The next receipt goes beyond it, and takes it on.
+  ASSERT_TRUE(test::wait_until([&] { return server_ms() + 400 > first; }, 10s));
+  pair("c");
+  ASSERT_GT(receipts().back().second, first);
+  EXPECT_EQ(until(), receipts().back().second + 400);
+  if (has_functions()) {
+    EXPECT_EQ(expire_time(), until());
+  }
+  EXPECT_GT(admin_.command({"PTTL", key("r", "receipts")}).integer, 0);
 }
 
 }  // namespace

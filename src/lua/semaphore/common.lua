@@ -11,7 +11,7 @@
 --   3 P:{NAME}:counter  STRING ticket counter (INCR only; a ticket is the fencing token)
 --   4 P:{NAME}:meta     HASH  limit = the current limit; slots = how many slot numbers have
 --                             been handed out so far (the slots at or above it are free);
---                             expiry, expires: see "Idle expiry" below
+--                             expiry, expires, receipts: see "Idle expiry" below
 --   5 P:{NAME}:info     HASH  permit id -> owner info (who holds or waits); for a waiter
 --                             that asks for more than one unit, {units}ID -> how many; for
 --                             an entry whose Client has an inbox, {inbox}ID -> CLIENT; and for
@@ -91,9 +91,13 @@
 -- kept RECEIPT_MS after the release (the client passes its retry budget), in one sorted set per
 -- semaphore: the keyspace does not grow with the release rate. Each release removes the oldest
 -- PRUNE receipts when all of them are past their time, so it prunes more than it adds, and a
--- backlog (a burst of releases, then a pause) goes in steps of bounded cost; fewer than PRUNE
--- receipts past their time may stay (one asked for is still true: "released"). With an idle
--- expiry the set expires too, with its last receipt. A foreign key in its place costs
+-- backlog (a burst of releases, then a slower rate) goes in steps of bounded cost; fewer than
+-- PRUNE receipts past their time may stay (one asked for is still true: "released"). A release
+-- that finds every receipt but its own past their time (a pause after a burst) UNLINKs the set,
+-- which the server frees in the background, and starts a new one. With an idle
+-- expiry the set expires too, no sooner than its newest receipt may go: at meta's `receipts`,
+-- which a release whose receipt goes beyond it pushes on to a receipt's lifetime past that
+-- receipt, or at `expires` if that is later. A foreign key in its place costs
 -- only the receipts (open, status, evict and resize refuse it).
 --
 -- Idle expiry. meta's `expiry` (ms; absent: 0, the keys never expire) is stored by the first
@@ -199,6 +203,8 @@ local slots_counted = false
 local promoted_count = 0
 -- meta's idle expiry in ms (0: none) and `expires`, when the keys expire (nil: not known).
 local expiry, expires = 0, nil
+-- meta's `receipts`: with an idle expiry, when the receipts set expires (nil: not known).
+local receipts_until = nil
 -- } state
 
 -- Runs a command on KEYS[i]. Returns its reply, or nil and refusal -2 naming the key when the
@@ -270,13 +276,30 @@ local function receipt(id, ticket) return id .. ':' .. int(tonumber(ticket)) end
 -- the oldest PRUNE receipts when they are all past their time (see Receipts above).
 local function keep_receipt(id, ticket, receipt_ms)
   local now = server_ms()
-  if type(pcall_redis('ZADD', RECEIPTS, int(now + receipt_ms), receipt(id, ticket))) ~= 'number'
-  then
+  local score = now + receipt_ms
+  if type(pcall_redis('ZADD', RECEIPTS, int(score), receipt(id, ticket))) ~= 'number' then
     return
   end
   local nth = call('ZRANGE', RECEIPTS, PRUNE - 1, PRUNE - 1, 'WITHSCORES')
-  if nth[2] and tonumber(nth[2]) < now then call('ZREMRANGEBYRANK', RECEIPTS, 0, PRUNE - 1) end
-  if expiry > 0 then call('PEXPIRE', RECEIPTS, int(receipt_ms)) end
+  if nth[2] and tonumber(nth[2]) < now then
+    if tonumber(call('ZRANGE', RECEIPTS, -2, -2, 'WITHSCORES')[2]) < now then
+      -- Every receipt but this one is past its time (a pause after a burst): the set goes at
+      -- once, freed by the server in the background, and this receipt starts a new one.
+      call('UNLINK', RECEIPTS)
+      call('ZADD', RECEIPTS, int(score), receipt(id, ticket))
+      receipts_until = nil
+    else
+      call('ZREMRANGEBYRANK', RECEIPTS, 0, PRUNE - 1)
+    end
+  end
+  -- With an idle expiry the set lives until its newest receipt may go. Only a receipt beyond
+  -- meta's `receipts` pushes that on, to a receipt's lifetime past itself: two calls per
+  -- lifetime, not one per release.
+  if expiry > 0 and not (receipts_until and score <= receipts_until) then
+    receipts_until = score + receipt_ms
+    call('PEXPIREAT', RECEIPTS, int(receipts_until))
+    call('HSET', META, 'receipts', int(receipts_until))
+  end
 end
 
 -- Idle expiry (see above): every key of the semaphore expires 1.5 E from `now`.
@@ -285,10 +308,11 @@ local function refresh_expiry(now)
   expires = now + e + math.floor(e / 2)
   call('HSET', META, 'expires', int(expires))
   for _, i in ipairs({1, 2, 3, 4, 5, 8, 9}) do call('PEXPIREAT', KEYS[i], int(expires)) end
-  -- The receipts go when the last of them may, if that is later.
+  -- The receipts go when the last of them may (meta's `receipts`, or the newest's time for a
+  -- set made before the expiry was adopted), if that is later. (A foreign key has no newest.)
   local last = pcall_redis('ZRANGE', RECEIPTS, '-1', '-1', 'WITHSCORES')
   if type(last) == 'table' and last[2] then
-    call('PEXPIREAT', RECEIPTS, int(math.max(expires, tonumber(last[2]))))
+    call('PEXPIREAT', RECEIPTS, int(math.max(expires, receipts_until or tonumber(last[2]))))
   end
 end
 

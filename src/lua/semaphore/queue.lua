@@ -206,7 +206,7 @@ local function prepare(op, wanted)
     local counter = call('GET', COUNTER)
     if counter and not string.match(counter, '^%-?%d+$') then return {-3, COUNTER} end
   end
-  local meta, refused = guarded(4, 'HMGET', 'limit', 'slots', 'expiry', 'expires')
+  local meta, refused = guarded(4, 'HMGET', 'limit', 'slots', 'expiry', 'expires', 'receipts')
   if refused then return refused end
   local stored = meta[1]
   -- A stored limit is a whole number from 1 up; anything else is refused, never followed.
@@ -215,6 +215,7 @@ local function prepare(op, wanted)
     if not n or n < 1 or n ~= math.floor(n) then return {-1, stored} end
   end
   expiry, expires = tonumber(meta[3] or '0') or 0, tonumber(meta[4] or '')
+  receipts_until = tonumber(meta[5] or '')
   wanted = tonumber(wanted or '0') or 0
   if op == 'open' and wanted > 0 and expiry > 0 and wanted ~= expiry then return {-6, meta[3]} end
   local adopt = wanted > 0 and expiry == 0
