@@ -68,6 +68,32 @@ class ProtocolError : public Error {
   ~ProtocolError() override;
 };
 
+/// The semaphore's keys in Redis are in a later data model than this client reads and writes:
+/// a newer fairsem wrote them (a rolling upgrade that reached the data before this process).
+/// Every operation on that semaphore is refused, with nothing written, until this client is
+/// upgraded; the message names both data models and, when stored, the version that wrote them.
+class DataModelError : public ProtocolError {
+ public:
+  DataModelError(const std::string& message, std::string stored_model, long long supported_model,
+                 std::string written_by)
+      : ProtocolError(message),
+        stored_model_(std::move(stored_model)),
+        supported_model_(supported_model),
+        written_by_(std::move(written_by)) {}
+  ~DataModelError() override;
+
+  /// meta's `model` as stored; the data model this client reads and writes; the fairsem
+  /// version that wrote the data (empty when not stored).
+  const std::string& stored_model() const noexcept { return stored_model_; }
+  long long supported_model() const noexcept { return supported_model_; }
+  const std::string& written_by() const noexcept { return written_by_; }
+
+ private:
+  std::string stored_model_;
+  long long supported_model_;
+  std::string written_by_;
+};
+
 /// A semaphore was opened with a limit other than the one stored in Redis by its first user.
 class LimitMismatchError : public Error {
  public:

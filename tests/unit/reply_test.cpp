@@ -3,6 +3,7 @@
 #include <fairsem/impl/replies.hpp>
 #include <fairsem/impl/reply.hpp>
 #include <fairsem/impl/text.hpp>
+#include <fairsem/version.hpp>
 
 #include <chrono>
 #include <climits>
@@ -194,6 +195,48 @@ TEST(ScriptReplyTest, OtherRefusalsAreReplyErrors) {
     EXPECT_STREQ(e.what(),
                  "fairsem: semaphore 's' on h:1: key 'c' does not hold an integer counter; it "
                  "belongs to something else, so fairsem leaves it alone");
+  }
+}
+
+TEST(ScriptReplyTest, ALaterDataModelIsADataModelErrorNamingBothModelsAndTheWriter) {
+  using fairsem::detail::check_script_reply;
+  try {
+    (void)check_script_reply(array({integer(-7), bulk("3"), integer(2), bulk("0.5.0")}),
+                             refusal_context());
+    FAIL();
+  } catch (const fairsem::DataModelError& e) {
+    EXPECT_EQ(e.stored_model(), "3");
+    EXPECT_EQ(e.supported_model(), 2);
+    EXPECT_EQ(e.written_by(), "0.5.0");
+    EXPECT_EQ(std::string(e.what()),
+              "fairsem: semaphore 's' on h:1: the semaphore's keys are in data model 3 (written "
+              "by fairsem 0.5.0), and this client (fairsem " FAIRSEM_VERSION_STRING
+              ") reads and writes data model 2; nothing was changed: upgrade this client");
+  }
+  try {
+    (void)check_script_reply(array({integer(-7), bulk("x\x01"), integer(2), nil()}),
+                             refusal_context());
+    FAIL();
+  } catch (const fairsem::DataModelError& e) {
+    EXPECT_EQ(e.written_by(), "");
+    EXPECT_NE(std::string(e.what()).find("data model x\\x01, and this client"), std::string::npos)
+        << e.what();
+  }
+  // A DataModelError is a ProtocolError; a malformed one is a plain ProtocolError.
+  EXPECT_THROW((void)check_script_reply(array({integer(-7), bulk("3"), integer(2), nil()}),
+                                        refusal_context()),
+               ProtocolError);
+  for (const Reply& bad : {array({integer(-7), bulk("3"), integer(2)}),
+                           array({integer(-7), integer(3), integer(2), nil()}),
+                           array({integer(-7), bulk("3"), bulk("2"), nil()}),
+                           array({integer(-7), bulk("3"), integer(2), integer(5)})}) {
+    try {
+      (void)check_script_reply(bad, refusal_context());
+      ADD_FAILURE() << "accepted";
+    } catch (const fairsem::DataModelError&) {
+      ADD_FAILURE() << "a malformed refusal was taken for a data model";
+    } catch (const ProtocolError&) {
+    }
   }
 }
 

@@ -13,6 +13,7 @@ FAIRSEM_INLINE TimeoutError::~TimeoutError() = default;
 FAIRSEM_INLINE AuthError::~AuthError() = default;
 FAIRSEM_INLINE ReplyError::~ReplyError() = default;
 FAIRSEM_INLINE ProtocolError::~ProtocolError() = default;
+FAIRSEM_INLINE DataModelError::~DataModelError() = default;
 FAIRSEM_INLINE LimitMismatchError::~LimitMismatchError() = default;
 FAIRSEM_INLINE EvictedError::~EvictedError() = default;
 FAIRSEM_INLINE RequestTooLargeError::~RequestTooLargeError() = default;

@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "fairsem/impl/text.hpp"
+#include "fairsem/version.hpp"
 
 namespace fairsem::detail {
 
@@ -140,6 +141,21 @@ FAIRSEM_INLINE void throw_refusal(const std::vector<Reply>& items, const Refusal
                     "{} ms (set by the semaphore's first user; open it with that, or with 0 "
                     "to follow it); nothing was changed",
                     context.where, context.idle_expiry, printable(stored)));
+  }
+  if (code == -7 && items.size() == 4) {
+    const std::string& stored = expect_string(items[1], "the stored data model");
+    const long long supported = expect_integer(items[2], "the scripts' data model");
+    const std::string by =
+        items[3].type == Reply::Type::nil ? std::string() : expect_string(items[3], "model_by");
+    throw DataModelError(
+        fmt::format(
+            "fairsem: {}: the semaphore's keys are in data model {}{}, and this client "
+            "(fairsem {}) reads and writes data model {}; nothing was changed: upgrade "
+            "this client",
+            context.where, printable(stored),
+            by.empty() ? std::string() : fmt::format(" (written by fairsem {})", printable(by)),
+            FAIRSEM_VERSION_STRING, supported),
+        stored, supported, by);
   }
   throw ProtocolError(fmt::format("fairsem: {}: unexpected refusal {} from the semaphore script",
                                   context.where, code));

@@ -45,7 +45,8 @@ const std::vector<Reply>& check_script_reply(const Reply& reply, const RefusalCo
 /// stored limit is not a number), {-2, key, actual_type, wanted_type} and {-3, key} throw
 /// ReplyError, {-4, stored_limit} (more units asked than the limit) InvalidArgument, {-5,
 /// waiting} (max_waiters reached) QueueFullError, {-6, stored_expiry} (open with another idle
-/// expiry) InvalidArgument. Anything else throws ProtocolError.
+/// expiry) InvalidArgument, {-7, stored_model, supported_model, written_by} (a later data
+/// model) DataModelError. Anything else throws ProtocolError.
 [[noreturn]] void throw_refusal(const std::vector<Reply>& items, const RefusalContext& context);
 
 /// The open reply, {1}.

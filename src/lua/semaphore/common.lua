@@ -11,7 +11,8 @@
 --   3 P:{NAME}:counter  STRING ticket counter (INCR only; a ticket is the fencing token)
 --   4 P:{NAME}:meta     HASH  limit = the current limit; slots = how many slot numbers have
 --                             been handed out so far (the slots at or above it are free);
---                             expiry, expires, receipts: see "Idle expiry" below
+--                             expiry, expires, receipts: see "Idle expiry" below;
+--                             model, model_by: see "Data model" below
 --   5 P:{NAME}:info     HASH  permit id -> owner info (who holds or waits); for a waiter
 --                             that asks for more than one unit, {units}ID -> how many; for
 --                             an entry whose Client has an inbox, {inbox}ID -> CLIENT; and for
@@ -135,16 +136,24 @@
 -- the hot path needs their sizes: an acquire of a semaphore nobody holds, and the release of
 -- its last holder, do not.)
 --
+-- Data model. These scripts read and write data model MODEL: 2, that of every release since
+-- 0.2 (0.1's, without slots and free, is upgraded on first use). A later data model that they
+-- could not read stores its number in meta's `model`, and the fairsem version that wrote it in
+-- `model_by`; every operation reads meta first and refuses such a semaphore, {-7, model,
+-- MODEL, model_by}, before it looks at any other key (whose type may have changed) or writes
+-- anything. Absent, or at most MODEL: this model. Every later data model keeps meta a hash
+-- with these two fields, so that each client of an earlier release is refused, never misled.
+--
 -- Replies are arrays. A negative first element is a refusal and nothing was written (but for
 -- maintenance a refused call may have done first: storing the limit on first use, setting up
--- the slot bookkeeping, reaping; and a release that finds time foreign has already removed the
--- entry's owner info):
+-- the slot bookkeeping, reaping):
 --   {-1, stored_limit}                    the semaphore was opened with another limit
 --   {-2, key, actual_type, wanted_type}   a key under the prefix belongs to something else
 --   {-3, key}                             the counter is not an integer
 --   {-4, limit}                           acquire: more units asked than the limit (ever)
 --   {-5, waiting}                         acquire: the queue is at MAX_WAITERS
 --   {-6, stored_expiry}                   open: another IDLE_EXPIRY is stored
+--   {-7, model, MODEL, model_by}          the semaphore is in a later data model
 -- Otherwise:
 --   open     {1}
 --   acquire  {state, ticket, deadline, position, now, slot...}
@@ -170,6 +179,7 @@
 --   redis-cli --eval generated/lua/semaphore_status.lua o t c m i w: r: s f , status 1 1000
 
 local WANTED = {'zset', 'zset', 'string', 'hash', 'hash', nil, 'zset', 'hash', 'zset'}
+local MODEL = 2  -- the data model these scripts read and write (see Data model above)
 local UNITS = '{units}'  -- info's field {units}ID: the units waiter ID asks for, when above 1
 local INBOX = '{inbox}'  -- info's field {inbox}ID: the Client whose inbox wakes ID
 local QUEUED = '{queued}'  -- info's field {queued}ID: when ID queued, ms of the server clock

@@ -196,6 +196,13 @@ end
 -- "Idle expiry" in common.lua), and the slot bookkeeping is set up on first use. Returns a
 -- refusal, or nil.
 local function prepare(op, wanted)
+  -- meta first: a later data model is refused before any other key is looked at.
+  local meta, refused =
+    guarded(4, 'HMGET', 'limit', 'slots', 'expiry', 'expires', 'receipts', 'model', 'model_by')
+  if refused then return refused end
+  if meta[6] and not (tonumber(meta[6]) and tonumber(meta[6]) <= MODEL) then
+    return {-7, meta[6], MODEL, meta[7]}
+  end
   if op == 'open' or op == 'status' or op == 'evict' or op == 'resize' then
     for _, i in ipairs({1, 2, 3, 4, 5, 7, 8, 9}) do
       local actual = call('TYPE', KEYS[i])['ok']
@@ -206,8 +213,6 @@ local function prepare(op, wanted)
     local counter = call('GET', COUNTER)
     if counter and not string.match(counter, '^%-?%d+$') then return {-3, COUNTER} end
   end
-  local meta, refused = guarded(4, 'HMGET', 'limit', 'slots', 'expiry', 'expires', 'receipts')
-  if refused then return refused end
   local stored = meta[1]
   -- A stored limit is a whole number from 1 up; anything else is refused, never followed.
   if stored then

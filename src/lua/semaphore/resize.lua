@@ -4,14 +4,15 @@
 --   ARGV: resize LIMIT LEASE_MS NEW_LIMIT (LIMIT 0: whatever is stored)
 --   Reply {old_limit, new_limit, promoted}.
 
+local new = tonumber(ARGV[4])
+if not new or new < 1 or new ~= math.floor(new) then
+  return redis.error_reply('fairsem semaphore script: resize needs a limit of at least 1')
+end
 local refused = prepare('resize')
 if refused then return refused end
 local now, deadline = clock()
 
-local old, new = limit, tonumber(ARGV[4])
-if not new or new < 1 or new ~= math.floor(new) then
-  return redis.error_reply('fairsem semaphore script: resize needs a limit of at least 1')
-end
+local old = limit
 call('HSET', META, 'limit', int(new))
 limit = new
 local held_now = repair()
