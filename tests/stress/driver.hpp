@@ -229,6 +229,7 @@ class Driver {
   std::size_t expiring_ = 0;           // release receipts and wake lists still expiring at the end
   std::uint64_t previous_grants_ = 0;  // sections of clients of the previous release
   std::uint64_t previous_timeouts_ = 0;     // and their timed waits that gave up
+  std::uint64_t previous_lost_ = 0;         // and their sections that ended past their lease
   std::vector<std::size_t> proxy_windows_;  // indexes into input_.disturbances
   std::vector<int> proxied_pids_;           // every worker that ever used the proxy
   std::optional<SemaphoreAdmin> admin_;

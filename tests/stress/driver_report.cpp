@@ -162,7 +162,10 @@ CheckInput Driver::collect() {
     Record& r = log.record(i);
     const auto state = r.state.load(std::memory_order_acquire);
     if (state == empty) continue;  // reserved by a worker killed before it wrote the record
-    if (r.previous != 0) ++(state == timed_out ? previous_timeouts_ : previous_grants_);
+    if (r.previous != 0) {
+      ++(state == timed_out ? previous_timeouts_ : previous_grants_);
+      if (state != timed_out && r.lost != 0) ++previous_lost_;
+    }
     if (state == timed_out) {
       in.timeouts.push_back({r.units, r.wait_ns, r.deadline_ns, r.enter_ns, r.pid});
       continue;
@@ -298,9 +301,9 @@ void Driver::print_summary(const CheckInput& checked, const CheckResult& r, std:
   }
   fmt::print("{:<44} {}\n", "grants by kind of request", fmt::join(mode_counts, ", "));
   if (s_.previous_processes > 0) {
-    fmt::print("{:<44} {} ({} timed out)\n",
+    fmt::print("{:<44} {} ({} past their lease when they ended; {} timed out)\n",
                fmt::format("grants to clients of {}", test::kPreviousRelease), previous_grants_,
-               previous_timeouts_);
+               previous_lost_, previous_timeouts_);
   }
   fmt::print("{:<44} {} ({} cancelled; {} cancels broken, {} callbacks not called once)\n",
              "asynchronous requests with a callback", callbacks, cancelled, cancels_broken,

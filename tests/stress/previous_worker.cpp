@@ -1,13 +1,16 @@
 // The stress harness's worker threads of an earlier release (--previous-processes): a rolling
 // upgrade, with processes of that release and of this one on the same semaphore under the same
-// faults. Each thread is a client of that release as its library behaved on the wire: its
-// scripts (test::PreviousClient, tests/integration/previous_release/VERSION/) with a random
-// permit id per request; a call whose reply was lost is sent again, the acquire with ticket 0
-// (the script finds the entry the lost run made), the release with its ticket (its receipt
-// tells "released by the lost run"); a waiter waits on its own wake list and polls with its
-// ticket (which also renews its entry) at least every lease / 3, and leaves at its timeout.
-// Sections are logged like the others' (stress_worker.cpp), so the checker holds both releases
-// to the same promises.
+// faults. Each thread is a client of 0.3.1 as its library behaved on the wire: its scripts
+// (test::PreviousClient, tests/integration/previous_release/0.3.1/) run with EVALSHA, a random
+// permit id per request, and a Client inbox of its own that its waiters name (CLIENT). A call
+// whose reply was lost is sent again: the acquire with ticket 0 (the script finds the entry the
+// lost run made), the release with its ticket (its receipt tells "released by the lost run").
+// A waiter waits on its inbox and polls with its ticket (which also renews its entry) every
+// lease / 3; a wake-up TICKET:SLOTS for its ticket is its grant, taken at once while the
+// deadline of its last call has more than half a lease left (else it polls first); EVICTED or
+// TOO-LARGE ends it; a timed wait leaves at its timeout. A holder sometimes renews through
+// renew.lua half way through its section. Sections are logged like the others'
+// (stress_worker.cpp), so the checker holds both releases to the same promises.
 
 #include <unistd.h>
 
@@ -17,6 +20,7 @@
 #include <cstdint>
 #include <optional>
 #include <random>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -47,7 +51,8 @@ class PreviousThread {
         ts_(ts),
         rng_(seed),
         client_(test::kPreviousRelease, options, cfg_.key_prefix, cfg_.name, cfg_.limit,
-                milliseconds(cfg_.lease_ms)) {}
+                milliseconds(cfg_.lease_ms)),
+        inbox_(random_hex(16)) {}
 
   void run() {
     while (log_.stop.load() == 0) {
@@ -57,12 +62,14 @@ class PreviousThread {
   }
 
  private:
-  /// A call sent until it gets a reply, or nullopt after kRetryFor of failures.
+  /// A call sent until it gets a reply, or nullopt after kRetryFor of failures. sent_: when the
+  /// attempt that got the reply was sent.
   template <typename Call>
   std::optional<Reply> with_retries(Call call) {
     const auto until = Clock::now() + kRetryFor;
     for (;;) {
       try {
+        sent_ = Clock::now();
         return call();
       } catch (const Error&) {
         if (Clock::now() >= until || log_.stop.load() != 0) return std::nullopt;
@@ -71,11 +78,17 @@ class PreviousThread {
     }
   }
 
-  std::string new_id() {
+  std::string random_hex(int n) {
     static constexpr char kHex[] = "0123456789abcdef";
-    std::string id = "old-";
-    for (int i = 0; i < 20; ++i) id += kHex[rng_() % 16];
-    return id;
+    std::string out;
+    for (int i = 0; i < n; ++i) out += kHex[rng_() % 16];
+    return out;
+  }
+
+  /// The lease deadline a reply {.., deadline, .., now, ..} sets, on this process's clock: from
+  /// when its call was sent, so never later than the server's.
+  std::int64_t deadline_of(const Reply& r, std::size_t deadline_at, std::size_t now_at) const {
+    return to_ns(sent_) + ms_to_ns(r.elements[deadline_at].integer - r.elements[now_at].integer);
   }
 
   /// One request: false when the log is full.
@@ -85,43 +98,72 @@ class PreviousThread {
     const Mode mode = kModes[rng_() % std::size(kModes)];
     const long long units = cfg_.weights[rng_() % static_cast<std::uint64_t>(cfg_.weight_count)];
     const auto timeout = milliseconds(rng_() % static_cast<std::uint64_t>(cfg_.max_timeout_ms + 1));
-    const std::string id = new_id();
+    const std::string id = "old-" + random_hex(20);
     ts_.state.store(waiting);
     const std::int64_t wait_ns = now_ns();
     const auto started = Clock::now();
     const char* how = mode == Mode::try_acquire ? "try" : "queue";
-    std::optional<Reply> r = with_retries([&] { return client_.acquire(id, how, 0, units); });
-    // Polls in between: the first call's own state.
+    std::optional<Reply> r =
+        with_retries([&] { return client_.acquire(id, how, 0, units, inbox_); });
     for (;;) {
       if (!r || r->elements.size() < 6) return failed();
       const long long state = r->elements[0].integer;
       const long long ticket = r->elements[1].integer;
-      if (state == 1) return hold(id, ticket, units, mode, wait_ns, started, *r);
+      if (state == 1) {
+        std::vector<std::int64_t> slots;
+        for (std::size_t i = 5; i < r->elements.size(); ++i)
+          slots.push_back(r->elements[i].integer);
+        return hold(id, ticket, units, mode, wait_ns, deadline_of(*r, 2, 4), slots);
+      }
       if (state == 0) {
         ps_.rejected.fetch_add(1);
         ts_.state.store(idle);
         return true;
       }
       if (state != 2) return failed();  // evicted, or too large for the limit
-      if (mode == Mode::try_acquire_for && Clock::now() >= started + timeout) {
-        return leave(id, ticket, units, wait_ns, timeout);
+      // Queued: the entry's deadline as this call set it.
+      const std::int64_t entry_deadline = deadline_of(*r, 2, 4);
+      const auto next_poll = Clock::now() + milliseconds(cfg_.lease_ms / 3);
+      for (;;) {
+        if (mode == Mode::try_acquire_for && Clock::now() >= started + timeout) {
+          return leave(id, ticket, units, wait_ns, timeout);
+        }
+        if (log_.stop.load() != 0) {
+          (void)with_retries([&] { return client_.release(id, ticket, {"leaving"}); });
+          ts_.state.store(idle);
+          return true;
+        }
+        auto until = next_poll;
+        if (mode == Mode::try_acquire_for) until = std::min(until, started + timeout);
+        if (Clock::now() >= until) break;  // poll
+        const auto wait = std::chrono::duration_cast<milliseconds>(until - Clock::now());
+        std::optional<std::string> message;
+        try {
+          const Reply popped = client_.wait_on_inbox(inbox_, std::max(wait, milliseconds(1)));
+          if (popped.elements.size() == 2) message = popped.elements[1].str;
+        } catch (const Error&) {
+          break;  // the inbox connection broke: the poll says where the waiter stands
+        }
+        if (!message) continue;
+        const auto space = message->find(' ');
+        // Another request's (an earlier id of this thread's): not this one's.
+        if (space == std::string::npos || message->substr(0, space) != id) continue;
+        const std::string what = message->substr(space + 1);
+        if (what == "evicted" || what == "too-large") return failed();
+        const auto colon = what.find(':');
+        if (colon == std::string::npos || what.substr(0, colon) != std::to_string(ticket)) break;
+        std::vector<std::int64_t> slots;
+        std::stringstream in(what.substr(colon + 1));
+        for (std::string slot; std::getline(in, slot, ',');) slots.push_back(std::stoll(slot));
+        // Promoted: taken at once while the last call's deadline has more than half a lease
+        // left, as 0.3.1 did; otherwise the poll renews it first.
+        if (static_cast<long long>(slots.size()) == units &&
+            entry_deadline - now_ns() > ms_to_ns(cfg_.lease_ms / 2)) {
+          return hold(id, ticket, units, mode, wait_ns, entry_deadline, slots);
+        }
+        break;
       }
-      if (log_.stop.load() != 0) {
-        (void)with_retries([&] { return client_.release(id, ticket, {"leaving"}); });
-        ts_.state.store(idle);
-        return true;
-      }
-      auto wait = milliseconds(cfg_.lease_ms / 3);
-      if (mode == Mode::try_acquire_for) {
-        wait = std::min(wait,
-                        std::chrono::duration_cast<milliseconds>(started + timeout - Clock::now()));
-      }
-      try {
-        (void)client_.wait_for_wake_up(id, std::max(wait, milliseconds(1)));
-      } catch (const Error&) {
-        // The wake-up connection broke: the poll says where the waiter stands.
-      }
-      r = with_retries([&] { return client_.acquire(id, "queue", ticket, units); });
+      r = with_retries([&] { return client_.acquire(id, "queue", ticket, units, inbox_); });
     }
   }
 
@@ -152,22 +194,17 @@ class PreviousThread {
     return true;
   }
 
-  /// The critical section of a grant, logged as stress_worker.cpp's hold() logs one.
+  /// The critical section of a grant whose lease ends at `deadline_ns` (this process's clock),
+  /// logged as stress_worker.cpp's hold() logs one.
   bool hold(const std::string& id, long long ticket, long long units, Mode mode,
-            std::int64_t wait_ns, Clock::time_point asked, const Reply& granted) {
+            std::int64_t wait_ns, std::int64_t deadline_ns,
+            const std::vector<std::int64_t>& slots) {
     Record* record = next_record(log_);
     if (record == nullptr) {
       (void)with_retries([&] { return client_.release(id, ticket); });
       return false;
     }
     Record& r = *record;
-    // The lease runs from the script's run, after `asked`: this deadline is never later than
-    // the server's.
-    const std::int64_t lease_left_ms = granted.elements[2].integer - granted.elements[4].integer;
-    const std::int64_t deadline_ns = to_ns(asked) + ms_to_ns(lease_left_ms);
-    std::vector<std::int64_t> slots;
-    for (std::size_t i = 5; i < granted.elements.size(); ++i)
-      slots.push_back(granted.elements[i].integer);
     r.token = ticket;
     r.units = static_cast<std::int32_t>(units);
     r.slot_count = static_cast<std::int32_t>(slots.size());
@@ -185,7 +222,18 @@ class PreviousThread {
 
     const auto held_for =
         std::chrono::microseconds(rng_() % static_cast<std::uint64_t>(cfg_.hold_us + 1));
-    if (units >= 2 && static_cast<int>(rng_() % 100) < cfg_.partial_percent) {
+    bool lost = false;
+    if (rng_() % 3 == 0) {
+      // Renewed half way through, as its watchdog would: {now, deadline, state}.
+      std::this_thread::sleep_for(held_for / 2);
+      const auto renewed = with_retries([&] { return client_.renew(id, ticket); });
+      if (renewed && renewed->elements.size() == 3 && renewed->elements[2].integer == 1) {
+        r.deadline_ns = deadline_of(*renewed, 1, 0);
+      } else if (renewed && renewed->elements.size() == 3) {
+        lost = true;  // expired or evicted: no longer a holder
+      }
+      std::this_thread::sleep_for(held_for - held_for / 2);
+    } else if (units >= 2 && static_cast<int>(rng_() % 100) < cfg_.partial_percent) {
       std::this_thread::sleep_for(held_for / 2);
       const long long keep =
           1 + static_cast<long long>(rng_() % static_cast<std::uint64_t>(units - 1));
@@ -206,7 +254,7 @@ class PreviousThread {
       std::this_thread::sleep_for(held_for);
     }
     r.leave_ns = now_ns();
-    r.lost = r.leave_ns >= deadline_ns ? 1 : 0;
+    r.lost = lost || r.leave_ns >= r.deadline_ns ? 1 : 0;
     r.state.store(left, std::memory_order_release);
     ts_.state.store(idle);
     const auto released = with_retries([&] { return client_.release(id, ticket); });
@@ -224,6 +272,8 @@ class PreviousThread {
   ThreadSlot& ts_;
   std::mt19937_64 rng_;
   test::PreviousClient client_;
+  std::string inbox_;  // this thread's Client's inbox (CLIENT), for its waiters' wake-ups
+  Clock::time_point sent_{};
 };
 
 }  // namespace

@@ -28,7 +28,7 @@ inline constexpr std::string_view kFairsemAclRule =
     "+time +type +get +set +incr +del +unlink +pexpire +pexpireat "
     "+hget +hmget +hset +hdel +hlen +hkeys +hgetall "
     "+lpush +lindex "
-    "+zadd +zrem +zrank +zscore +zcard +zrange +zrangebyscore +zremrangebyscore +zremrangebyrank "
+    "+zadd +zrem +zrank +zscore +zcard +zrange +zrangebyscore +zremrangebyscore "
     "+zpopmin +zinterstore";
 
 /// Added to kFairsemAclRule on a server with functions (Redis 7+; Redis 6.2 refuses these

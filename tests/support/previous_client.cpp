@@ -4,6 +4,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "fairsem/impl/scripts.hpp"
+
 namespace fairsem::test {
 namespace {
 
@@ -42,15 +44,24 @@ PreviousClient::PreviousClient(const std::string& version, const ConnectionOptio
       waker_(options) {
   const std::string shared =
       read_part(version, "common") + read_part(version, "slots") + read_part(version, "queue");
-  acquire_ = shared + read_part(version, "acquire");
-  release_ = shared + read_part(version, "release");
-  if (version != "0.2.0") renew_ = shared + read_part(version, "renew");
+  acquire_ = load("acquire", shared + read_part(version, "acquire"));
+  release_ = load("release", shared + read_part(version, "release"));
+  if (version != "0.2.0") renew_ = load("renew", shared + read_part(version, "renew"));
+}
+
+PreviousClient::Loaded PreviousClient::load(const std::string& name, const std::string& body) {
+  Loaded s{"previous_" + name, body, {}};
+  s.sha1 = conn_.command(detail::Args{"SCRIPT", "LOAD", s.body}).str;
+  return s;
 }
 
 detail::Reply PreviousClient::acquire(const std::string& id, const std::string& mode,
-                                      long long ticket, long long units) {
-  return eval(acquire_, "acquire",
-              {id, mode, "v" + version_, std::to_string(ticket), std::to_string(units)});
+                                      long long ticket, long long units,
+                                      const std::string& client) {
+  std::vector<std::string> args{id, mode, "v" + version_, std::to_string(ticket),
+                                std::to_string(units)};
+  if (!client.empty()) args.push_back(client);
+  return eval(acquire_, "acquire", args);
 }
 
 detail::Reply PreviousClient::release(const std::string& id, long long ticket,
@@ -61,27 +72,32 @@ detail::Reply PreviousClient::release(const std::string& id, long long ticket,
 }
 
 detail::Reply PreviousClient::renew(const std::string& id, long long ticket) {
-  if (renew_.empty()) throw std::logic_error(version_ + " renews through acquire");
+  if (renew_.body.empty()) throw std::logic_error(version_ + " renews through acquire");
   return eval(renew_, "renew", {id, std::to_string(ticket)});
 }
 
 detail::Reply PreviousClient::wait_for_wake_up(const std::string& id,
                                                std::chrono::milliseconds timeout) {
+  return brpop(keys_[5] + id, timeout);
+}
+
+detail::Reply PreviousClient::wait_on_inbox(const std::string& client,
+                                            std::chrono::milliseconds timeout) {
+  return brpop(keys_[5] + "{inbox}" + client, timeout);
+}
+
+detail::Reply PreviousClient::brpop(const std::string& key, std::chrono::milliseconds timeout) {
   const std::string seconds = std::to_string(static_cast<double>(timeout.count()) / 1000.0);
-  return waker_.command(detail::Args{"BRPOP", keys_[5] + id, seconds},
+  return waker_.command(detail::Args{"BRPOP", key, seconds},
                         timeout + std::chrono::milliseconds(2000));
 }
 
-detail::Reply PreviousClient::eval(const std::string& script, const std::string& operation,
+detail::Reply PreviousClient::eval(const Loaded& script, const std::string& operation,
                                    const std::vector<std::string>& args) {
-  const std::string key_count = std::to_string(keys_.size());  // outlives argv's views
-  detail::Args argv{"EVAL", script, key_count};
-  for (const std::string& k : keys_) argv.emplace_back(k);
-  argv.emplace_back(operation);
-  argv.emplace_back(limit_);
-  argv.emplace_back(lease_);
+  const detail::Script s{script.name, script.body, script.sha1, nullptr, {}};
+  detail::Args argv{operation, limit_, lease_};
   for (const std::string& a : args) argv.emplace_back(a);
-  return conn_.command(argv);
+  return conn_.eval(s, detail::Args(keys_.begin(), keys_.end()), argv);
 }
 
 }  // namespace fairsem::test

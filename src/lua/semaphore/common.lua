@@ -283,7 +283,9 @@ end
 local function receipt(id, ticket) return id .. ':' .. int(tonumber(ticket)) end
 
 -- Leaves the receipt of the release of permit `id` with `ticket`, kept `receipt_ms`, and prunes
--- the oldest PRUNE receipts when they are all past their time (see Receipts above).
+-- (see Receipts above). The release runs it before it removes the entry, so that a command its
+-- user may not run (an ACL written for an earlier version) fails the release with the entry
+-- whole; UNLINK, the one such command, is tried with pcall and has a fallback.
 local function keep_receipt(id, ticket, receipt_ms)
   local now = server_ms()
   local score = now + receipt_ms
@@ -292,24 +294,32 @@ local function keep_receipt(id, ticket, receipt_ms)
   end
   local nth = call('ZRANGE', RECEIPTS, PRUNE - 1, PRUNE - 1, 'WITHSCORES')
   if nth[2] and tonumber(nth[2]) < now then
-    if tonumber(call('ZRANGE', RECEIPTS, -2, -2, 'WITHSCORES')[2]) < now then
-      -- Every receipt but this one is past its time (a pause after a burst): the set goes at
+    if tonumber(call('ZRANGE', RECEIPTS, -2, -2, 'WITHSCORES')[2]) < now
+        and type(pcall_redis('UNLINK', RECEIPTS)) == 'number' then
+      -- Every receipt but this one was past its time (a pause after a burst): the set went at
       -- once, freed by the server in the background, and this receipt starts a new one.
-      call('UNLINK', RECEIPTS)
       call('ZADD', RECEIPTS, int(score), receipt(id, ticket))
       receipts_until = nil
     else
-      call('ZREMRANGEBYRANK', RECEIPTS, 0, PRUNE - 1)
+      -- The oldest PRUNE (and any of the same ms as the last of them).
+      call('ZREMRANGEBYSCORE', RECEIPTS, '-inf', nth[2])
     end
   end
-  -- With an idle expiry the set lives until its newest receipt may go. Only a receipt beyond
-  -- meta's `receipts` pushes that on, to a receipt's lifetime past itself: two calls per
-  -- lifetime, not one per release.
-  if expiry > 0 and not (receipts_until and score <= receipts_until) then
-    receipts_until = score + receipt_ms
-    call('PEXPIREAT', RECEIPTS, int(receipts_until))
-    call('HSET', META, 'receipts', int(receipts_until))
+  if expiry == 0 then return end
+  -- With an idle expiry the set lives until its newest receipt may go: meta's `receipts`,
+  -- pushed on to a receipt's lifetime past a receipt that goes beyond it, so not on every
+  -- release. A small set (this run may have made it: the old one expired, or was deleted or
+  -- evicted) or one whose expiry is not known is given one at once, no sooner than its newest
+  -- receipt, which may be another client's that goes later.
+  local small = not nth[2]
+  if not small and receipts_until and score <= receipts_until then return end
+  local until_ms = score + receipt_ms
+  if small or not receipts_until then
+    until_ms = math.max(until_ms, tonumber(call('ZRANGE', RECEIPTS, -1, -1, 'WITHSCORES')[2]))
   end
+  receipts_until = until_ms
+  call('PEXPIREAT', RECEIPTS, int(until_ms))
+  call('HSET', META, 'receipts', int(until_ms))
 end
 
 -- Idle expiry (see above): every key of the semaphore expires 1.5 E from `now`.

@@ -65,6 +65,8 @@ end
 -- The first write: info's type is checked by it.
 bad = select(2, guarded(5, 'HDEL', id, UNITS .. id, INBOX .. id, QUEUED .. id))
 if bad then return bad end
+-- A holder's receipt, before its entry goes (see keep_receipt).
+if stored_slots then keep_receipt(id, score, receipt_ms) end
 -- A waiter leaving (TICKET 0 or "leaving", also one giving up just after its promotion)
 -- may have a wake-up in its list; a holder's list is empty (it popped its wake-up, or its
 -- own call cleared the list).
@@ -80,7 +82,6 @@ else
   if not stored_slots then return {2} end
   call('HDEL', SLOTS, id)
 end
-keep_receipt(id, score, receipt_ms)
 if last then
   settle(0)
   return {1}
