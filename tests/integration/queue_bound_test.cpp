@@ -116,10 +116,17 @@ TEST_F(QueueBoundTest, AWaiterAlreadyQueuedIsNeverRefusedWhenItPolls) {
   ASSERT_TRUE(wait_until([&] { return sem.status().waiters.size() == 1; }));
   std::future<Permit> late = unbounded.acquire_async();
   ASSERT_TRUE(wait_until([&] { return sem.status().waiters.size() == 2; }));
-  // The early waiter's entry was renewed (its lease left went up again): it polled.
+  // The early waiter's entry was renewed: its lease left, which only falls between two polls,
+  // went up from one reading to the next. (Compared with the first reading alone, a first
+  // reading taken in the very ms of a poll, the whole lease left, is never exceeded.)
   const auto lease_left = [&] { return sem.status().waiters.at(0).lease_left; };
-  const auto before = lease_left();
-  ASSERT_TRUE(wait_until([&] { return lease_left() > before; }));
+  auto last = lease_left();
+  ASSERT_TRUE(wait_until([&] {
+    const auto now = lease_left();
+    const bool renewed = now > last;
+    last = now;
+    return renewed;
+  }));
   holder.reset();
   early.get().release();
   late.get().release();
