@@ -62,11 +62,11 @@ def resp(*args):
     return "".join(out)
 for r in range(int(rounds)):
     for tag, lib in (("a", lib_a), ("b", lib_b)):
-        # KEYS[7] is the receipts set; a version before it took the same key as the prefix of
-        # one receipt key per release.
+        # KEYS[7] is the prefix of the receipts' buckets (of one receipt key per release in
+        # 0.3.1; a version between them took the same name for its one sorted set).
         def keys(name):
             return [f"ab:{{{name}}}:{k}" for k in
-                    ("owner", "time", "counter", "meta", "info", "wake:", "receipts", "slots", "free")]
+                    ("owner", "time", "counter", "meta", "info", "wake:", "receipts:", "slots", "free")]
         def acquire(k, limit, pid, mode, client):
             return resp("FCALL", f"{lib}_semaphore_acquire", 9, *k, "acquire", limit, 3600000, pid,
                         mode, "host 1", 0, 1, client, 0, 0, 1)

@@ -27,11 +27,8 @@ using test::redis_options;
 class DataModelTest : public test::SemaphoreFixture {
  protected:
   /// Runs operation `args[0]` of semaphore `name` directly, limit 1, lease 60 s.
-  Reply run(const std::string& name, Args args) {
-    args.insert(args.begin() + 1, {"1", "60000"});
-    const std::vector<std::string> keys = script_keys(name);
-    return conn_.eval(detail::scripts::semaphore_script(args[0]), Args(keys.begin(), keys.end()),
-                      args);
+  Reply run(const std::string& name, const Args& args) {
+    return run_op(conn_, name, args, "1", "60000");
   }
   Connection conn_{redis_options()};
 };

@@ -90,13 +90,13 @@ void Driver::finish_upgrade() {
 }
 
 std::vector<std::string> Driver::leftover_keys() {
-  // Only the counter, the stored limit and the release receipts (one set, pruned by each
-  // release) outlive the permits, and keys on their way out (a TTL): wake lists of waiters
-  // promoted after they died. A wake list's TTL is the lease of the call that promoted, and the
-  // admin's status calls (leaked_entries) promote with SemaphoreAdmin's lease (10 s), longer
-  // than this loop waits.
+  // Only the counter and the stored limit outlive the permits, and keys on their way out (a
+  // TTL): release receipts, wake lists of waiters promoted after they died. A wake list's TTL is
+  // the lease of the call that promoted, and the admin's status calls (leaked_entries) promote with
+  // SemaphoreAdmin's lease (10 s), longer than this loop waits.
   const std::string base = prefix_ + ":{" + name_ + "}:";
-  const std::set<std::string> allowed = {base + "counter", base + "meta", base + "receipts"};
+  const std::set<std::string> allowed = {base + "counter", base + "meta"};
+  const std::string receipts = base + "receipts:";
   const std::string wake_lists = base + "wake:";
   // Clients of the previous release leave a receipt key per release, with a TTL.
   const std::string old_receipts = base + "released:";
@@ -114,7 +114,8 @@ std::vector<std::string> Driver::leftover_keys() {
         cursor = reply.elements.at(0).str;
         for (const auto& k : reply.elements.at(1).elements) {
           if (allowed.count(k.str) != 0) continue;
-          if (k.str.rfind(wake_lists, 0) == 0 || k.str.rfind(old_receipts, 0) == 0) {
+          if (k.str.rfind(wake_lists, 0) == 0 || k.str.rfind(receipts, 0) == 0 ||
+              k.str.rfind(old_receipts, 0) == 0) {
             // -2: it expired between SCAN and PTTL; > 0: on its way out; -1 would be a leak.
             const long long ttl = raw_->command({"PTTL", k.str}).integer;
             if (ttl == -2) continue;
@@ -331,7 +332,7 @@ void Driver::print_summary(const CheckInput& checked, const CheckResult& r, std:
              r.inversions_over_10ms);
   fmt::print("{:<44} {}\n", "leaked permits (after every worker stopped)", leaked);
   fmt::print("{:<44} {} (and {} wake lists and receipt keys expiring)\n",
-             "keys left besides counter, meta and receipts", keys.size(), expiring_);
+             "keys left besides counter and meta", keys.size(), expiring_);
   fmt::print("{:<44} {:.0f} ms over {} permits (lease {} ms; Redis lease deadline {:.0f} ms)\n",
              "longest reclaim of a killed holder's permit", ms(longest_reclaim_ns_), reclaims_,
              s_.lease_ms, ms(latest_deadline_ns_));

@@ -25,7 +25,7 @@ namespace fairsem::test {
 inline constexpr std::string_view kFairsemAclRule =
     "resetchannels ~fairsem:* "
     "+evalsha +script|load +brpop +select "
-    "+time +type +get +set +incr +del +unlink +pexpire +pexpireat "
+    "+time +type +get +set +incr +del +pexpire +pexpireat "
     "+hget +hmget +hset +hdel +hlen +hkeys +hgetall "
     "+lpush +lindex "
     "+zadd +zrem +zrank +zscore +zcard +zrange +zrangebyscore +zremrangebyscore "

@@ -145,7 +145,7 @@ inline std::vector<std::string> leftover_keys(detail::Connection conn, const std
   for (const detail::Reply& key : keys.elements) {
     const std::string& k = key.str;
     const bool allowed = ends_with(k, ":counter") || ends_with(k, ":meta") ||
-                         ends_with(k, ":free") || ends_with(k, ":receipts");
+                         ends_with(k, ":free") || k.find(":receipts:") != std::string::npos;
     if (!allowed) left.push_back(k);
   }
   return left;

@@ -48,6 +48,15 @@ class SemaphoreFixture : public ::testing::Test {
   std::vector<std::string> script_keys(const std::string& name) const {
     return detail::semaphore_keys(prefix_, name);
   }
+  /// Runs operation `args[0]` of semaphore `name` directly on `conn`: the script is given
+  /// `limit` and a lease of `lease_ms` as its 2nd and 3rd arguments.
+  detail::Reply run_op(detail::Connection& conn, const std::string& name, detail::Args args,
+                       std::string_view limit, std::string_view lease_ms) {
+    args.insert(args.begin() + 1, {limit, lease_ms});
+    const std::vector<std::string> keys = script_keys(name);
+    return conn.eval(detail::scripts::semaphore_script(args[0]),
+                     detail::Args(keys.begin(), keys.end()), args);
+  }
   long long server_ms() { return test::server_ms(admin_); }
   long long integer(std::initializer_list<std::string_view> argv) {
     return admin_.command(argv).integer;

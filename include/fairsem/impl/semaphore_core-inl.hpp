@@ -325,8 +325,8 @@ FAIRSEM_INLINE SemaphoreOptions admin_options(std::string key_prefix) {
 FAIRSEM_INLINE std::vector<std::string> semaphore_keys(std::string_view key_prefix,
                                                        std::string_view name) {
   const std::string base = fmt::format("{}:{{{}}}:", key_prefix, name);
-  return {base + "owner", base + "time",     base + "counter", base + "meta", base + "info",
-          base + "wake:", base + "receipts", base + "slots",   base + "free"};
+  return {base + "owner", base + "time",      base + "counter", base + "meta", base + "info",
+          base + "wake:", base + "receipts:", base + "slots",   base + "free"};
 }
 
 }  // namespace fairsem::detail

@@ -11,7 +11,7 @@
 --   3 P:{NAME}:counter  STRING ticket counter (INCR only; a ticket is the fencing token)
 --   4 P:{NAME}:meta     HASH  limit = the current limit; slots = how many slot numbers have
 --                             been handed out so far (the slots at or above it are free);
---                             expiry, expires, receipts: see "Idle expiry" below;
+--                             expiry, expires: see "Idle expiry" below;
 --                             model, model_by: see "Data model" below
 --   5 P:{NAME}:info     HASH  permit id -> owner info (who holds or waits); for a waiter
 --                             that asks for more than one unit, {units}ID -> how many; for
@@ -20,8 +20,8 @@
 --   6 P:{NAME}:wake:    prefix of the per-waiter wake lists (LIST P:{NAME}:wake:ID) and of the
 --                       Clients' inboxes (LIST P:{NAME}:wake:{inbox}CLIENT, one per Client
 --                       waiting on the semaphore; a permit id has no '{', so none collides)
---   7 P:{NAME}:receipts ZSET  release receipts: member = ID:TICKET of a released permit,
---                             score = when it may go, ms of the server clock (see Receipts)
+--   7 P:{NAME}:receipts: prefix of the release receipts' buckets (HASH P:{NAME}:receipts:K,
+--                       field ID:TICKET of a released permit; see Receipts)
 --   8 P:{NAME}:slots    HASH  holder id -> its slots, ascending, comma-separated (one per unit
 --                             it holds): the holders are exactly its fields
 --   9 P:{NAME}:free     ZSET  the free slots below meta's `slots` (member = score = slot)
@@ -89,17 +89,18 @@
 --
 -- Receipts. A release of a holder leaves a receipt, so that the same release run again after
 -- its reply was lost can tell "released by the earlier run" ({3}) from "expired" ({0}). It is
--- kept RECEIPT_MS after the release (the client passes its retry budget), in one sorted set per
--- semaphore: the keyspace does not grow with the release rate. Each release removes the oldest
--- PRUNE receipts when all of them are past their time, so it prunes more than it adds, and a
--- backlog (a burst of releases, then a slower rate) goes in steps of bounded cost; fewer than
--- PRUNE receipts past their time may stay (one asked for is still true: "released"). A release
--- that finds every receipt but its own past their time (a pause after a burst) UNLINKs the set,
--- which the server frees in the background, and starts a new one. With an idle
--- expiry the set expires too, no sooner than its newest receipt may go: at meta's `receipts`,
--- which a release whose receipt goes beyond it pushes on to a receipt's lifetime past that
--- receipt, or at `expires` if that is later. A foreign key in its place costs
--- only the receipts (open, status, evict and resize refuse it).
+-- kept at least RECEIPT_MS after the release (the client passes its retry budget), as the
+-- field ID:TICKET of a hash RECEIPTS .. K, a bucket of the receipts that may go in the same
+-- RECEIPT_BUCKET_MS ms: K = floor((now + RECEIPT_MS) / RECEIPT_BUCKET_MS), and the bucket
+-- expires at (K + 1) * RECEIPT_BUCKET_MS, ms of the server clock. So a release costs an HSET
+-- and a PEXPIREAT whatever the history (nothing is pruned, no set grows with the release
+-- rate: a bucket holds at most RECEIPT_BUCKET_MS ms of releases, and the server frees it as a
+-- whole when it expires), the keys live hold at most RECEIPT_MS + RECEIPT_BUCKET_MS ms of
+-- receipts, and every bucket expires, idle expiry or not. A release that finds its entry gone
+-- looks for its receipt in the buckets a receipt of its RECEIPT_MS kept since now - RECEIPT_MS
+-- can be in (one more for a new master's clock behind the old one's): RECEIPT_MS /
+-- RECEIPT_BUCKET_MS + 2 HGETs, on that path only. A foreign key in a bucket's place costs only
+-- the receipts.
 --
 -- Idle expiry. meta's `expiry` (ms; absent: 0, the keys never expire) is stored by the first
 -- open or acquire that passes an IDLE_EXPIRY above 0 (one with 0 follows what is stored; an
@@ -178,7 +179,7 @@
 -- was lost. Each generated script runs on its own, e.g. from a build directory:
 --   redis-cli --eval generated/lua/semaphore_status.lua o t c m i w: r: s f , status 1 1000
 
-local WANTED = {'zset', 'zset', 'string', 'hash', 'hash', nil, 'zset', 'hash', 'zset'}
+local WANTED = {'zset', 'zset', 'string', 'hash', 'hash', nil, nil, 'hash', 'zset'}
 local MODEL = 2  -- the data model these scripts read and write (see Data model above)
 local UNITS = '{units}'  -- info's field {units}ID: the units waiter ID asks for, when above 1
 local INBOX = '{inbox}'  -- info's field {inbox}ID: the Client whose inbox wakes ID
@@ -186,8 +187,8 @@ local QUEUED = '{queued}'  -- info's field {queued}ID: when ID queued, ms of the
 -- A new counter of a semaphore with an idle expiry starts at the server's clock in ms times
 -- this: 2^53 (where Lua's numbers and ZSET scores stop being exact) / 1024 ms is the year 2248.
 local TICKETS_PER_MS = 1024
--- A release prunes the receipts in batches of this many (see Receipts above).
-local PRUNE = 8
+-- A receipts bucket holds the receipts that may go in the same this many ms (see Receipts).
+local RECEIPT_BUCKET_MS = 4096
 
 -- The state of one run, between the two markers: every other top-level name of the shared
 -- parts is a constant or a function. The function library (FCALL) builds those once, at
@@ -213,8 +214,6 @@ local slots_counted = false
 local promoted_count = 0
 -- meta's idle expiry in ms (0: none) and `expires`, when the keys expire (nil: not known).
 local expiry, expires = 0, nil
--- meta's `receipts`: with an idle expiry, when the receipts set expires (nil: not known).
-local receipts_until = nil
 -- } state
 
 -- Runs a command on KEYS[i]. Returns its reply, or nil and refusal -2 naming the key when the
@@ -279,47 +278,29 @@ local function clock()
   return now, now + lease
 end
 
--- A released permit's member of the receipts set.
+-- A released permit's field in its receipts bucket.
 local function receipt(id, ticket) return id .. ':' .. int(tonumber(ticket)) end
 
--- Leaves the receipt of the release of permit `id` with `ticket`, kept `receipt_ms`, and prunes
--- (see Receipts above). The release runs it before it removes the entry, so that a command its
--- user may not run (an ACL written for an earlier version) fails the release with the entry
--- whole; UNLINK, the one such command, is tried with pcall and has a fallback.
+-- Leaves the receipt of the release of permit `id` with `ticket`, kept `receipt_ms` (see
+-- Receipts above). The release runs it before it removes the entry, so that a command its user
+-- may not run fails the release with the entry whole.
 local function keep_receipt(id, ticket, receipt_ms)
-  local now = server_ms()
-  local score = now + receipt_ms
-  if type(pcall_redis('ZADD', RECEIPTS, int(score), receipt(id, ticket))) ~= 'number' then
-    return
+  local bucket = math.floor((server_ms() + receipt_ms) / RECEIPT_BUCKET_MS)
+  local key = RECEIPTS .. int(bucket)
+  if type(pcall_redis('HSET', key, receipt(id, ticket), '1')) == 'number' then
+    call('PEXPIREAT', key, int((bucket + 1) * RECEIPT_BUCKET_MS))
   end
-  local nth = call('ZRANGE', RECEIPTS, PRUNE - 1, PRUNE - 1, 'WITHSCORES')
-  if nth[2] and tonumber(nth[2]) < now then
-    if tonumber(call('ZRANGE', RECEIPTS, -2, -2, 'WITHSCORES')[2]) < now
-        and type(pcall_redis('UNLINK', RECEIPTS)) == 'number' then
-      -- Every receipt but this one was past its time (a pause after a burst): the set went at
-      -- once, freed by the server in the background, and this receipt starts a new one.
-      call('ZADD', RECEIPTS, int(score), receipt(id, ticket))
-      receipts_until = nil
-    else
-      -- The oldest PRUNE (and any of the same ms as the last of them).
-      call('ZREMRANGEBYSCORE', RECEIPTS, '-inf', nth[2])
-    end
+end
+
+-- Whether permit `id` with `ticket` was released within the last `receipt_ms` (its receipt is
+-- still there; see Receipts above). (A foreign key holds none: pcall's error is a table.)
+local function was_released(id, ticket, receipt_ms)
+  local now, field = server_ms(), receipt(id, ticket)
+  for bucket = math.floor(now / RECEIPT_BUCKET_MS),
+      math.floor((now + receipt_ms) / RECEIPT_BUCKET_MS) + 1 do
+    if type(pcall_redis('HGET', RECEIPTS .. int(bucket), field)) == 'string' then return true end
   end
-  if expiry == 0 then return end
-  -- With an idle expiry the set lives until its newest receipt may go: meta's `receipts`,
-  -- pushed on to a receipt's lifetime past a receipt that goes beyond it, so not on every
-  -- release. A small set (this run may have made it: the old one expired, or was deleted or
-  -- evicted) or one whose expiry is not known is given one at once, no sooner than its newest
-  -- receipt, which may be another client's that goes later.
-  local small = not nth[2]
-  if not small and receipts_until and score <= receipts_until then return end
-  local until_ms = score + receipt_ms
-  if small or not receipts_until then
-    until_ms = math.max(until_ms, tonumber(call('ZRANGE', RECEIPTS, -1, -1, 'WITHSCORES')[2]))
-  end
-  receipts_until = until_ms
-  call('PEXPIREAT', RECEIPTS, int(until_ms))
-  call('HSET', META, 'receipts', int(until_ms))
+  return false
 end
 
 -- Idle expiry (see above): every key of the semaphore expires 1.5 E from `now`.
@@ -328,12 +309,6 @@ local function refresh_expiry(now)
   expires = now + e + math.floor(e / 2)
   call('HSET', META, 'expires', int(expires))
   for _, i in ipairs({1, 2, 3, 4, 5, 8, 9}) do call('PEXPIREAT', KEYS[i], int(expires)) end
-  -- The receipts go when the last of them may (meta's `receipts`, or the newest's time for a
-  -- set made before the expiry was adopted), if that is later. (A foreign key has no newest.)
-  local last = pcall_redis('ZRANGE', RECEIPTS, '-1', '-1', 'WITHSCORES')
-  if type(last) == 'table' and last[2] then
-    call('PEXPIREAT', RECEIPTS, int(math.max(expires, receipts_until or tonumber(last[2]))))
-  end
 end
 
 -- Run by acquire and renew: pushes the expiry on when fewer than E ms are left.

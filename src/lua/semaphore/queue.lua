@@ -198,13 +198,13 @@ end
 local function prepare(op, wanted)
   -- meta first: a later data model is refused before any other key is looked at.
   local meta, refused =
-    guarded(4, 'HMGET', 'limit', 'slots', 'expiry', 'expires', 'receipts', 'model', 'model_by')
+    guarded(4, 'HMGET', 'limit', 'slots', 'expiry', 'expires', 'model', 'model_by')
   if refused then return refused end
-  if meta[6] and not (tonumber(meta[6]) and tonumber(meta[6]) <= MODEL) then
-    return {-7, meta[6], MODEL, meta[7]}
+  if meta[5] and not (tonumber(meta[5]) and tonumber(meta[5]) <= MODEL) then
+    return {-7, meta[5], MODEL, meta[6]}
   end
   if op == 'open' or op == 'status' or op == 'evict' or op == 'resize' then
-    for _, i in ipairs({1, 2, 3, 4, 5, 7, 8, 9}) do
+    for _, i in ipairs({1, 2, 3, 4, 5, 8, 9}) do
       local actual = call('TYPE', KEYS[i])['ok']
       if actual ~= 'none' and actual ~= WANTED[i] then return {-2, KEYS[i], actual, WANTED[i]} end
     end
@@ -220,7 +220,6 @@ local function prepare(op, wanted)
     if not n or n < 1 or n ~= math.floor(n) then return {-1, stored} end
   end
   expiry, expires = tonumber(meta[3] or '0') or 0, tonumber(meta[4] or '')
-  receipts_until = tonumber(meta[5] or '')
   wanted = tonumber(wanted or '0') or 0
   if op == 'open' and wanted > 0 and expiry > 0 and wanted ~= expiry then return {-6, meta[3]} end
   local adopt = wanted > 0 and expiry == 0

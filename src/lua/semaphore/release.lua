@@ -23,10 +23,7 @@ if bad then return bad end
 if not score or (ticket ~= 0 and tonumber(score) ~= ticket) then
   -- Gone, or the id now names a later permit: released by an earlier run of this call
   -- whose reply was lost (its receipt says so), or expired.
-  -- (A foreign receipts key holds none: pcall's error is a table, a receipt's score a string.)
-  if ticket ~= 0 and type(pcall_redis('ZSCORE', RECEIPTS, receipt(id, ticket))) == 'string' then
-    return {3}
-  end
+  if ticket ~= 0 and was_released(id, ticket, receipt_ms) then return {3} end
   return {0}
 end
 -- slots' first access, guarded; a waiter has none.

@@ -59,7 +59,16 @@ redis.register_function('fairsem_call_costs', function()
     if tonumber(nth[2]) < i + 1 then redis.call('ZREMRANGEBYRANK', 'cc:{c}:receipts', 0, 7) end
   end)
   case('PEXPIRE', function() redis.call('PEXPIRE', 'cc:{c}:receipts', 60000) end)
+  -- A receipt as release.lua keeps it now: TIME, a field of its bucket (one for these N), the
+  -- bucket's expiry.
+  case('receipt in a bucket', function(i)
+    redis.call('TIME')
+    local bucket = 'cc:{c}:receipts:' .. math.floor(i / 2000)
+    redis.call('HSET', bucket, 'r' .. i, '1')
+    redis.call('PEXPIREAT', bucket, 4102444800000)
+  end)
   case('string.format %d', function(i) local _ = string.format('%d', i) end)
+  redis.call('DEL', 'cc:{c}:receipts:0', 'cc:{c}:receipts:1')
   redis.call('DEL', 'cc:{c}:meta', 'cc:{c}:receipts', 'cc:{c}:kept', 'cc:{c}:kepth', 'cc:{c}:counter')
   return out
 end)
