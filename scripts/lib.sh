@@ -56,3 +56,22 @@ fairsem_start_redis() {
   echo "could not start redis-server (see $dir/redis.log)" >&2
   return 1
 }
+
+# fairsem_private_redis NAME: for a benchmark script, a private redis-server (fairsem_start_redis)
+# in a new directory /tmp/fairsem-NAME.XXXXXX, FAIRSEM_WORK, where the script may keep its files
+# too; both go when the script exits (its EXIT trap). rcli talks to that server.
+fairsem_private_redis() {
+  FAIRSEM_WORK=$(mktemp -d "/tmp/fairsem-$1.XXXXXX")
+  FAIRSEM_REDIS_PID=
+  trap fairsem_stop_private_redis EXIT
+  fairsem_start_redis "$FAIRSEM_WORK"
+}
+fairsem_stop_private_redis() {
+  if [ -n "$FAIRSEM_REDIS_PID" ]; then
+    kill "$FAIRSEM_REDIS_PID" 2>/dev/null || true
+    # Until it has exited: it may still write in FAIRSEM_WORK while it shuts down.
+    wait "$FAIRSEM_REDIS_PID" 2>/dev/null || true
+  fi
+  rm -rf "$FAIRSEM_WORK"
+}
+rcli() { redis-cli -p "$FAIRSEM_REDIS_PORT" "$@"; }

@@ -10,11 +10,8 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 cd "$FAIRSEM_ROOT"
 rounds=${CALL_COSTS_ROUNDS:-3}
-work=$(mktemp -d /tmp/fairsem-call-costs.XXXXXX)
-FAIRSEM_REDIS_PID=
-trap '[ -n "$FAIRSEM_REDIS_PID" ] && kill "$FAIRSEM_REDIS_PID"; rm -rf "$work"' EXIT
-fairsem_start_redis "$work"
-rcli() { redis-cli -p "$FAIRSEM_REDIS_PORT" "$@"; }
+fairsem_private_redis call-costs
+work=$FAIRSEM_WORK
 rcli FUNCTION LOAD "$(cat tests/bench/fold_probe/call_costs.lua)" >/dev/null
 fairsem_log "redis-server $(redis-server --version | awk '{print $3}'), $rounds rounds, µs per call"
 for round in $(seq "$rounds"); do

@@ -29,11 +29,8 @@ if [ -z "$lua" ]; then
 fi
 probe=tests/bench/fold_probe
 
-work=$(mktemp -d /tmp/fairsem-fold-probe.XXXXXX)
-FAIRSEM_REDIS_PID=
-trap '[ -n "$FAIRSEM_REDIS_PID" ] && kill "$FAIRSEM_REDIS_PID"; rm -rf "$work"' EXIT
-fairsem_start_redis "$work"
-rcli() { redis-cli -p "$FAIRSEM_REDIS_PORT" "$@"; }
+fairsem_private_redis fold-probe
+work=$FAIRSEM_WORK
 load() { rcli SCRIPT LOAD "$(cat "$1")"; }
 library=$(rcli FUNCTION LOAD "$(cat "$lua/semaphore_library.lua")")
 

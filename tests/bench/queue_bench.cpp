@@ -2,7 +2,9 @@
 // holder and N queued waiters (N = 10, 1,000, 10,000, 100,000). Each iteration is the hot path
 // of a busy semaphore: a newcomer queues at the tail (acquire), then the holder releases and its
 // release promotes the head of the queue (and wakes it, through its Client's inbox). The queue
-// keeps its length.
+// keeps its length. Each iteration alternates with one on a control: the same hot path with 10
+// waiters on a second private server, so that pair_vs_control compares N waiters with 10 in the
+// same seconds of a shared machine.
 //
 // And does Redis pay more per call as a semaphore's history grows? BM_PairAfterGrants: one
 // semaphore, limit 1, nobody waiting; an uncontended pair (acquire, release) timed after 0,
@@ -197,14 +199,14 @@ struct FilledQueue {
   double bytes_per_waiter = 0;
 };
 
-/// Google Benchmark runs a benchmark several times (to pick its iteration count); the queue is
-/// filled once and keeps its length from run to run.
-FilledQueue& filled_queue(detail::Connection& conn, long long waiters) {
-  static std::map<long long, std::unique_ptr<FilledQueue>> queues;
-  auto& slot = queues[waiters];
+/// Google Benchmark runs a benchmark several times (to pick its iteration count); a queue is
+/// filled once, on the main server or on the control, and keeps its length from run to run.
+FilledQueue& filled_queue(BenchRedis& redis, detail::Connection& conn, long long waiters) {
+  static std::map<std::pair<BenchRedis*, long long>, std::unique_ptr<FilledQueue>> queues;
+  auto& slot = queues[{&redis, waiters}];
   if (!slot) {
     slot = std::make_unique<FilledQueue>(waiters);
-    detail::Connection& admin = BenchRedis::instance().admin();
+    detail::Connection& admin = redis.admin();
     const auto& k = slot->q.keys;
     admin.command({"DEL", k[0], k[1], k[2], k[3], k[4]});
     const long long before = used_memory(admin);
@@ -215,35 +217,44 @@ FilledQueue& filled_queue(detail::Connection& conn, long long waiters) {
   return *slot;
 }
 
+/// One iteration of the hot path on `q`: a newcomer queues, the holder releases. Its two round
+/// trips, in µs, or nothing if the release did not find the holder.
+std::optional<std::pair<double, double>> hot_path(detail::Connection& conn, Queue& q) {
+  const std::string id = q.new_id();
+  const std::vector<std::string> args = q.acquire_args(id);
+  auto t0 = Clock::now();
+  const detail::Reply a = conn.eval(detail::scripts::semaphore_acquire, q.key_args,
+                                    detail::Args(args.begin(), args.end()));
+  auto t1 = Clock::now();
+  q.members.emplace_back(id, detail::decode_acquire(a).ticket);
+  const auto holder = q.members.front();
+  q.members.pop_front();
+  const std::string ticket = std::to_string(holder.second);
+  auto t2 = Clock::now();
+  const detail::Reply r = conn.eval(detail::scripts::semaphore_release, q.key_args,
+                                    {"release", kLimit, kLease, holder.first, ticket, "60000"});
+  auto t3 = Clock::now();
+  if (detail::decode_release(r) != detail::ReleaseState::holder_released) return {};
+  return std::make_pair(micros(t1 - t0), micros(t3 - t2));
+}
+
 void BM_QueueHotPath(benchmark::State& state) {
-  detail::Connection& admin = BenchRedis::instance().admin();
-  detail::Connection conn(BenchRedis::instance().options());
+  BenchRedis& main = BenchRedis::instance();
+  BenchRedis& clean = BenchRedis::control();
+  detail::Connection conn(main.options());
+  detail::Connection control_conn(clean.options());
   const long long waiters = state.range(0);
-  FilledQueue& filled = filled_queue(conn, waiters);
-  Queue& q = filled.q;
+  FilledQueue& filled = filled_queue(main, conn, waiters);
+  FilledQueue& control = filled_queue(clean, control_conn, 10);
 
-  CallTimes times(admin);
+  CallTimes times(main.admin(), &clean.admin());
   for (auto _ : state) {
-    const std::string id = q.new_id();
-    const std::vector<std::string> args = q.acquire_args(id);
-    auto t0 = Clock::now();
-    const detail::Reply a = conn.eval(detail::scripts::semaphore_acquire, q.key_args,
-                                      detail::Args(args.begin(), args.end()));
-    auto t1 = Clock::now();
-    q.members.emplace_back(id, detail::decode_acquire(a).ticket);
-
-    const auto holder = q.members.front();
-    q.members.pop_front();
-    const std::string ticket = std::to_string(holder.second);
-    auto t2 = Clock::now();
-    const detail::Reply r = conn.eval(detail::scripts::semaphore_release, q.key_args,
-                                      {"release", kLimit, kLease, holder.first, ticket, "60000"});
-    auto t3 = Clock::now();
-    if (detail::decode_release(r) != detail::ReleaseState::holder_released) {
+    const auto timed = hot_path(conn, filled.q);
+    if (!timed || !hot_path(control_conn, control.q)) {
       state.SkipWithError("the holder's release did not find it");
       break;
     }
-    times.add(state, micros(t1 - t0), micros(t3 - t2));
+    times.add(state, timed->first, timed->second);
   }
   times.finish(state);
   state.counters["waiters"] = static_cast<double>(waiters);
@@ -398,11 +409,14 @@ BENCHMARK(BM_PairAfterGrants)
     ->UseRealTime()
     ->Unit(benchmark::kMicrosecond);
 
+// A fixed count, run once: each run of a benchmark (Google Benchmark's first ones pick the
+// count) would time a queue, and a control, that earlier runs of it had warmed.
 BENCHMARK(BM_QueueHotPath)
     ->Arg(10)
     ->Arg(1000)
     ->Arg(10000)
     ->Arg(100000)
+    ->Iterations(20000)
     ->UseRealTime()
     ->Unit(benchmark::kMicrosecond);
 

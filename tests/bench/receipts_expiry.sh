@@ -14,11 +14,8 @@ source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 cd "$FAIRSEM_ROOT"
 rate=${RATE:-20000}
 count=$((rate * 4096 / 1000))
-work=$(mktemp -d /tmp/fairsem-receipts-expiry.XXXXXX)
-FAIRSEM_REDIS_PID=
-trap '[ -n "$FAIRSEM_REDIS_PID" ] && kill "$FAIRSEM_REDIS_PID"; rm -rf "$work"' EXIT
-fairsem_start_redis "$work"
-rcli() { redis-cli -p "$FAIRSEM_REDIS_PORT" "$@"; }
+fairsem_private_redis receipts-expiry
+work=$FAIRSEM_WORK
 key='fairsem:{busy}:receipts:439453125'
 fill='local from, n = tonumber(ARGV[1]), tonumber(ARGV[2])
 for j = from, from + n - 1 do
