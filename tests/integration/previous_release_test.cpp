@@ -116,7 +116,8 @@ TEST_F(PreviousReleaseTest, AFieldThePreviousReleaseLeavesGoesWithTheIdsNextEntr
   // The previous release gives the permit back (as a 0.2.0 process holding that id would).
   EXPECT_EQ(old.release("shared-id", p.fencing_token()).elements.at(0).integer, 1);
   EXPECT_EQ(1, integer({"HEXISTS", key("leftover", "info"), "{inbox}shared-id"}));
-  // (This version's handle of that permit finds 0.2.0's receipt: released, and nothing to do.)
+  // (This version's handle of that permit finds it gone: 0.2.0 kept its receipt in a key of its
+  // own, which this version does not read. Nothing to do either way.)
   p.release();
   // This version takes the id again and releases it: the field goes with the entry.
   std::optional<Permit> again = sem.try_acquire();

@@ -1,9 +1,10 @@
 // Release receipts: a release of a holder leaves one, so that the release run again after a
 // lost reply can tell "released by the earlier run" from "expired". Each is a field ID:TICKET
-// of a bucket, a hash P:{NAME}:receipts:K of the receipts that may go in the same 4,096 ms
-// (RECEIPT_MS, the client's retry budget, after the release), which expires as a whole after
-// the last of them may go: a release costs the same whatever the history, nothing is pruned,
-// and a receipt is there for as long as a retry may ask for it.
+// of a bucket, a hash P:{NAME}:receipts:E of the receipts that may go in the same W ms
+// (RECEIPT_MS, the client's retry budget, after the release; W = 4,096 ms, doubled until
+// RECEIPT_MS is at most 16 W), named after when it expires as a whole, after the last of them
+// may go: a release costs the same whatever the history, nothing is pruned, and a receipt is
+// there for as long as a retry may ask for it.
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -25,8 +26,16 @@ using detail::Reply;
 using ::testing::Contains;
 using ::testing::HasSubstr;
 
-// RECEIPT_BUCKET_MS of src/lua/semaphore/common.lua, as documented in keys-and-scripts.md.
+// RECEIPT_BUCKET_MS and RECEIPT_BUCKETS of src/lua/semaphore/common.lua, as documented in
+// keys-and-scripts.md: a lifetime up to 16 x 4,096 ms has buckets of 4,096 ms.
 constexpr long long kBucketMs = 4096;
+constexpr long long kBuckets = 16;
+constexpr long long kThirtyDaysMs = 30LL * 24 * 3600 * 1000;
+// A 30-day lifetime: 4,096 ms doubled 16 times (268,435,456 ms, 3.1 days) is the first width
+// of which it is at most 16.
+constexpr long long kThirtyDayBucketMs = kBucketMs << 16;
+static_assert(kThirtyDaysMs <= kBuckets * kThirtyDayBucketMs &&
+              kThirtyDaysMs > kBuckets * (kThirtyDayBucketMs / 2));
 
 class ReceiptsTest : public test::SemaphoreFixture {
  protected:
@@ -61,16 +70,31 @@ class ReceiptsTest : public test::SemaphoreFixture {
     }
     return out;
   }
-  std::string bucket(const std::string& name, long long k) {
-    return key(name, "receipts:" + std::to_string(k));
+  /// The bucket of `name` that expires at `expires_at`, ms of the server clock.
+  std::string bucket(const std::string& name, long long expires_at) {
+    return key(name, "receipts:" + std::to_string(expires_at));
   }
-  /// When key `k` expires, ms of the server clock (PTTL from the server's clock: to the ms
-  /// where PEXPIRETIME is missing, Redis 6.2).
-  long long expire_time(const std::string& k) {
-    if (has_functions()) return integer({"PEXPIRETIME", k});
-    const long long now = server_ms();
-    const long long ttl = integer({"PTTL", k});
-    return ttl < 0 ? ttl : now + ttl;
+  /// When bucket `k` expires, by its name.
+  static long long named_expiry(const std::string& k) {
+    return std::stoll(k.substr(k.rfind(':') + 1));
+  }
+  /// Checks that bucket `k` expires when its name says: to the ms where PEXPIRETIME exists
+  /// (Redis 7, Valkey), else by a TTL that is there.
+  void expect_expiry_as_named(const std::string& k) {
+    if (has_functions()) {
+      EXPECT_EQ(integer({"PEXPIRETIME", k}), named_expiry(k)) << k;
+    } else {
+      EXPECT_GT(integer({"PTTL", k}), 0) << k;
+    }
+  }
+  /// The bucket of `name` holding `field`, or "".
+  std::string bucket_of(const std::string& name, const std::string& field) {
+    for (const auto& [k, fields] : buckets(name)) {
+      for (const std::string& f : fields) {
+        if (f == field) return k;
+      }
+    }
+    return "";
   }
   std::vector<std::string> keys_of(const std::string& name) {
     std::vector<std::string> out;
@@ -83,57 +107,64 @@ class ReceiptsTest : public test::SemaphoreFixture {
   detail::Connection conn_{test::redis_options()};
 };
 
-// 40 permits released one after another, each with its own retry budget: each receipt is in the
-// bucket of when it may go, and that bucket expires after it may go and within one bucket's
-// time of it. No key per release: the counter, meta and a few buckets are all there is. A
-// release run again is told "released earlier".
+// 40 permits released one after another, each with its own retry budget (11 to 50 s): each
+// receipt is in the bucket of when it may go, which expires after it may go and within one
+// bucket's time of it (4,096 ms), as its name says. No key per release: the counter, meta and
+// a few buckets are all there is. A release run again is told "released earlier".
 TEST_F(ReceiptsTest, EachReceiptIsInTheBucketOfWhenItMayGoWhichExpiresAfterIt) {
+  long long first_due = 0;
+  long long last_due = 0;
   for (int i = 1; i <= 40; ++i) {
     const std::string id = "p" + std::to_string(i);
-    const long long lifetime = 1000L * i;  // 1 to 40 s: several buckets
+    const long long lifetime = 10000 + 1000L * i;
     const Released r = pair(id, lifetime, "60000");
-    const long long first = (r.before + lifetime) / kBucketMs;
-    const long long last = (r.after + lifetime) / kBucketMs;
-    std::string found;
-    for (long long k = first; k <= last; ++k) {
-      if (admin_.command({"HEXISTS", bucket("r", k), id + ":" + r.ticket}).integer == 1) {
-        found = bucket("r", k);
-      }
-    }
-    ASSERT_NE(found, "") << id << "'s receipt is missing";
-    const long long expires = expire_time(found);
-    EXPECT_GE(expires, r.before + lifetime) << id;
-    EXPECT_LE(expires, r.after + lifetime + kBucketMs) << id;
+    const std::string k = bucket_of("r", id + ":" + r.ticket);
+    ASSERT_NE(k, "") << id << "'s receipt is missing";
+    EXPECT_EQ(named_expiry(k) % kBucketMs, 0) << k;
+    EXPECT_GE(named_expiry(k), r.before + lifetime) << id;
+    EXPECT_LE(named_expiry(k), r.after + lifetime + kBucketMs) << id;
+    expect_expiry_as_named(k);
     EXPECT_EQ(
         run({"release", id, r.ticket, std::to_string(lifetime)}, "60000").elements.at(0).integer, 3)
         << id;
+    if (i == 1) first_due = r.before + lifetime;
+    last_due = r.after + lifetime;
   }
   std::size_t receipts = 0;
   for (const auto& [k, fields] : buckets()) receipts += fields.size();
   EXPECT_EQ(receipts, 40U);
-  // 40 s of receipts of 4.096 s buckets: at most 11 (a bucket boundary in the middle).
-  EXPECT_LE(buckets().size(), 11U);
+  // One bucket per 4,096 ms from the first receipt's time to the last's, and one more.
+  const auto most = static_cast<std::size_t>((last_due - first_due) / kBucketMs + 2);
+  EXPECT_LE(buckets().size(), most);
   EXPECT_EQ(keys_of("r").size(), buckets().size() + 2);  // + counter and meta
   EXPECT_THAT(keys_of("r"), Contains(key("r", "counter")));
   EXPECT_THAT(keys_of("r"), Contains(key("r", "meta")));
+}
+
+// A retry late in its receipt's lifetime (after 5 of its 6 s, in another bucket than the
+// release's time) still finds it.
+TEST_F(ReceiptsTest, ARetryLateInTheReceiptsLifetimeStillFindsIt) {
+  const Released r = pair("a", 6000);
+  ASSERT_TRUE(test::wait_until([&] { return server_ms() >= r.after + 5000; }, 20s));
+  EXPECT_EQ(run({"release", "a", r.ticket, "6000"}).elements.at(0).integer, 3);
 }
 
 // A receipt goes with its bucket, once the retry budget it was kept for (and the rest of its
 // bucket's time) is over: a retry after that is told "not there", as for an expired permit.
 TEST_F(ReceiptsTest, AReceiptGoesWithItsBucketAfterItsTime) {
   const Released r = pair("a", 100);
-  ASSERT_EQ(buckets().size(), 1U);
-  const std::string k = buckets().begin()->first;
-  const long long expires = expire_time(k);
-  EXPECT_GE(expires, r.before + 100);
+  const std::string k = bucket_of("r", "a:" + r.ticket);
+  ASSERT_NE(k, "");
+  EXPECT_GE(named_expiry(k), r.before + 100);
+  expect_expiry_as_named(k);
   EXPECT_EQ(run({"release", "a", r.ticket, "100"}).elements.at(0).integer, 3);
-  ASSERT_TRUE(test::wait_until([&] { return server_ms() > expires; }, 10s));
+  ASSERT_TRUE(test::wait_until([&] { return integer({"EXISTS", k}) == 0; }, 20s));
+  EXPECT_GE(server_ms(), named_expiry(k));
   EXPECT_EQ(run({"release", "a", r.ticket, "100"}).elements.at(0).integer, 0);
-  EXPECT_EQ(integer({"EXISTS", k}), 0);
 }
 
-// However many receipts are live, a release makes the same calls: two releases, one with none
-// and one after 2,000 others, send Redis the same commands.
+// However many receipts there are, live or past their time, a release makes the same calls:
+// two releases, one with none and one after 2,000 others, send Redis the same commands.
 TEST_F(ReceiptsTest, AReleaseCostsTheSameCallsWhateverTheHistory) {
   const auto commands_of_a_release = [&](const std::string& id) {
     const Reply granted = run({"acquire", id, "try", "o"}, "60000");
@@ -151,9 +182,32 @@ TEST_F(ReceiptsTest, AReleaseCostsTheSameCallsWhateverTheHistory) {
     return out;
   };
   const std::vector<std::string> fresh = commands_of_a_release("first");
-  for (int i = 0; i < 2000; ++i) pair("h" + std::to_string(i), 60000, "60000");
+  // 1,000 receipts past their time at once (kept 0 ms), then 1,000 kept a minute.
+  for (int i = 0; i < 1000; ++i) pair("s" + std::to_string(i), 0, "60000");
+  for (int i = 0; i < 1000; ++i) pair("h" + std::to_string(i), 60000, "60000");
   EXPECT_EQ(commands_of_a_release("later"), fresh);
   EXPECT_THAT(fresh, Contains("cmdstat_pexpireat:calls=1"));
+}
+
+// A receipt kept 30 days (a lease that long) goes to a bucket 3.1 days wide, not one of
+// 600,000 of 4,096 ms; a retry finds it, and a release that finds no receipt looks in at most
+// 18 buckets, whatever the lifetime.
+TEST_F(ReceiptsTest, ALongLifetimeHasWideBucketsAndALookThatStaysShort) {
+  const std::string month = std::to_string(kThirtyDaysMs);
+  const Released r = pair("a", kThirtyDaysMs, month);
+  const std::string k = bucket_of("r", "a:" + r.ticket);
+  ASSERT_NE(k, "");
+  EXPECT_EQ(named_expiry(k) % kThirtyDayBucketMs, 0) << k;
+  EXPECT_GE(named_expiry(k), r.before + kThirtyDaysMs);
+  EXPECT_LE(named_expiry(k), r.after + kThirtyDaysMs + kThirtyDayBucketMs);
+  expect_expiry_as_named(k);
+  EXPECT_EQ(run({"release", "a", r.ticket, month}, month).elements.at(0).integer, 3);
+  for (const std::string& lifetime : {month, std::string("51000"), std::string("0")}) {
+    admin_.command({"CONFIG", "RESETSTAT"});
+    EXPECT_EQ(run({"release", "b", "7", lifetime}, month).elements.at(0).integer, 0);
+    EXPECT_GE(calls("hget"), 2) << lifetime;
+    EXPECT_LE(calls("hget"), 18) << lifetime;
+  }
 }
 
 // A receipt is for one permit, its id and its ticket: a later permit of the same id, or
@@ -173,15 +227,16 @@ TEST_F(ReceiptsTest, AReceiptNamesTheIdAndTheTicket) {
 TEST_F(ReceiptsTest, AGarbledTicketOrReceiptTimeIsRefusedWithNothingWritten) {
   ASSERT_EQ(run({"acquire", "a", "try", "o"}, "60000").elements.at(0).integer, 1);
   const auto before = snapshot();
-  for (const Args& bad : {Args{"release", "a", "1", "sixty"}, Args{"release", "a", "1"},
-                          Args{"release", "a", "1", "-1"}, Args{"release", "a", "1", "1.5"},
-                          Args{"release", "a", "one", "60000"}}) {
+  for (const Args& bad :
+       {Args{"release", "a", "1", "sixty"}, Args{"release", "a", "1"},
+        Args{"release", "a", "1", "-1"}, Args{"release", "a", "1", "1.5"},
+        Args{"release", "a", "one", "60000"}, Args{"release", "a", "1", "1099511627777"}}) {
     try {
       run(bad, "60000");
       ADD_FAILURE() << "accepted: " << bad.size() << " arguments";
     } catch (const ReplyError& e) {
       EXPECT_THAT(e.server_message(), HasSubstr("release needs TICKET (an integer) and "
-                                                "RECEIPT_MS (whole ms, at least 0)"));
+                                                "RECEIPT_MS (whole ms, 0 to 1099511627776)"));
     }
   }
   EXPECT_EQ(snapshot(), before);
@@ -192,16 +247,17 @@ TEST_F(ReceiptsTest, AGarbledTicketOrReceiptTimeIsRefusedWithNothingWritten) {
 // permit, leaves the key alone, and a retry is told "not there" rather than "released".
 TEST_F(ReceiptsTest, AForeignKeyInABucketsPlaceCostsOnlyTheReceipt) {
   ASSERT_EQ(run({"acquire", "a", "try", "o"}, "60000").elements.at(0).integer, 1);
-  // Every bucket the release (and the retry's look) can reach in the next 10 s.
-  const long long from = server_ms() / kBucketMs;
-  for (long long k = from; k <= from + 20; ++k) {
-    admin_.command({"SET", bucket("r", k), "not fairsem's"});
+  // Every bucket that the release, and the retry's look, can reach in the next 10 s.
+  const long long from = (server_ms() / kBucketMs + 1) * kBucketMs;
+  const long long to = ((server_ms() + 70000) / kBucketMs + 2) * kBucketMs;
+  for (long long e = from; e <= to; e += kBucketMs) {
+    admin_.command({"SET", bucket("r", e), "not fairsem's"});
   }
   EXPECT_EQ(run({"release", "a", "1", "60000"}, "60000").elements.at(0).integer, 1);
   EXPECT_EQ(run({"release", "a", "1", "60000"}, "60000").elements.at(0).integer, 0);
-  for (long long k = from; k <= from + 20; ++k) {
-    EXPECT_EQ(admin_.command({"GET", bucket("r", k)}).str, "not fairsem's");
-    EXPECT_EQ(integer({"PTTL", bucket("r", k)}), -1);
+  for (long long e = from; e <= to; e += kBucketMs) {
+    EXPECT_EQ(admin_.command({"GET", bucket("r", e)}).str, "not fairsem's");
+    EXPECT_EQ(integer({"PTTL", bucket("r", e)}), -1);
   }
   EXPECT_EQ(integer({"EXISTS", key("r", "owner")}), 0);
 }
@@ -233,7 +289,8 @@ TEST_F(ReceiptsTest, WithAnIdleExpiryTheReceiptsOutliveTheOtherKeysAndThenGo) {
   ASSERT_TRUE(test::wait_until([&] { return keys_of("expiring").size() == 1; }, 10s))
       << ::testing::PrintToString(keys_of("expiring"));
   EXPECT_EQ(keys_of("expiring"), std::vector<std::string>{k});
-  EXPECT_GT(expire_time(k), released_at + 5000);
+  EXPECT_GT(named_expiry(k), released_at + 5000);
+  expect_expiry_as_named(k);
   ASSERT_TRUE(test::wait_until([&] { return keys_of("expiring").empty(); }, 30s));
 }
 

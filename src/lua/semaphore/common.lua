@@ -20,7 +20,7 @@
 --   6 P:{NAME}:wake:    prefix of the per-waiter wake lists (LIST P:{NAME}:wake:ID) and of the
 --                       Clients' inboxes (LIST P:{NAME}:wake:{inbox}CLIENT, one per Client
 --                       waiting on the semaphore; a permit id has no '{', so none collides)
---   7 P:{NAME}:receipts: prefix of the release receipts' buckets (HASH P:{NAME}:receipts:K,
+--   7 P:{NAME}:receipts: prefix of the release receipts' buckets (HASH P:{NAME}:receipts:E,
 --                       field ID:TICKET of a released permit; see Receipts)
 --   8 P:{NAME}:slots    HASH  holder id -> its slots, ascending, comma-separated (one per unit
 --                             it holds): the holders are exactly its fields
@@ -89,18 +89,21 @@
 --
 -- Receipts. A release of a holder leaves a receipt, so that the same release run again after
 -- its reply was lost can tell "released by the earlier run" ({3}) from "expired" ({0}). It is
--- kept at least RECEIPT_MS after the release (the client passes its retry budget), as the
--- field ID:TICKET of a hash RECEIPTS .. K, a bucket of the receipts that may go in the same
--- RECEIPT_BUCKET_MS ms: K = floor((now + RECEIPT_MS) / RECEIPT_BUCKET_MS), and the bucket
--- expires at (K + 1) * RECEIPT_BUCKET_MS, ms of the server clock. So a release costs an HSET
--- and a PEXPIREAT whatever the history (nothing is pruned, no set grows with the release
--- rate: a bucket holds at most RECEIPT_BUCKET_MS ms of releases, and the server frees it as a
--- whole when it expires), the keys live hold at most RECEIPT_MS + RECEIPT_BUCKET_MS ms of
--- receipts, and every bucket expires, idle expiry or not. A release that finds its entry gone
--- looks for its receipt in the buckets a receipt of its RECEIPT_MS kept since now - RECEIPT_MS
--- can be in (one more for a new master's clock behind the old one's): RECEIPT_MS /
--- RECEIPT_BUCKET_MS + 2 HGETs, on that path only. A foreign key in a bucket's place costs only
--- the receipts.
+-- kept at least RECEIPT_MS after the release (the client passes max(retry budget, lease), the
+-- same to each run of a release), as the field ID:TICKET of a hash RECEIPTS .. E, a bucket of
+-- the receipts that may go in the same W ms, named after when it expires: E = (floor((now +
+-- RECEIPT_MS) / W) + 1) * W, ms of the server clock, and W = RECEIPT_BUCKET_MS doubled until
+-- RECEIPT_MS is at most 16 W (4,096 ms for RECEIPT_MS up to 65 s). Two buckets of one name
+-- expire together, whatever their W. So a release costs an HSET and a PEXPIREAT whatever the
+-- history: nothing is pruned, no key grows with the release rate beyond W ms of releases, the
+-- server frees a bucket whole when it expires, a semaphore has at most RECEIPT_MS / W + 2 of
+-- them (18) per RECEIPT_MS its clients use, and every bucket expires, idle expiry or not. A
+-- release that finds its entry gone looks for its receipt in every bucket one kept since now -
+-- RECEIPT_MS can be in, and one more (a new master's clock up to W ms behind the old one's):
+-- at most 18 HGETs, on that path only. A receipt not kept (a foreign key in a bucket's place,
+-- or a bucket moved away by a Cluster slot migration, which pcall turns into an error value)
+-- makes a retry answer "expired", never "released"; a new master whose clock is ahead by D ms
+-- drops receipts up to D ms early.
 --
 -- Idle expiry. meta's `expiry` (ms; absent: 0, the keys never expire) is stored by the first
 -- open or acquire that passes an IDLE_EXPIRY above 0 (one with 0 follows what is stored; an
@@ -130,7 +133,7 @@
 -- operations (acquire, release) make as few calls as they can. Run as a script (EVALSHA),
 -- every function the shared parts define is built again on every run (about 0.1 microsecond
 -- each); the function library (FCALL, see the state block below) builds them once.
--- Key types: open, status, evict and resize check all eight keys with TYPE; the other
+-- Key types: open, status, evict and resize check the seven keys with TYPE (not the prefixes); the other
 -- operations make their first access to each key they need through guarded(), a read or a
 -- first write whose WRONGTYPE error becomes a refusal (undoing the writes before it), so a
 -- foreign key is never written to. (slots and free are read by count_slots(), queue.lua, where
@@ -187,8 +190,13 @@ local QUEUED = '{queued}'  -- info's field {queued}ID: when ID queued, ms of the
 -- A new counter of a semaphore with an idle expiry starts at the server's clock in ms times
 -- this: 2^53 (where Lua's numbers and ZSET scores stop being exact) / 1024 ms is the year 2248.
 local TICKETS_PER_MS = 1024
--- A receipts bucket holds the receipts that may go in the same this many ms (see Receipts).
+-- A receipts bucket holds the receipts that may go in the same this many ms, doubled until a
+-- receipt's lifetime is at most RECEIPT_BUCKETS of them (see Receipts).
 local RECEIPT_BUCKET_MS = 4096
+local RECEIPT_BUCKETS = 16
+-- The longest RECEIPT_MS a release takes (2^40 ms, some 35 years): server times past it stay
+-- whole numbers that Lua and Redis hold exactly.
+local MAX_RECEIPT_MS = 1099511627776
 
 -- The state of one run, between the two markers: every other top-level name of the shared
 -- parts is a constant or a function. The function library (FCALL) builds those once, at
@@ -281,24 +289,34 @@ end
 -- A released permit's field in its receipts bucket.
 local function receipt(id, ticket) return id .. ':' .. int(tonumber(ticket)) end
 
+-- The width of the receipts buckets of receipts kept `receipt_ms` (see Receipts above).
+local function bucket_width(receipt_ms)
+  local width = RECEIPT_BUCKET_MS
+  while receipt_ms > RECEIPT_BUCKETS * width do width = width * 2 end
+  return width
+end
+
 -- Leaves the receipt of the release of permit `id` with `ticket`, kept `receipt_ms` (see
 -- Receipts above). The release runs it before it removes the entry, so that a command its user
 -- may not run fails the release with the entry whole.
 local function keep_receipt(id, ticket, receipt_ms)
-  local bucket = math.floor((server_ms() + receipt_ms) / RECEIPT_BUCKET_MS)
-  local key = RECEIPTS .. int(bucket)
+  local width = bucket_width(receipt_ms)
+  local expires_at = (math.floor((server_ms() + receipt_ms) / width) + 1) * width
+  local key = RECEIPTS .. int(expires_at)
   if type(pcall_redis('HSET', key, receipt(id, ticket), '1')) == 'number' then
-    call('PEXPIREAT', key, int((bucket + 1) * RECEIPT_BUCKET_MS))
+    call('PEXPIREAT', key, int(expires_at))
   end
 end
 
 -- Whether permit `id` with `ticket` was released within the last `receipt_ms` (its receipt is
 -- still there; see Receipts above). (A foreign key holds none: pcall's error is a table.)
 local function was_released(id, ticket, receipt_ms)
-  local now, field = server_ms(), receipt(id, ticket)
-  for bucket = math.floor(now / RECEIPT_BUCKET_MS),
-      math.floor((now + receipt_ms) / RECEIPT_BUCKET_MS) + 1 do
-    if type(pcall_redis('HGET', RECEIPTS .. int(bucket), field)) == 'string' then return true end
+  local now, field, width = server_ms(), receipt(id, ticket), bucket_width(receipt_ms)
+  for expires_at = (math.floor(now / width) + 1) * width,
+      (math.floor((now + receipt_ms) / width) + 2) * width, width do
+    if type(pcall_redis('HGET', RECEIPTS .. int(expires_at), field)) == 'string' then
+      return true
+    end
   end
   return false
 end

@@ -2,6 +2,8 @@
 -- lets a retry after a lost reply tell "released" from "expired"), removes a waiter that gives
 -- up ("leaving"), or gives back all but a holder's K lowest slots ("keep K").
 --   ARGV: release LIMIT LEASE_MS ID TICKET RECEIPT_MS [leaving | keep K]
+--   RECEIPT_MS: how long the receipt of a holder's release is kept (see Receipts in common.lua);
+--   every run of one release (a retry after a lost reply) passes the same.
 --   Reply {state}: 1 a holder released (or, with keep, holds at most K units), 2 a waiter left,
 --   0 not present, 3 released by an earlier run.
 --
@@ -12,9 +14,10 @@
 local id, ticket, receipt_ms, how = ARGV[4], tonumber(ARGV[5]), tonumber(ARGV[6] or ''), ARGV[7]
 -- Checked before anything is written: a garbled TICKET would be told "gone", a garbled
 -- RECEIPT_MS would keep a receipt that is stale at once.
-if not ticket or ticket % 1 ~= 0 or not receipt_ms or receipt_ms < 0 or receipt_ms % 1 ~= 0 then
+if not ticket or ticket % 1 ~= 0 or not receipt_ms or receipt_ms < 0 or receipt_ms % 1 ~= 0
+    or receipt_ms > MAX_RECEIPT_MS then
   return redis.error_reply('fairsem semaphore script: release needs TICKET (an integer) and '
-    .. 'RECEIPT_MS (whole ms, at least 0)')
+    .. 'RECEIPT_MS (whole ms, 0 to ' .. int(MAX_RECEIPT_MS) .. ')')
 end
 local refused = prepare('release')
 if refused then return refused end
