@@ -404,6 +404,28 @@ bool disturbed(const Timeout& t, const CheckInput& in) {
   return disturbed(s, in);
 }
 
+/// The first timed-out waiter a later request passed, the request, and the faults and grants
+/// around them.
+void describe_overtaken_timeout(const CheckInput& in, const Timeout& t, const Section& passer,
+                                std::vector<std::string>& out) {
+  const std::int64_t t0 = origin(in);
+  std::multimap<int, std::int64_t> kills;
+  for (const Kill& k : in.kills) kills.emplace(k.pid, k.at_ns);
+  out.emplace_back("first timed-out waiter passed by a later request:");
+  out.push_back(fmt::format("  timed out: pid {} units {} wait {} deadline {} returned {}", t.pid,
+                            t.units, ms_since(t.wait_ns, t0), ms_since(t.deadline_ns, t0),
+                            ms_since(t.end_ns, t0)));
+  out.push_back("  passed by: " + describe(passer, valid_until(passer, kills), t0));
+  // A holder killed up to a lease before can have passed its units on in the window too.
+  describe_faults(in, t.wait_ns - in.lease_ns - 200'000'000, t.deadline_ns, t0, out);
+  std::size_t listed = 0;
+  for (const Section& s : in.sections) {
+    if (&s == &passer || !overlaps(t.wait_ns, t.deadline_ns, s.enter_ns, s.enter_ns)) continue;
+    if (++listed > 20) break;
+    out.push_back("  meanwhile entered: " + describe(s, valid_until(s, kills), t0));
+  }
+}
+
 /// Timed-out waiters that a later request was granted before: one that began waiting more than
 /// the slack after the waiter did (so the waiter was queued first) and entered before the
 /// waiter's deadline (so the grant came while the waiter was still queued).
@@ -421,7 +443,7 @@ void check_timeouts(const CheckInput& in, CheckResult& out) {
                                [](std::int64_t at, const Section* s) { return at < s->wait_ns; });
     for (; it != by_wait.end() && (*it)->wait_ns < t.deadline_ns; ++it) {
       if ((*it)->enter_ns < t.deadline_ns) {
-        ++out.timeouts_overtaken;
+        if (out.timeouts_overtaken++ == 0) describe_overtaken_timeout(in, t, **it, out.details);
         break;
       }
     }

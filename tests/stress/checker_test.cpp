@@ -408,6 +408,12 @@ TEST(StressChecker, ATimedOutWaiterPassedByALaterRequestIsAFifoViolation) {
   EXPECT_EQ(1U, r.timeouts_checked);
   EXPECT_EQ(1U, r.timeouts_overtaken);
   EXPECT_FALSE(r.ok());
+  // The details name the waiter and the request that passed it.
+  ASSERT_EQ(3U, r.details.size());
+  EXPECT_EQ("first timed-out waiter passed by a later request:", r.details[0]);
+  EXPECT_EQ("  timed out: pid 1 units 3 wait 0.000 deadline 400.000 returned 401.000",
+            r.details[1]);
+  EXPECT_NE(std::string::npos, r.details[2].find("passed by: token 9 pid 2 mode 0 units 1"));
   // Asked within the slack of the waiter's call: it may have queued first.
   in.sections[0].wait_ns = 50 * kMs;
   r = check(in);
