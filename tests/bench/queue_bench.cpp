@@ -217,18 +217,28 @@ FilledQueue& filled_queue(BenchRedis& redis, detail::Connection& conn, long long
   return *slot;
 }
 
-/// One iteration of the hot path on `q`: a newcomer queues, the holder releases. Its two round
-/// trips, in µs, or nothing if the release did not find the holder.
-std::optional<std::pair<double, double>> hot_path(detail::Connection& conn, Queue& q) {
+/// Whose permit a timed pair's release frees.
+enum class Releases {
+  queue_head,  // the queue's head: the newcomer queues behind it (the hot path of a queue)
+  own,         // the newcomer's own (an uncontended pair)
+};
+
+/// One acquire on `q` over `conn` by a newcomer, and one release of `who`'s permit. Their two
+/// round trips, in µs, or nothing if the release did not find the permit.
+std::optional<std::pair<double, double>> timed_pair(detail::Connection& conn, Queue& q,
+                                                    Releases who) {
   const std::string id = q.new_id();
   const std::vector<std::string> args = q.acquire_args(id);
   auto t0 = Clock::now();
   const detail::Reply a = conn.eval(detail::scripts::semaphore_acquire, q.key_args,
                                     detail::Args(args.begin(), args.end()));
   auto t1 = Clock::now();
-  q.members.emplace_back(id, detail::decode_acquire(a).ticket);
-  const auto holder = q.members.front();
-  q.members.pop_front();
+  std::pair<std::string, long long> holder{id, detail::decode_acquire(a).ticket};
+  if (who == Releases::queue_head) {
+    q.members.push_back(std::move(holder));
+    holder = q.members.front();
+    q.members.pop_front();
+  }
   const std::string ticket = std::to_string(holder.second);
   auto t2 = Clock::now();
   const detail::Reply r = conn.eval(detail::scripts::semaphore_release, q.key_args,
@@ -249,8 +259,8 @@ void BM_QueueHotPath(benchmark::State& state) {
 
   CallTimes times(main.admin(), &clean.admin());
   for (auto _ : state) {
-    const auto timed = hot_path(conn, filled.q);
-    if (!timed || !hot_path(control_conn, control.q)) {
+    const auto timed = timed_pair(conn, filled.q, Releases::queue_head);
+    if (!timed || !timed_pair(control_conn, control.q, Releases::queue_head)) {
       state.SkipWithError("the holder's release did not find it");
       break;
     }
@@ -358,26 +368,9 @@ void BM_PairAfterGrants(benchmark::State& state) {
   detail::Connection control_conn(clean.options());
   Queue control(fmt::format("control-{}-{}", state.range(0), state.range(1)));
   CallTimes times(admin, &clean.admin());
-  // One pair on `q` over `over`: its two round trips, in µs, or nothing if the release did not
-  // free it.
-  const auto pair = [](detail::Connection& over,
-                       Queue& q) -> std::optional<std::pair<double, double>> {
-    const std::string id = q.new_id();
-    const std::vector<std::string> args = q.acquire_args(id);
-    auto t0 = Clock::now();
-    const detail::Reply a = over.eval(detail::scripts::semaphore_acquire, q.key_args,
-                                      detail::Args(args.begin(), args.end()));
-    auto t1 = Clock::now();
-    const std::string ticket = std::to_string(detail::decode_acquire(a).ticket);
-    const detail::Reply r = over.eval(detail::scripts::semaphore_release, q.key_args,
-                                      {"release", kLimit, kLease, id, ticket, "60000"});
-    auto t2 = Clock::now();
-    if (detail::decode_release(r) != detail::ReleaseState::holder_released) return {};
-    return std::make_pair(micros(t1 - t0), micros(t2 - t1));
-  };
   for (auto _ : state) {
-    const auto timed = pair(conn, history.q);
-    if (!timed || !pair(control_conn, control)) {
+    const auto timed = timed_pair(conn, history.q, Releases::own);
+    if (!timed || !timed_pair(control_conn, control, Releases::own)) {
       state.SkipWithError("an uncontended pair's release did not find its permit");
       break;
     }
