@@ -133,12 +133,12 @@
 -- operations (acquire, release) make as few calls as they can. Run as a script (EVALSHA),
 -- every function the shared parts define is built again on every run (about 0.1 microsecond
 -- each); the function library (FCALL, see the state block below) builds them once.
--- Key types: open, status, evict and resize check the seven keys with TYPE (not the prefixes); the other
--- operations make their first access to each key they need through guarded(), a read or a
--- first write whose WRONGTYPE error becomes a refusal (undoing the writes before it), so a
--- foreign key is never written to. (slots and free are read by count_slots(), queue.lua, where
--- the hot path needs their sizes: an acquire of a semaphore nobody holds, and the release of
--- its last holder, do not.)
+-- Key types: open, status, evict and resize check the seven keys with TYPE (not the prefixes); the
+-- other operations make their first access to each key they need through guarded(), a read or a
+-- first write whose WRONGTYPE error becomes a refusal (undoing the writes before it), so a foreign
+-- key is never written to. (slots and free are read by count_slots(), queue.lua, where the hot path
+-- needs their sizes: an acquire of a semaphore nobody holds, and the release of its last holder, do
+-- not.)
 --
 -- Data model. These scripts read and write data model MODEL: 2, that of every release since
 -- 0.2 (0.1's, without slots and free, is upgraded on first use). A later data model that they

@@ -225,7 +225,8 @@ local function prepare(op, wanted)
   local adopt = wanted > 0 and expiry == 0
   if limit == 0 then
     if op ~= 'status' and op ~= 'evict' and op ~= 'resize' then
-      return redis.error_reply('fairsem semaphore script: limit 0 is only for status, evict and resize')
+      return redis.error_reply(
+        'fairsem semaphore script: limit 0 is only for status, evict and resize')
     end
     limit = tonumber(stored or '0')
   elseif not stored then
