@@ -31,6 +31,17 @@ fairsem_ensure_packages() {
 
 fairsem_jobs() { nproc 2>/dev/null || echo 2; }
 
+# fairsem_bench_binary BUILD NAME: prints the path of the benchmark NAME in BUILD (a bench preset
+# build), or says how to build it and fails (status 2) when it is missing.
+fairsem_bench_binary() {
+  local bench="$1/tests/bench/$2"
+  if [ ! -x "$bench" ]; then
+    echo "$bench is missing: cmake --preset bench && cmake --build build/bench" >&2
+    return 2
+  fi
+  echo "$bench"
+}
+
 # fairsem_start_redis DIR: starts a private redis-server (no persistence) on a random free
 # loopback port, its log and files in DIR; sets FAIRSEM_REDIS_PORT and FAIRSEM_REDIS_PID. Tries
 # another port when redis-server could not bind one (it exits then). The caller stops it.

@@ -9,11 +9,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 cd "$FAIRSEM_ROOT"
 build=${1:-build/bench}
-bench="$build/tests/bench/fairsem_bench_drain"
-[ -x "$bench" ] || {
-  echo "drain_sweep: $bench is missing: cmake --preset bench && cmake --build build/bench" >&2
-  exit 2
-}
+bench=$(fairsem_bench_binary "$build" fairsem_bench_drain) || exit 2
 fairsem_ensure_packages gnuplot-nox
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
