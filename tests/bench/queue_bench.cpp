@@ -17,10 +17,15 @@
 // time of every call, so acquire and release are told apart (commandstats sums both under
 // FCALL, or EVALSHA). Memory per queued waiter is used_memory after queueing N waiters, minus
 // before, / N.
+//
+// Each case times a fixed count of pairs, 20,000, or FAIRSEM_BENCH_FIXED_ITERATIONS (CI's smoke
+// run sets a few hundred: it proves the program runs, it measures nothing).
 
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <deque>
 #include <map>
 #include <memory>
@@ -38,6 +43,20 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr const char* kLease = "3600000";  // nobody expires during a run
 constexpr const char* kLimit = "1";
+
+/// The pairs each case times: FAIRSEM_BENCH_FIXED_ITERATIONS (a positive count), or 20,000.
+benchmark::IterationCount fixed_iterations() {
+  const char* text = std::getenv("FAIRSEM_BENCH_FIXED_ITERATIONS");
+  if (text == nullptr || *text == '\0') return 20'000;
+  char* end = nullptr;
+  const long long n = std::strtoll(text, &end, 10);
+  if (*end != '\0' || n <= 0) {
+    std::fprintf(stderr, "FAIRSEM_BENCH_FIXED_ITERATIONS must be a positive count, not '%s'\n",
+                 text);
+    std::exit(2);
+  }
+  return n;
+}
 
 /// The semaphore script's keys for NAME under the prefix "bench" (as FairSemaphore builds them).
 std::vector<std::string> script_keys(const std::string& name) {
@@ -398,7 +417,7 @@ BENCHMARK(BM_PairAfterGrants)
     ->Args({1'000'000, 0})
     ->Args({10'000'000, 0})
     ->Args({10'000'000, 1})
-    ->Iterations(20000)
+    ->Iterations(fixed_iterations())
     ->UseRealTime()
     ->Unit(benchmark::kMicrosecond);
 
@@ -409,7 +428,7 @@ BENCHMARK(BM_QueueHotPath)
     ->Arg(1000)
     ->Arg(10000)
     ->Arg(100000)
-    ->Iterations(20000)
+    ->Iterations(fixed_iterations())
     ->UseRealTime()
     ->Unit(benchmark::kMicrosecond);
 
