@@ -52,14 +52,8 @@ namespace fairsem {
 namespace {
 
 using namespace std::chrono_literals;
+using test::unique_options;
 using test::wait_until;
-
-SemaphoreOptions options(long long limit) {
-  SemaphoreOptions o;
-  o.limit = limit;
-  o.key_prefix = test::unique_prefix();
-  return o;
-}
 
 /// True when `error` holds a CancelledError.
 bool cancelled(const std::exception_ptr& error) {
@@ -92,7 +86,7 @@ class PausedWrites {
 
 TEST(AsioTest, TheCallbackRunsOnTheThreadThatRunsTheIoContext) {
   asio::io_context io;
-  FairSemaphore sem(test::redis_options(), "callback", options(1));
+  FairSemaphore sem(test::redis_options(), "callback", unique_options(1));
   std::optional<Permit> got;
   std::thread::id ran_on;
   async_acquire(sem, asio::bind_executor(io, [&](std::exception_ptr error, Permit p) {
@@ -106,7 +100,7 @@ TEST(AsioTest, TheCallbackRunsOnTheThreadThatRunsTheIoContext) {
 }
 
 TEST(AsioTest, UseFutureGetsThePermitOrThrowsTheError) {
-  FairSemaphore sem(test::redis_options(), "future", options(1));
+  FairSemaphore sem(test::redis_options(), "future", unique_options(1));
   std::future<Permit> first = async_acquire(sem, asio::use_future);
   ASSERT_EQ(first.wait_for(30s), std::future_status::ready);
   Permit held = first.get();
@@ -120,7 +114,7 @@ TEST(AsioTest, UseFutureGetsThePermitOrThrowsTheError) {
 
 TEST(AsioTest, ADeferredOperationStartsOnlyWhenInvoked) {
   asio::io_context io;
-  FairSemaphore sem(test::redis_options(), "deferred", options(1));
+  FairSemaphore sem(test::redis_options(), "deferred", unique_options(1));
   auto operation = async_acquire(sem, asio::experimental::deferred);
   EXPECT_TRUE(sem.status().holders.empty()) << "started before it was invoked";
   std::optional<Permit> got;
@@ -135,7 +129,7 @@ TEST(AsioTest, ADeferredOperationStartsOnlyWhenInvoked) {
 
 TEST(AsioTest, AsyncAcquireForGivesUpAtItsTimeout) {
   asio::io_context io;
-  FairSemaphore sem(test::redis_options(), "timed", options(1));
+  FairSemaphore sem(test::redis_options(), "timed", unique_options(1));
   Permit held = sem.acquire();
   bool called = false;
   async_acquire_for(sem, 200ms,
@@ -153,7 +147,7 @@ TEST(AsioTest, AsyncAcquireForGivesUpAtItsTimeout) {
 // free; a timed one of more units than are ever free gives up.
 TEST(AsioTest, AsyncAcquireTakesUnits) {
   asio::io_context io;
-  FairSemaphore sem(test::redis_options(), "units", options(4));
+  FairSemaphore sem(test::redis_options(), "units", unique_options(4));
   Permit held = sem.acquire(2);
   std::future<Permit> three = async_acquire(sem, 3, asio::use_future);
   ASSERT_TRUE(wait_until([&] { return sem.status().waiters.size() == 1; }));
@@ -184,7 +178,7 @@ TEST(AsioTest, ACancellationSlotCancelsAWaitingAcquire) {
                           asio::cancellation_type::total}) {
     SCOPED_TRACE(static_cast<int>(type));
     asio::io_context io;
-    FairSemaphore sem(test::redis_options(), "cancel-slot", options(1));
+    FairSemaphore sem(test::redis_options(), "cancel-slot", unique_options(1));
     Permit holder = sem.acquire();
     asio::cancellation_signal signal;
     bool completed = false;
@@ -222,7 +216,7 @@ TEST(AsioTest, ACancellationSlotCancelsAWaitingAcquire) {
 TEST(AsioTest, CancellingSomeRequestsStillServesEveryOther) {
   constexpr int kRequests = 30;
   asio::io_context io;
-  FairSemaphore sem(test::redis_options(), "cancel-many", options(2));
+  FairSemaphore sem(test::redis_options(), "cancel-many", unique_options(2));
   std::vector<asio::cancellation_signal> signals(kRequests);
   std::vector<int> completions(kRequests, 0);
   std::vector<bool> granted(kRequests, false);
@@ -262,7 +256,7 @@ TEST(AsioTest, CancellingSomeRequestsStillServesEveryOther) {
 // still gets the permit.
 TEST(AsioTest, ACancellationAfterTheGrantChangesNothing) {
   asio::io_context io;
-  FairSemaphore sem(test::redis_options(), "cancel-late", options(1));
+  FairSemaphore sem(test::redis_options(), "cancel-late", unique_options(1));
   asio::cancellation_signal signal;
   bool completed = false;
   std::exception_ptr error;
@@ -290,7 +284,7 @@ TEST(AsioTest, ACancellationAfterTheGrantChangesNothing) {
 
 TEST(AsioTest, AsyncAcquireForIsCancelledToo) {
   asio::io_context io;
-  FairSemaphore sem(test::redis_options(), "cancel-timed", options(1));
+  FairSemaphore sem(test::redis_options(), "cancel-timed", unique_options(1));
   Permit holder = sem.acquire();
   asio::cancellation_signal signal;
   bool completed = false;
@@ -319,7 +313,7 @@ TEST(AsioTest, AsyncAcquireForIsCancelledToo) {
 TEST(AsioTest, AsyncReleaseRunsOnTheWorkerThreadsAndCompletesOnTheHandlersExecutor) {
   asio::io_context io;
   Client client(test::redis_options());
-  FairSemaphore sem(client, "async-release", options(1));
+  FairSemaphore sem(client, "async-release", unique_options(1));
   Permit permit = sem.acquire();
   std::optional<ReleaseResult> result;
   std::exception_ptr error;
@@ -361,7 +355,7 @@ TEST(AsioTest, AsyncReleaseRunsOnTheWorkerThreadsAndCompletesOnTheHandlersExecut
 
 // Permit::release_async, under async_release: the callback runs on a worker thread.
 TEST(AsioTest, ReleaseAsyncCallsBackOnAWorkerThread) {
-  FairSemaphore sem(test::redis_options(), "release-async", options(1));
+  FairSemaphore sem(test::redis_options(), "release-async", unique_options(1));
   Permit permit = sem.acquire();
   std::promise<std::thread::id> ran_on;
   permit.release_async([&](std::exception_ptr, ReleaseResult r) {
@@ -383,7 +377,7 @@ TEST(AsioTest, APermitDestroyedWithReleaseInBackgroundDoesNotBlockTheIoContext) 
   ClientOptions background;
   background.release_in_background = true;
   Client client(test::redis_options(), background);
-  FairSemaphore sem(client, "background-release", options(1));
+  FairSemaphore sem(client, "background-release", unique_options(1));
   std::optional<Permit> permit = sem.acquire();
   std::future<Permit> next = sem.acquire_async();
   ASSERT_TRUE(wait_until([&] { return sem.status().waiters.size() == 1; }));
@@ -422,7 +416,7 @@ TEST(AsioTest, APermitDestroyedWithReleaseInBackgroundDoesNotBlockTheIoContext) 
 // A FairSemaphore and its Client, destroyed while a release handed off waits in Redis, return
 // only once it is done.
 TEST(AsioTest, TheSemaphoreAndTheClientWaitForHandedOffReleases) {
-  const SemaphoreOptions o = options(1);
+  const SemaphoreOptions o = unique_options(1);
   const std::string holders_key = detail::semaphore_keys(o.key_prefix, "drained").at(0);
   detail::Connection admin(test::redis_options());
   std::string id;
@@ -445,7 +439,7 @@ TEST(AsioTest, TheSemaphoreAndTheClientWaitForHandedOffReleases) {
 // A Permit that outlives its FairSemaphore and Client, destroyed with its release handed off,
 // is still released.
 TEST(AsioTest, AHandedOffReleaseOutlivesTheSemaphoreAndTheClient) {
-  const SemaphoreOptions o = options(1);
+  const SemaphoreOptions o = unique_options(1);
   std::optional<Permit> permit;
   {
     ClientOptions background;
@@ -467,7 +461,7 @@ TEST(AsioTest, AThousandCoroutinesOnOneThreadEachHoldAPermitNeverMoreThanTheLimi
   constexpr int kRequests = 1000;
   constexpr long long kLimit = 20;
   Client client(test::redis_options());
-  FairSemaphore sem(client, "coroutines", options(kLimit));
+  FairSemaphore sem(client, "coroutines", unique_options(kLimit));
   int holding = 0;  // one thread: no atomics needed
   int most = 0;
   int served = 0;
@@ -507,7 +501,7 @@ TEST(AsioTest, AThousandCoroutinesOnOneThreadEachHoldAPermitNeverMoreThanTheLimi
 TEST(AsioTest, AnAcquireRacedWithATimerLosesAndLeavesTheQueue) {
   using namespace asio::experimental::awaitable_operators;
   asio::io_context io;
-  FairSemaphore sem(test::redis_options(), "raced", options(1));
+  FairSemaphore sem(test::redis_options(), "raced", unique_options(1));
   Permit holder = sem.acquire();
   std::optional<std::size_t> winner;
   asio::co_spawn(

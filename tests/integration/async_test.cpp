@@ -29,16 +29,9 @@ namespace {
 using namespace std::chrono_literals;
 using detail::Connection;
 using test::RedisServer;
+using test::unique_options;
 using test::wait_until;
 using ::testing::HasSubstr;
-
-SemaphoreOptions options(long long limit) {
-  SemaphoreOptions o;
-  o.limit = limit;
-  o.lease = 10s;
-  o.key_prefix = test::unique_prefix();
-  return o;
-}
 
 /// What a callback got, for the test thread to wait for.
 struct Outcome {
@@ -68,7 +61,7 @@ std::string message_of(const std::exception_ptr& error) {
 TEST(AsyncAcquireTest, FuturesAreGrantedInFifoOrderWithNoThreadOrConnectionPerRequest) {
   RedisServer server;
   Client client(server.options());
-  FairSemaphore sem(client, "fifo", options(1));
+  FairSemaphore sem(client, "fifo", unique_options(1));
   std::optional<Permit> holder = sem.acquire();
   const std::size_t threads_before = test::thread_count();  // the watchdog's among them
   constexpr std::size_t kRequests = 40;
@@ -97,7 +90,7 @@ TEST(AsyncAcquireTest, FuturesAreGrantedInFifoOrderWithNoThreadOrConnectionPerRe
 }
 
 TEST(AsyncAcquireTest, ATimedRequestGivesUpAtItsDeadlineAndLeavesTheQueue) {
-  FairSemaphore sem(test::redis_options(), "timed", options(1));
+  FairSemaphore sem(test::redis_options(), "timed", unique_options(1));
   Permit holder = sem.acquire();
   std::future<std::optional<Permit>> f = sem.try_acquire_for_async(300ms);
   ASSERT_EQ(f.wait_for(30s), std::future_status::ready);
@@ -113,7 +106,7 @@ TEST(AsyncAcquireTest, ATimedRequestGivesUpAtItsDeadlineAndLeavesTheQueue) {
 }
 
 TEST(AsyncAcquireTest, TheCallbackRunsOnAWorkerThreadAndCancelRemovesTheEntry) {
-  FairSemaphore sem(test::redis_options(), "cancel", options(1));
+  FairSemaphore sem(test::redis_options(), "cancel", unique_options(1));
   Permit holder = sem.acquire();
   Outcome out;
   AcquireRequest request = sem.acquire_async(out.callback());
@@ -134,7 +127,7 @@ TEST(AsyncAcquireTest, ARequestCancelledAfterItsPromotionPassesThePermitOn) {
   ClientOptions co;
   co.worker_threads = 1;  // held up below, so the promoted request cannot take its grant
   Client client(test::redis_options(), co);
-  SemaphoreOptions o = options(1);
+  SemaphoreOptions o = unique_options(1);
   o.lease = 60s;  // the request's permit must pass on at its cancel, not when its lease ends
   FairSemaphore sem(client, "promoted", o);
   Permit holder = sem.acquire();
@@ -149,7 +142,7 @@ TEST(AsyncAcquireTest, ARequestCancelledAfterItsPromotionPassesThePermitOn) {
   // here that is the point).
   std::promise<void> unblock;
   std::shared_future<void> unblocked = unblock.get_future().share();
-  FairSemaphore other(client, "blocker", options(1));
+  FairSemaphore other(client, "blocker", unique_options(1));
   other.acquire_async([unblocked](std::exception_ptr, std::optional<Permit>) { unblocked.wait(); });
   const std::string request_id = sem.status().waiters.at(0).id;
   Connection admin(test::redis_options());
@@ -169,7 +162,7 @@ TEST(AsyncAcquireTest, ARequestCancelledAfterItsPromotionPassesThePermitOn) {
 }
 
 TEST(AsyncAcquireTest, EvictionEndsARequestWithEvictedError) {
-  FairSemaphore sem(test::redis_options(), "evicted", options(1));
+  FairSemaphore sem(test::redis_options(), "evicted", unique_options(1));
   Permit holder = sem.acquire();
   std::future<Permit> f = sem.acquire_async();
   ASSERT_TRUE(wait_until([&] { return sem.status().waiters.size() == 1; }));
@@ -180,7 +173,7 @@ TEST(AsyncAcquireTest, EvictionEndsARequestWithEvictedError) {
 }
 
 TEST(AsyncAcquireTest, DestroyingTheSemaphoreCompletesPendingRequestsAndLeavesNothing) {
-  FairSemaphore holding(test::redis_options(), "destroyed", options(1));
+  FairSemaphore holding(test::redis_options(), "destroyed", unique_options(1));
   Permit holder = holding.acquire();
   std::future<Permit> f;
   {
@@ -212,7 +205,7 @@ TEST(AsyncAcquireTest, TheDestructorWaitsForEveryCallbackWhileTheCancelledReques
   Client client(test::redis_options());
   // Twice: each round alone caught the fault in 4 runs of 5.
   for (int round = 0; round < 2; ++round) {
-    const SemaphoreOptions o = options(1);
+    const SemaphoreOptions o = unique_options(1);
     auto sem = std::make_unique<FairSemaphore>(client, "cancelled-leave", o);
     std::optional<Permit> held = sem->acquire();
     // Shared with the callbacks, so that one that outlived the destructor finds it still there.
@@ -241,7 +234,7 @@ TEST(AsyncAcquireTest, TheDestructorWaitsForEveryCallbackWhileTheCancelledReques
 // A callback that asks again while its semaphore is being destroyed is refused, so the
 // destructor's wait for every callback of the handle ends.
 TEST(AsyncAcquireTest, ACallbackAskingAgainWhileItsSemaphoreIsDestroyedIsRefused) {
-  auto sem = std::make_unique<FairSemaphore>(test::redis_options(), "again", options(1));
+  auto sem = std::make_unique<FairSemaphore>(test::redis_options(), "again", unique_options(1));
   FairSemaphore* const handle = sem.get();
   std::optional<Permit> held = sem->acquire();
   std::promise<void> granted;
@@ -282,11 +275,11 @@ TEST(AsyncAcquireTest, ASemaphoreDestroyedInOnLostDoesNotWaitForTheConnectionItH
   co.max_connections = 1;
   Client client(test::redis_options(), co);
   std::unique_ptr<FairSemaphore> other;
-  SemaphoreOptions o = options(1);
+  SemaphoreOptions o = unique_options(1);
   o.auto_renew = false;
   o.on_lost = [&](const std::string&, const std::string&) { other.reset(); };
   FairSemaphore sem(client, "lost", o);
-  other = std::make_unique<FairSemaphore>(client, "other", options(1));
+  other = std::make_unique<FairSemaphore>(client, "other", unique_options(1));
   Permit other_held = other->acquire();
   Outcome out;
   other->acquire_async(out.callback());
@@ -302,7 +295,7 @@ TEST(AsyncAcquireTest, ASemaphoreDestroyedInOnLostDoesNotWaitForTheConnectionItH
 }
 
 TEST(AsyncAcquireTest, BadCallsAreRefusedAndChangeNothing) {
-  FairSemaphore sem(test::redis_options(), "bad", options(1));
+  FairSemaphore sem(test::redis_options(), "bad", unique_options(1));
   EXPECT_THROW(sem.acquire_async(AcquireCallback()), InvalidArgument);
   EXPECT_TRUE(sem.status().waiters.empty());
   ClientOptions co;

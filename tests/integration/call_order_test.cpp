@@ -23,15 +23,8 @@ namespace fairsem {
 namespace {
 
 using namespace std::chrono_literals;
+using test::unique_options;
 using test::wait_until;
-
-SemaphoreOptions options(long long limit) {
-  SemaphoreOptions o;
-  o.limit = limit;
-  o.lease = 10s;
-  o.key_prefix = test::unique_prefix();
-  return o;
-}
 
 /// The first index at which `tokens` fails to increase strictly (-1: none).
 long long first_out_of_order(const std::vector<long long>& tokens) {
@@ -43,7 +36,7 @@ long long first_out_of_order(const std::vector<long long>& tokens) {
 
 TEST(CallOrderTest, AThousandAsynchronousCallsFromOneThreadAreGrantedInCallOrder) {
   Client client(test::redis_options());
-  FairSemaphore sem(client, "thousand", options(1));
+  FairSemaphore sem(client, "thousand", unique_options(1));
   std::optional<Permit> holder = sem.acquire();
   constexpr std::size_t kCalls = 1000;
   std::mutex mu;
@@ -79,7 +72,7 @@ TEST(CallOrderTest, AThousandAsynchronousCallsFromOneThreadAreGrantedInCallOrder
 
 TEST(CallOrderTest, EveryMixOfCallsFromOneThreadGetsTicketsInCallOrder) {
   Client client(test::redis_options());
-  const SemaphoreOptions o = options(100000);
+  const SemaphoreOptions o = unique_options(100000);
   // Two handles of one semaphore through one Client share the line.
   FairSemaphore first(client, "mix", o);
   FairSemaphore second(client, "mix", o);
@@ -153,7 +146,7 @@ TEST(CallOrderTest, EveryMixOfCallsFromOneThreadGetsTicketsInCallOrder) {
 
 TEST(CallOrderTest, RequestsCancelledRightAfterTheCallsLeaveNothingAndTheRestAreServedInOrder) {
   Client client(test::redis_options());
-  FairSemaphore sem(client, "cancel-in-line", options(1));
+  FairSemaphore sem(client, "cancel-in-line", unique_options(1));
   std::optional<Permit> holder = sem.acquire();
   constexpr std::size_t kCalls = 200;
   std::mutex mu;

@@ -45,10 +45,6 @@ using fairsem::test::wait_until;
 using std::chrono::milliseconds;
 using Clock = std::chrono::steady_clock;
 
-int slot_of(const std::string& name) {
-  return fairsem::detail::key_slot("fairsem:{" + name + "}:owner");
-}
-
 class ClusterRenewalTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() { cluster_ = std::make_unique<RedisCluster>(3, 0); }
@@ -64,7 +60,7 @@ class ClusterRenewalTest : public ::testing::Test {
     std::vector<int> slots;
     for (int i = 0; static_cast<int>(names.size()) < count; ++i) {
       std::string name = stem + "-" + std::to_string(i);
-      const int slot = slot_of(name);
+      const int slot = RedisCluster::semaphore_slot(name);
       if (cluster().master_port_for_slot(slot) != master_port) continue;
       if (std::find(slots.begin(), slots.end(), slot) != slots.end()) continue;
       slots.push_back(slot);

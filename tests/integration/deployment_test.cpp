@@ -62,8 +62,6 @@ Connection node_connection(const RedisServer& node) { return Connection(node.opt
 
 std::string counter_key(const std::string& name) { return "fairsem:{" + name + "}:counter"; }
 
-int slot_of(const std::string& name) { return fairsem::detail::key_slot(counter_key(name)); }
-
 long long errorstat(Connection conn, const std::string& code) {
   const std::string info = conn.command({"INFO", "errorstats"}).str;
   const std::string field = "errorstat_" + code + ":count=";
@@ -130,7 +128,8 @@ class ClusterTest : public ::testing::Test {
   static std::string name_on(int master_port, const std::string& stem) {
     for (int i = 0;; ++i) {
       std::string name = stem + "-" + std::to_string(i);
-      if (cluster().master_port_for_slot(slot_of(name)) == master_port) return name;
+      if (cluster().master_port_for_slot(RedisCluster::semaphore_slot(name)) == master_port)
+        return name;
     }
   }
 
@@ -201,7 +200,7 @@ TEST_F(ClusterTest, LiveSlotMigrationKeepsSafetyAndOrder) {
   const int source = masters[0];
   const int target = masters[1];
   const std::string name = name_on(source, "migrating");
-  const int slot = slot_of(name);
+  const int slot = RedisCluster::semaphore_slot(name);
   SemaphoreOptions o;
   o.limit = 2;
   // Long enough that the open migration (no script runs meanwhile) never ends a lease.
@@ -302,7 +301,7 @@ TEST_F(ClusterTest, AskRedirectionsAreFollowedOnceWithAsking) {
   const int source = masters[0];
   const int target = masters[2];
   const std::string name = name_on(source, "asked");
-  const int slot = slot_of(name);
+  const int slot = RedisCluster::semaphore_slot(name);
   const std::string wake = "fairsem:{" + name + "}:wake:x";
   auto asking_calls = [&] {
     const std::string info = node_connection(target).command({"INFO", "commandstats"}).str;
@@ -347,7 +346,7 @@ TEST_F(ClusterTest, FailoverMovesTheSemaphoreToThePromotedReplica) {
   const long long moved_before = errorstat(old_master, "MOVED");
   const int promoted = cluster().failover(old_master);
   ASSERT_NE(promoted, old_master);
-  EXPECT_EQ(cluster().master_port_for_slot(slot_of(name)), promoted);
+  EXPECT_EQ(cluster().master_port_for_slot(RedisCluster::semaphore_slot(name)), promoted);
   // The holder's permit is on the new master, and its renewal is followed there and
   // acknowledged by the new master's replica (the old master): the deadline moves on.
   const auto before = held.deadline();

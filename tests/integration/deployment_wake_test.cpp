@@ -44,7 +44,7 @@ class ClusterWakeTest : public ::testing::Test {
   static std::string name_on(int master_port, const std::string& stem) {
     for (int i = 0;; ++i) {
       std::string name = stem + "-" + std::to_string(i);
-      const int slot = RedisCluster::key_slot("fairsem:{" + name + "}:owner");
+      const int slot = RedisCluster::semaphore_slot(name);
       if (cluster_->master_port_for_slot(slot) == master_port) return name;
     }
   }

@@ -51,15 +51,8 @@ using fairsem::ReleaseResult;
 using fairsem::SemaphoreOptions;
 using fairsem::test::describe_wait_status;
 using fairsem::test::redis_options;
+using fairsem::test::unique_options;
 using fairsem::test::wait_until;
-
-SemaphoreOptions options(long long limit) {
-  SemaphoreOptions o;
-  o.limit = limit;
-  o.lease = 2s;
-  o.key_prefix = fairsem::test::unique_prefix();
-  return o;
-}
 
 /// Runs `f` and says whether it threw ForkedProcessError (anything else is a failure too).
 template <typename F>
@@ -105,7 +98,7 @@ int child_checks(FairSemaphore& parents, Permit& parents_permit, const std::stri
 #if !defined(__SANITIZE_THREAD__) && !defined(__SANITIZE_ADDRESS__)
   try {
     Client own(redis_options());
-    FairSemaphore sem(own, own_name, options(1));
+    FairSemaphore sem(own, own_name, unique_options(1, 2s));
     Permit p = sem.acquire();
     if (p.release() != ReleaseResult::released) failed |= 16;
   } catch (...) {
@@ -119,7 +112,7 @@ int child_checks(FairSemaphore& parents, Permit& parents_permit, const std::stri
 
 TEST(ForkTest, AChildGetsAClearErrorFromItsParentsClientAndTheParentKeepsEverything) {
   std::optional<Client> client(std::in_place, redis_options());
-  std::optional<FairSemaphore> sem(std::in_place, *client, "forked", options(1));
+  std::optional<FairSemaphore> sem(std::in_place, *client, "forked", unique_options(1, 2s));
   std::optional<Permit> held = sem->acquire();
   // A waiter queued behind it: the waker and the worker threads are running.
   std::optional<std::future<Permit>> waiter = sem->acquire_async();
@@ -172,7 +165,7 @@ TEST(ForkTest, AChildGetsAClearErrorFromItsParentsClientAndTheParentKeepsEveryth
 // load, when the turn happened to be taken at the fork.)
 TEST(ForkTest, AChildIsRefusedAtOnceWhileItsParentsRequestHoldsTheAdmissionTurn) {
   Client client(redis_options());
-  FairSemaphore sem(client, "turn", options(1));
+  FairSemaphore sem(client, "turn", unique_options(1, 2s));
   fairsem::detail::Connection admin(redis_options());
   admin.command({"CLIENT", "PAUSE", "20000", "WRITE"});
   struct Unpause {

@@ -589,8 +589,6 @@ TEST_F(LostReplyTest, ScriptReleaseRunTwiceForOneIdIsHarmless) {
   EXPECT_EQ(run({"renew", "a", "3"}).elements.at(2).integer, 1);  // ticket 3: holder
 }
 
-}  // namespace
-
 // A promoted waiter takes its grant from the wake-up alone, so a wake-up must never outlive the
 // entry it was pushed for: a waiter whose entry expired (its process was paused, say) queues
 // again under the same id, and must find an empty list, not the old entry's wake-up.
@@ -616,3 +614,5 @@ TEST_F(LostReplyTest, ScriptWaiterQueueingAgainDoesNotInheritAnOldWakeUp) {
   EXPECT_EQ(admin_.command({"LLEN", wake}).integer, 0) << "the old wake-up would grant w";
   EXPECT_THAT(owners(), ElementsAre(Pair("x", 3), Pair("w", 4)));
 }
+
+}  // namespace

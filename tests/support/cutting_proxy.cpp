@@ -22,7 +22,9 @@ namespace {
 
 constexpr std::size_t kNoFrame = static_cast<std::size_t>(-1);  // the bytes are not RESP
 
-[[noreturn]] void sys_fail(const char* what) { throw_errno("CuttingProxy: " + std::string(what)); }
+[[noreturn]] void proxy_fail(const char* what) {
+  throw_errno("CuttingProxy: " + std::string(what));
+}
 
 bool parse_length(std::string_view s, long long& out) {
   if (s.empty()) return false;
@@ -150,7 +152,7 @@ CuttingProxy::CuttingProxy(int upstream_port) : upstream_port_(upstream_port) {
     const int saved = errno;
     ::close(listen_fd_);
     errno = saved;
-    sys_fail("pipe2");
+    proxy_fail("pipe2");
   }
   thread_ = std::thread([this] { run(); });
 }

@@ -368,6 +368,8 @@ const RedisServer& RedisCluster::node(int port) const {
 
 int RedisCluster::key_slot(std::string_view key) { return detail::key_slot(key); }
 
+int RedisCluster::semaphore_slot(const std::string& name) { return key_slot("{" + name + "}"); }
+
 std::string RedisCluster::unstable_reason() const {
   std::string agreed;
   int agreed_by = 0;

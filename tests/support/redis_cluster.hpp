@@ -72,6 +72,8 @@ class RedisCluster {
   /// Redis Cluster hash slot of `key`, as fairsem computes it (fairsem::detail::key_slot); the
   /// harness's own test checks it against CLUSTER KEYSLOT.
   static int key_slot(std::string_view key);
+  /// The slot of every key of the semaphore `name` (its hash tag is {name}).
+  static int semaphore_slot(const std::string& name);
 
   /// Slot migration in steps, so that a test can run load in between:
   /// CLUSTER SETSLOT <slot> IMPORTING on `to_port`, then MIGRATING on the slot's owner.

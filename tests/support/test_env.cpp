@@ -98,4 +98,12 @@ std::string unique_prefix() {
   return "t:" + std::to_string(::getpid()) + ":" + test + ":" + std::to_string(counter++);
 }
 
+SemaphoreOptions unique_options(long long limit, std::chrono::milliseconds lease) {
+  SemaphoreOptions o;
+  o.limit = limit;
+  o.lease = lease;
+  o.key_prefix = unique_prefix();
+  return o;
+}
+
 }  // namespace fairsem::test

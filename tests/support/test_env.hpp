@@ -5,10 +5,12 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <memory>
 #include <string>
 
 #include "fairsem/connection_options.hpp"
+#include "fairsem/semaphore_options.hpp"
 #include "redis_server.hpp"
 
 namespace fairsem::test {
@@ -44,5 +46,10 @@ std::string find_libfaketime();
 
 /// A key prefix no other test (in this or another process) uses: "t:<pid>:<Suite>.<Test>:<n>".
 std::string unique_prefix();
+
+/// Options for a semaphore of `limit` units and `lease`, under a prefix of its own
+/// (unique_prefix()).
+SemaphoreOptions unique_options(long long limit,
+                                std::chrono::milliseconds lease = std::chrono::seconds(10));
 
 }  // namespace fairsem::test
