@@ -7,95 +7,27 @@
 #include <map>
 #include <utility>
 
+#include "checker_record.hpp"
+
 namespace fairsem::stress {
 namespace {
 
-constexpr std::int64_t kNever = std::numeric_limits<std::int64_t>::max();
-
-bool overlaps(std::int64_t from, std::int64_t to, std::int64_t w_from, std::int64_t w_to) {
-  return from <= w_to && w_from <= to;
-}
-
-/// When the section's permit stopped counting as held by it; kNever if unknown. A section its
-/// process died in counts until the kill, or until the deadline last seen, if that came first:
-/// a holder stuck in a call (a partial release through a blackholed connection) renews nothing
-/// meanwhile, and its lease runs out in Redis before the kill.
-std::int64_t valid_until(const Section& s, const std::multimap<int, std::int64_t>& kills) {
-  if (s.left) return s.lost ? std::min(s.leave_ns, s.deadline_ns) : s.leave_ns;
-  const auto [first, last] = kills.equal_range(s.pid);
-  std::int64_t end = kNever;
-  for (auto it = first; it != last; ++it) {
-    if (it->second >= s.enter_ns) end = std::min(end, it->second);
-  }
-  return end == kNever ? end : std::min(end, s.deadline_ns);
-}
-
-/// The time of the first request: details give times relative to it.
-std::int64_t origin(const CheckInput& in) {
-  std::int64_t first = kNever;
-  for (const Section& s : in.sections) first = std::min(first, s.wait_ns);
-  for (const Timeout& t : in.timeouts) first = std::min(first, t.wait_ns);
-  return first == kNever ? 0 : first;
-}
-
-std::string ms_since(std::int64_t t, std::int64_t origin) {
-  if (t == kNever) return "never";
-  return fmt::format("{:.3f}", static_cast<double>(t - origin) / 1e6);
-}
-
-std::string describe(const Section& s, std::int64_t end, std::int64_t origin) {
-  std::string out = fmt::format(
-      "token {} pid {} mode {} units {} slots [{}] wait {} enter {} valid until {} (left {}, "
-      "leave {}, lost {}, deadline {})",
-      s.token, s.pid, static_cast<int>(s.mode), s.units, fmt::join(s.slots, ","),
-      ms_since(s.wait_ns, origin), ms_since(s.enter_ns, origin), ms_since(end, origin), s.left,
-      s.left ? ms_since(s.leave_ns, origin) : "-", s.lost, ms_since(s.deadline_ns, origin));
-  if (s.partial_ns != 0) {
-    out += fmt::format("; partial release at {} kept [{}]{}", ms_since(s.partial_ns, origin),
-                       fmt::join(s.kept, ","), s.partial_failed ? " (threw)" : "");
-  }
-  return out;
-}
-
-/// The faults around `from` .. `to`.
-void describe_faults(const CheckInput& in, std::int64_t from, std::int64_t to, std::int64_t origin,
-                     std::vector<std::string>& out) {
-  for (const Kill& k : in.kills) {
-    if (overlaps(from, to, k.at_ns, k.at_ns)) {
-      out.push_back(fmt::format("  kill of pid {} at {}", k.pid, ms_since(k.at_ns, origin)));
-    }
-  }
-  for (const Stop& st : in.stops) {
-    if (overlaps(from, to, st.stop_ns, st.cont_ns)) {
-      out.push_back(fmt::format("  stop of pid {} from {} to {}", st.pid,
-                                ms_since(st.stop_ns, origin), ms_since(st.cont_ns, origin)));
-    }
-  }
-  for (const Window& w : in.disturbances) {
-    if (overlaps(from, to, w.from_ns, w.to_ns)) {
-      out.push_back(fmt::format("  disturbance from {} to {} (pids [{}])",
-                                ms_since(w.from_ns, origin), ms_since(w.to_ns, origin),
-                                fmt::join(w.pids, ",")));
-    }
-  }
-}
-
-/// When the section stopped using the units it gave back in a partial release (its end if it
-/// made none, or made it too late to matter), given when its permit stopped being valid.
-std::int64_t partial_until(const Section& s, std::int64_t end) {
-  if (s.partial_ns == 0) return end;
-  return std::min(std::max(s.partial_ns, s.enter_ns), end);
-}
-
-/// The units a section gave back in its partial release (none if it made none).
-long long given_back(const Section& s) {
-  if (s.partial_ns == 0) return 0;
-  return std::max(0LL, s.units - static_cast<long long>(s.kept.size()));
-}
+using record::describe;
+using record::describe_faults;
+using record::describe_meanwhile;
+using record::given_back;
+using record::kills_by_pid;
+using record::KillTimes;
+using record::kNever;
+using record::ms_since;
+using record::origin;
+using record::overlaps;
+using record::partial_until;
+using record::valid_until;
 
 /// Every section valid at `at`, and the faults around them.
-void describe_over_limit(const CheckInput& in, const std::multimap<int, std::int64_t>& kills,
-                         std::int64_t at, std::vector<std::string>& out) {
+void describe_over_limit(const CheckInput& in, const KillTimes& kills, std::int64_t at,
+                         std::vector<std::string>& out) {
   const std::int64_t t0 = origin(in);
   out.push_back(fmt::format("first time over the limit: {}; valid then:", ms_since(at, t0)));
   std::int64_t from = at;
@@ -112,8 +44,7 @@ void describe_over_limit(const CheckInput& in, const std::multimap<int, std::int
 }
 
 void check_holders(const CheckInput& in, CheckResult& out) {
-  std::multimap<int, std::int64_t> kills;
-  for (const Kill& k : in.kills) kills.emplace(k.pid, k.at_ns);
+  const KillTimes kills = kills_by_pid(in);
   struct Event {
     std::int64_t at;
     int order;  // 0: units given back, 1: units taken: at equal times ends come first
@@ -230,8 +161,7 @@ struct Holding {
 /// Each slot's holdings; counts the slots out of range.
 std::map<std::int64_t, std::vector<Holding>> holdings_by_slot(const CheckInput& in,
                                                               CheckResult& out) {
-  std::multimap<int, std::int64_t> kills;
-  for (const Kill& k : in.kills) kills.emplace(k.pid, k.at_ns);
+  const KillTimes kills = kills_by_pid(in);
   std::map<std::int64_t, std::vector<Holding>> by_slot;
   for (const Section& s : in.sections) {
     const std::int64_t end = valid_until(s, kills);
@@ -368,8 +298,7 @@ void describe_order_violation(const CheckInput& in, const OrderCount& count,
                               std::vector<std::string>& out) {
   if (count.worst_lower == nullptr) return;
   const std::int64_t t0 = origin(in);
-  std::multimap<int, std::int64_t> kills;
-  for (const Kill& k : in.kills) kills.emplace(k.pid, k.at_ns);
+  const KillTimes kills = kills_by_pid(in);
   out.emplace_back("worst grant out of order: the lower token entered after the higher one");
   for (const Section* s : {count.worst_lower, count.worst_higher}) {
     out.push_back("  " + describe(*s, valid_until(*s, kills), t0));
@@ -380,20 +309,7 @@ void describe_order_violation(const CheckInput& in, const OrderCount& count,
   describe_faults(in, from - in.lease_ns - 200'000'000, to, t0, out);
   // What gave units back meanwhile (whose leaving or partial release may have promoted the
   // lower token), and who else entered.
-  std::size_t listed = 0;
-  for (const Section& s : in.sections) {
-    const std::int64_t end = valid_until(s, kills);
-    const bool ended = overlaps(from, to, end, end);
-    const bool partial = s.partial_ns != 0 && overlaps(from, to, s.partial_ns, s.partial_ns);
-    const bool entered = overlaps(from, to, s.enter_ns, s.enter_ns);
-    if (&s == count.worst_lower || &s == count.worst_higher || !(ended || partial || entered)) {
-      continue;
-    }
-    if (++listed > 20) break;
-    out.push_back(fmt::format("  meanwhile{}{}{}: {}", entered ? " entered" : "",
-                              partial ? " gave back" : "", ended ? " ended" : "",
-                              describe(s, end, t0)));
-  }
+  describe_meanwhile(in, kills, from, to, {count.worst_lower, count.worst_higher}, t0, out);
 }
 
 bool disturbed(const Timeout& t, const CheckInput& in) {
@@ -404,13 +320,12 @@ bool disturbed(const Timeout& t, const CheckInput& in) {
   return disturbed(s, in);
 }
 
-/// The first timed-out waiter a later request passed, the request, and the faults and grants
+/// The first timed-out waiter a later request passed, the request, and the faults and sections
 /// around them.
 void describe_overtaken_timeout(const CheckInput& in, const Timeout& t, const Section& passer,
                                 std::vector<std::string>& out) {
   const std::int64_t t0 = origin(in);
-  std::multimap<int, std::int64_t> kills;
-  for (const Kill& k : in.kills) kills.emplace(k.pid, k.at_ns);
+  const KillTimes kills = kills_by_pid(in);
   out.emplace_back("first timed-out waiter passed by a later request:");
   out.push_back(fmt::format("  timed out: pid {} units {} wait {} deadline {} returned {}", t.pid,
                             t.units, ms_since(t.wait_ns, t0), ms_since(t.deadline_ns, t0),
@@ -418,12 +333,7 @@ void describe_overtaken_timeout(const CheckInput& in, const Timeout& t, const Se
   out.push_back("  passed by: " + describe(passer, valid_until(passer, kills), t0));
   // A holder killed up to a lease before can have passed its units on in the window too.
   describe_faults(in, t.wait_ns - in.lease_ns - 200'000'000, t.deadline_ns, t0, out);
-  std::size_t listed = 0;
-  for (const Section& s : in.sections) {
-    if (&s == &passer || !overlaps(t.wait_ns, t.deadline_ns, s.enter_ns, s.enter_ns)) continue;
-    if (++listed > 20) break;
-    out.push_back("  meanwhile entered: " + describe(s, valid_until(s, kills), t0));
-  }
+  describe_meanwhile(in, kills, t.wait_ns, t.deadline_ns, {&passer, nullptr}, t0, out);
 }
 
 /// Timed-out waiters that a later request was granted before: one that began waiting more than

@@ -1,0 +1,57 @@
+#pragma once
+
+// What the checker reads from a run's record beyond its fields: when a section's permit stopped
+// counting as held, what it gave back, and the lines a failure's details describe sections and
+// faults with (times in ms since the first request).
+
+#include <array>
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "checker.hpp"
+
+namespace fairsem::stress::record {
+
+inline constexpr std::int64_t kNever = std::numeric_limits<std::int64_t>::max();
+
+/// Whether [from, to] and [w_from, w_to] share an instant.
+inline bool overlaps(std::int64_t from, std::int64_t to, std::int64_t w_from, std::int64_t w_to) {
+  return from <= w_to && w_from <= to;
+}
+
+/// When each process was killed, by pid.
+using KillTimes = std::multimap<int, std::int64_t>;
+KillTimes kills_by_pid(const CheckInput& in);
+
+/// When the section's permit stopped counting as held by it; kNever if unknown. A section its
+/// process died in counts until the kill, or until the deadline last seen, if that came first:
+/// a holder stuck in a call (a partial release through a blackholed connection) renews nothing
+/// meanwhile, and its lease runs out in Redis before the kill.
+std::int64_t valid_until(const Section& s, const KillTimes& kills);
+
+/// When the section stopped using the units it gave back in a partial release (its end if it
+/// made none, or made it too late to matter), given when its permit stopped being valid.
+std::int64_t partial_until(const Section& s, std::int64_t end);
+
+/// The units a section gave back in its partial release (none if it made none).
+long long given_back(const Section& s);
+
+/// The time of the first request: details give times relative to it.
+std::int64_t origin(const CheckInput& in);
+/// `t` in ms since `origin`, or "never".
+std::string ms_since(std::int64_t t, std::int64_t origin);
+/// One line on the section, valid until `end`.
+std::string describe(const Section& s, std::int64_t end, std::int64_t origin);
+/// The faults around `from` .. `to`.
+void describe_faults(const CheckInput& in, std::int64_t from, std::int64_t to, std::int64_t origin,
+                     std::vector<std::string>& out);
+/// Up to 20 sections, but the two of `skip`, that entered, gave units back or ended between
+/// `from` and `to`: what may have taken units, or passed them on, in that window.
+void describe_meanwhile(const CheckInput& in, const KillTimes& kills, std::int64_t from,
+                        std::int64_t to, std::array<const Section*, 2> skip, std::int64_t origin,
+                        std::vector<std::string>& out);
+
+}  // namespace fairsem::stress::record
