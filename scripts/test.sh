@@ -23,8 +23,12 @@
 # Every configuration builds fairsem::prometheus and `fairsem exporter` (FAIRSEM_PROMETHEUS=ON:
 # prometheus-cpp-dev is installed); asan runs the test against a real Prometheus.
 # So each standard (17, 20), build type, hiredis (Debian's 0.14.1, 1.2.0) and sanitizer is
-# built with warnings as errors and runs the tests. Every configuration that builds the tests
-# builds header-only mode too (header_only.consumer and the package tests' header-only
+# built with warnings as errors and runs the tests. CI builds are unity builds
+# (CMAKE_UNITY_BUILD: eight sources compiled as one; a fifth less compile time), and each
+# configuration after the first builds ahead, beside the tests of the one before it, at idle
+# priority (start_builds_ahead below). The library's sources compile one by one in asan's
+# package tests (a consumer's add_subdirectory) and in tidy. Every configuration that builds the
+# tests builds header-only mode too (header_only.consumer and the package tests' header-only
 # consumers), with its own standard and flags. CI builds carry line tables only (-g1): a
 # sanitizer's report still names file and line, and the builds take a quarter less time.
 # Two more, not run by default: cxx17 (Debug, C++17, every test) and cxx20 (Release, C++20,
@@ -46,6 +50,8 @@ configs=("$@")
 # prometheus-cpp for fairsem::prometheus and `fairsem exporter` (built ON here, so that a
 # missing one fails the configure), and Debian's prometheus server, which their test starts.
 fairsem_ensure_packages prometheus-cpp-dev prometheus
+# What compat's build needs (installed now: it may build ahead, beside another stage's tests).
+case " ${configs[*]} " in *" compat "*) fairsem_ensure_packages libssl-dev openssl make ;; esac
 
 fairsem_log "checking clang-format"
 mapfile -t sources < <(git ls-files '*.hpp' '*.cpp' 2>/dev/null || find include src tests examples -name '*.[ch]pp')
@@ -108,7 +114,7 @@ build_config() {
   shift 3
   fairsem_log "[$tag] configure ($preset preset, C++$std, -Werror)"
   cmake --preset "$preset" -B "$dir" -DFAIRSEM_WERROR=ON -DCMAKE_CXX_STANDARD="$std" \
-    -DCMAKE_CXX_FLAGS_DEBUG=-g1 -DFAIRSEM_PROMETHEUS=ON "$@" >/dev/null
+    -DCMAKE_CXX_FLAGS_DEBUG=-g1 -DFAIRSEM_PROMETHEUS=ON -DCMAKE_UNITY_BUILD=ON "$@" >/dev/null
   fairsem_log "[$tag] build"
   cmake --build "$dir" -j "$(fairsem_jobs)"
 }
@@ -182,9 +188,80 @@ run_check() {
   fi
 }
 
-# The compat stage (see the top of this file and scripts/compat.sh).
+# Builds ahead: a configuration's tests mostly wait on their servers (half the CPU idle or more,
+# measured in the asan stage's test pass), so while they run, the builds of the configurations
+# after it run beside them, one after the other, at idle priority (SCHED_IDLE: a build gets a
+# core only when no test wants it). Each writes build/ci-TAG.ahead.log and its status to
+# build/ci-TAG.ahead.rc. A configuration built ahead waits for that build, shows its output, and
+# builds again in the foreground: nothing to do when it passed, its errors again when it failed.
+ahead_pid=""
+ahead_configs=""
+start_builds_ahead() {
+  local after=false wanted=() c
+  [ -z "$ahead_pid" ] || return 0
+  for c in "${configs[@]}"; do
+    if [ "$c" = "$1" ]; then
+      after=true
+    elif $after; then
+      case "$c" in
+        cxx17|cxx20|asan|tsan) wanted+=("$c") ;;
+        compat) [ -z "$(fairsem_compat_dir)" ] || wanted+=("$c") ;;
+      esac
+    fi
+  done
+  [ "${#wanted[@]}" -gt 0 ] || return 0
+  for c in "${wanted[@]}"; do rm -f "build/ci-$c.ahead.log" "build/ci-$c.ahead.rc"; done
+  fairsem_log "[${wanted[*]}] building ahead, beside [$1]'s tests (SCHED_IDLE)"
+  (
+    chrt --idle -p 0 "$BASHPID"  # inherited by every process of the builds
+    for c in "${wanted[@]}"; do
+      # Waited for, not tested with ||: a failing step then ends the build, as set -e would.
+      (build_steps "$c") >"build/ci-$c.ahead.log" 2>&1 &
+      rc=0
+      wait $! || rc=$?
+      echo "$rc" >"build/ci-$c.ahead.rc"
+    done
+  ) &
+  ahead_pid=$!
+  ahead_configs="${wanted[*]}"
+}
+
+# await_build_ahead CONFIG: waits for CONFIG's build ahead, if one was started, and shows it.
+await_build_ahead() {
+  [[ " $ahead_configs " == *" $1 "* ]] || return 0
+  while [ ! -f "build/ci-$1.ahead.rc" ] && kill -0 "$ahead_pid" 2>/dev/null; do sleep 1; done
+  fairsem_log "[$1] built ahead, status $(cat "build/ci-$1.ahead.rc" 2>/dev/null || echo unknown):"
+  cat "build/ci-$1.ahead.log"
+}
+
+# kill_tree PID: PID and every process under it.
+kill_tree() {
+  local child
+  for child in $(pgrep -P "$1" 2>/dev/null); do kill_tree "$child"; done
+  kill "$1" 2>/dev/null || true
+}
+# What runs in the background does not outlive this script.
+trap '[ -z "$ahead_pid" ] || kill_tree "$ahead_pid"; [ -z "$background_pid" ] || kill_tree "$background_pid"' EXIT
+
+# The compat stage's build (see the top of this file and scripts/compat.sh): hiredis 1.2.0 and
+# the servers from the compat tarballs, then fairsem against that hiredis.
+build_compat() {
+  local hiredis="$FAIRSEM_ROOT/build/compat/hiredis-$FAIRSEM_COMPAT_HIREDIS/prefix"
+  fairsem_log "[compat] building the compat dependencies from $1"
+  fairsem_compat_build "$1"
+  # With TLS (hiredis_ssl is built beside hiredis): ON, so that a missing piece fails here.
+  # -O2, as Debian builds its packages (CMake's Release default is -O3, which compiles slower).
+  # The tests' own code at -O0 (FAIRSEM_TEST_COMPILE_OPTIONS): the library, examples and
+  # benchmarks are what is optimised; the tests' code took half this build's time at -O2.
+  build_config compat release 20 "-DCMAKE_CXX_FLAGS_RELEASE=-O2 -DNDEBUG" \
+    -DFAIRSEM_TEST_COMPILE_OPTIONS=-O0 \
+    "-Dhiredis_DIR=$hiredis/lib/cmake/hiredis" \
+    "-DFAIRSEM_TEST_HIREDIS_PREFIX=$hiredis" -DFAIRSEM_TLS=ON -DFAIRSEM_BUILD_BENCHMARKS=ON
+}
+
+# The compat stage's tests.
 run_compat() {
-  local compat hiredis dir=build/ci-compat server name version exclude
+  local compat dir=build/ci-compat server name version exclude
   compat=$(fairsem_compat_dir)
   if [ -z "$compat" ]; then
     if [ "${CI:-}" = "true" ]; then
@@ -196,22 +273,14 @@ run_compat() {
     fi
     return 0
   fi
-  fairsem_ensure_packages libssl-dev openssl make
-  fairsem_log "[compat] building the compat dependencies from $compat"
-  if ! fairsem_compat_build "$compat"; then
+  await_build_ahead compat
+  # Waited for, not tested with if: a failing step then ends the build, as set -e would.
+  (build_compat "$compat") &
+  if ! wait $!; then
     failed_configs+=(compat)
     total_fail=$((total_fail + 1))
     return 0
   fi
-  hiredis="$FAIRSEM_ROOT/build/compat/hiredis-$FAIRSEM_COMPAT_HIREDIS/prefix"
-  # With TLS (hiredis_ssl is built beside hiredis): ON, so that a missing piece fails here.
-  # -O2, as Debian builds its packages (CMake's Release default is -O3, which compiles slower).
-  # The tests' own code at -O0 (FAIRSEM_TEST_COMPILE_OPTIONS): the library, examples and
-  # benchmarks are what is optimised; the tests' code took half this build's time at -O2.
-  build_config compat release 20 "-DCMAKE_CXX_FLAGS_RELEASE=-O2 -DNDEBUG" \
-    -DFAIRSEM_TEST_COMPILE_OPTIONS=-O0 \
-    "-Dhiredis_DIR=$hiredis/lib/cmake/hiredis" \
-    "-DFAIRSEM_TEST_HIREDIS_PREFIX=$hiredis" -DFAIRSEM_TLS=ON -DFAIRSEM_BUILD_BENCHMARKS=ON
   start_background_checks
   # What needs no server of the tests' own (unit, package, harness tests; not the Prometheus
   # test, which asan runs: what it checks does not depend on the hiredis); the tests against
@@ -247,22 +316,45 @@ run_compat() {
   done
 }
 
-for config in "${configs[@]}"; do
+# config_settings CONFIG: the preset, standard, extra CMake arguments, test environment and
+# ctest label arguments of CONFIG (cxx17, cxx20, asan, tsan).
+config_settings() {
   extra=()
+  env=()
   labels=()
-  case "$config" in
-    cxx17) preset=dev;     std=17; env=() ;;
-    cxx20) preset=release; std=20; env=(); extra=(-DFAIRSEM_BUILD_BENCHMARKS=ON) ;;
+  case "$1" in
+    cxx17) preset=dev;     std=17 ;;
+    cxx20) preset=release; std=20; extra=(-DFAIRSEM_BUILD_BENCHMARKS=ON) ;;
     asan)  preset=asan;    std=17; env=(ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1
                                          UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1) ;;
     tsan)  preset=tsan;    std=17; env=(TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1)
            labels=(-LE 'package|prometheus') ;;
+    *) return 1 ;;
+  esac
+}
+
+# build_steps CONFIG: the whole build of CONFIG (for compat, its servers and hiredis first).
+build_steps() {
+  if [ "$1" = compat ]; then
+    build_compat "$(fairsem_compat_dir)"
+  else
+    config_settings "$1"
+    build_config "$1" "$preset" "$std" "${extra[@]}"
+  fi
+}
+
+for config in "${configs[@]}"; do
+  case "$config" in
+    cxx17|cxx20|asan|tsan) ;;
     compat) run_compat; continue ;;
     tidy|fuzz) run_check "$config"; continue ;;
     *) echo "unknown configuration '$config' (cxx17, cxx20, asan, tsan, compat, tidy, fuzz)" >&2
        exit 64 ;;
   esac
-  build_config "$config" "$preset" "$std" "${extra[@]}"
+  await_build_ahead "$config"
+  build_steps "$config"
+  start_builds_ahead "$config"
+  config_settings "$config"
   run_ctest "$config" "build/ci-$config" "${env[@]}" -- "${labels[@]}"
 done
 
