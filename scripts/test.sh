@@ -108,6 +108,23 @@ run_ctest() {
   fi
 }
 
+# failed_outputs LOG: what each test that failed in ctest's LOG printed (its first 150 lines:
+# a failure's message, and the stacks or log lines a test adds to it), or, where ctest printed
+# no such block (it failed to start, say), the lines of LOG that say what went wrong.
+failed_outputs() {
+  awk '
+    /^ *[0-9]+\/[0-9]+ Test +#[0-9]+: / {
+      block = ($0 !~ / Passed /); lines = 0
+      if (block) { print; found = 1 }
+      next
+    }
+    /^ +Start +[0-9]+: / || /^The following tests FAILED:/ { block = 0; next }
+    block && lines < 150 { print; lines++ }
+    END { exit found ? 0 : 1 }' "$1" ||
+    grep -E ': Failure$|^Expected|^  Actual|Which is|WARNING: ThreadSanitizer|ERROR: (Address|Leak)Sanitizer|runtime error:|SIGSEGV|Segmentation|\*\*\*Exception|Timeout|threw|^\[  FAILED  \]' \
+      "$1" | head -n 40
+}
+
 # build_config TAG PRESET STD [CMAKE ARGS...]: configures and builds build/ci-TAG.
 build_config() {
   local tag=$1 preset=$2 std=$3 dir="build/ci-$1"
@@ -363,8 +380,7 @@ if [ "${#failed_configs[@]}" -gt 0 ]; then
   # What failed, and the lines of its output that say how (the whole output is in the logs).
   for log in "${failed_logs[@]}"; do
     echo "--- from $log:"
-    grep -E ': Failure$|^Expected|^  Actual|Which is|WARNING: ThreadSanitizer|ERROR: (Address|Leak)Sanitizer|runtime error:|SIGSEGV|Segmentation|\*\*\*Exception|Timeout|threw|^\[  FAILED  \]' \
-      "$log" | head -n 40 || true
+    failed_outputs "$log" | head -n 400 || true
   done
   printf 'FAILED test: %s\n' "${failed_tests[@]}"
   echo "FAILED configurations: ${failed_configs[*]}"

@@ -51,6 +51,7 @@ using fairsem::ReleaseResult;
 using fairsem::SemaphoreOptions;
 using fairsem::test::describe_wait_status;
 using fairsem::test::redis_options;
+using fairsem::test::stacks_of;
 using fairsem::test::unique_options;
 using fairsem::test::wait_until;
 
@@ -72,9 +73,10 @@ bool refused(F&& f) {
 ::testing::AssertionResult child_exits_cleanly(pid_t pid, std::chrono::seconds limit) {
   int status = 0;
   if (!wait_until([&] { return ::waitpid(pid, &status, WNOHANG) == pid; }, limit)) {
+    const std::string stacks = stacks_of(pid);
     ::kill(pid, SIGKILL);
     ::waitpid(pid, nullptr, 0);
-    return ::testing::AssertionFailure() << "the child did not exit";
+    return ::testing::AssertionFailure() << "the child did not exit; " << stacks;
   }
   if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return ::testing::AssertionSuccess();
   return ::testing::AssertionFailure() << describe_wait_status(status);
@@ -144,7 +146,7 @@ TEST(ForkTest, AChildGetsAClearErrorFromItsParentsClientAndTheParentKeepsEveryth
     }
   } kill_unless_reaped{pid, reaped};
   reaped = wait_until([&] { return ::waitpid(pid, &status, WNOHANG) == pid; }, 30s);
-  ASSERT_TRUE(reaped) << "the child did not exit";
+  ASSERT_TRUE(reaped) << "the child did not exit; " << stacks_of(pid);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << describe_wait_status(status);
 
   // The parent's permit is still its own, renewed by its watchdog past the lease; its waiter

@@ -20,6 +20,7 @@
 
 #include "fairsem/fairsem.hpp"
 #include "fairsem/impl/connection.hpp"
+#include "log_lines.hpp"
 #include "redis_server.hpp"
 #include "semaphore_fixture.hpp"
 #include "stopped.hpp"
@@ -31,6 +32,7 @@ namespace {
 
 using namespace std::chrono_literals;
 using detail::Connection;
+using test::LogLines;
 using test::redis_options;
 using test::wait_until;
 using ::testing::ElementsAre;
@@ -55,25 +57,6 @@ ConnectionOptions options_for(const test::RedisServer& server) {
   c.port = server.port();
   return c;
 }
-
-/// Collects what fairsem hands to the logger (any thread).
-class LogLines {
- public:
-  Logger logger() {
-    return [this](LogLevel, std::string_view message) {
-      std::lock_guard<std::mutex> lock(mu_);
-      lines_.emplace_back(message);
-    };
-  }
-  std::vector<std::string> lines() const {
-    std::lock_guard<std::mutex> lock(mu_);
-    return lines_;
-  }
-
- private:
-  mutable std::mutex mu_;
-  std::vector<std::string> lines_;
-};
 
 class ObservabilityTest : public test::SemaphoreFixture {
  protected:

@@ -39,6 +39,23 @@ inline std::string describe_wait_status(int status) {
   return "wait status " + std::to_string(status);
 }
 
+/// The stacks of every thread of process `pid` (gdb's backtraces), for the message of a test
+/// whose child hung: where it waits. Says so when gdb is missing or cannot attach.
+inline std::string stacks_of(pid_t pid) {
+  const std::string command =
+      "timeout 60 gdb -nx -batch -p " + std::to_string(pid) + " -ex 'thread apply all bt' 2>&1";
+  std::string out;
+  if (FILE* p = ::popen(command.c_str(), "r")) {
+    char buf[4096];
+    for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+    const int status = ::pclose(p);
+    if (status != 0) out += "(gdb " + describe_wait_status(status) + ")\n";
+  } else {
+    out = std::string("(could not run gdb: ") + std::strerror(errno) + ")\n";
+  }
+  return "stacks of process " + std::to_string(pid) + ":\n" + out;
+}
+
 /// A child process started with execve: its stdin and stdout are pipes to this process, its
 /// stderr goes to an unlinked temp file. The destructor SIGKILLs the child if it is still
 /// running, reaps it, copies its stderr to ours, and fails the test if a sanitizer reported
