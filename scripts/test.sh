@@ -249,6 +249,12 @@ await_build_ahead() {
   while [ ! -f "build/ci-$1.ahead.rc" ] && kill -0 "$ahead_pid" 2>/dev/null; do sleep 1; done
   fairsem_log "[$1] built ahead, status $(cat "build/ci-$1.ahead.rc" 2>/dev/null || echo unknown):"
   cat "build/ci-$1.ahead.log"
+  # The last of them: the builder is reaped and forgotten, so that the EXIT trap cannot signal
+  # another process that has its pid since.
+  if [ "$1" = "${ahead_configs##* }" ]; then
+    wait "$ahead_pid" 2>/dev/null || true
+    ahead_pid=""
+  fi
 }
 
 # kill_tree PID: PID and every process under it.
