@@ -170,7 +170,10 @@ TEST(RideOutTest, ADeadlineShorterThanTheOutageTimesOutAndLeavesNothingPromotabl
   std::map<std::string, std::string> who;
   const std::vector<std::string> names = {"the blocking acquire", "the timed request",
                                           "the cancelled request"};
-  for (std::size_t i = 0; i < names.size(); ++i) who[sem.status().waiters.at(i).id] = names[i];
+  const std::vector<PermitInfo> queued = sem.status().waiters;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    who[queued.at(i).id] = names[i] + ", ticket " + std::to_string(queued.at(i).ticket);
+  }
 
   const auto killed = Clock::now();
   server.kill();
@@ -216,7 +219,14 @@ TEST(RideOutTest, ADeadlineShorterThanTheOutageTimesOutAndLeavesNothingPromotabl
       10s);
   if (!left) {
     std::string names_left;
-    for (const PermitInfo& w : left_behind) names_left += " " + who[w.id] + " (" + w.id + ")";
+    // A ticket other than the one it had before the outage, or a short wait, would say the
+    // entry was queued again after the restart.
+    for (const PermitInfo& w : left_behind) {
+      names_left += "\n  " + w.id + " (" + who[w.id] + " before the outage): ticket " +
+                    std::to_string(w.ticket) + ", waited " +
+                    (w.waited ? std::to_string(w.waited->count()) + " ms" : "?") + ", lease left " +
+                    std::to_string(w.lease_left.count()) + " ms";
+    }
     ADD_FAILURE() << "10 s after the server is back, still queued:" << names_left << "\nlogged:\n"
                   << log.timed();
     ASSERT_TRUE(wait_until([&] { return sem.status().waiters.empty(); }, 30s));
