@@ -118,7 +118,7 @@ failed_outputs() {
       if (block) { print; found = 1 }
       next
     }
-    /^ +Start +[0-9]+: / || /^The following tests FAILED:/ { block = 0; next }
+    /^ +Start +[0-9]+: / || /^[0-9]+% tests passed/ { block = 0; next }
     block && lines < 150 { print; lines++ }
     END { exit found ? 0 : 1 }' "$1" ||
     grep -E ': Failure$|^Expected|^  Actual|Which is|WARNING: ThreadSanitizer|ERROR: (Address|Leak)Sanitizer|runtime error:|SIGSEGV|Segmentation|\*\*\*Exception|Timeout|threw|^\[  FAILED  \]' \
