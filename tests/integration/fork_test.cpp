@@ -27,21 +27,6 @@
 
 namespace {
 
-// Set in the child only.
-bool g_forked_child = false;
-
-}  // namespace
-
-// LeakSanitizer checks at exit for memory nothing live points to. In the child, the memory the
-// parent's threads point to from their stacks (a waker's connection, say) is such memory: those
-// threads do not exist there. Not a leak (the parent holds it), so the child's exit does not
-// check. (LeakSanitizer asks this function before its exit check.)
-#if defined(__SANITIZE_ADDRESS__)
-extern "C" int __lsan_is_turned_off() { return g_forked_child ? 1 : 0; }
-#endif
-
-namespace {
-
 using namespace std::chrono_literals;
 using fairsem::Client;
 using fairsem::FairSemaphore;
@@ -82,22 +67,17 @@ bool refused(F&& f) {
   return ::testing::AssertionFailure() << describe_wait_status(status);
 }
 
-/// What the child checks, one bit each in its exit status (0: all held).
-///
-/// That a Client of its own works (its own threads and connections) is checked without
-/// sanitizers, in the compat stages. Not under ThreadSanitizer, which cannot follow threads
-/// started in a child of a process with threads (it stops the child: "dup thread with used
-/// id"). Nor under AddressSanitizer: its allocator (GCC 12's libasan) takes none of its locks
-/// around fork(), and a thread new in the child, its cache empty, waited for ever on a size
-/// class's lock one of the parent's threads held at the fork (1 run in about 20 under load).
-/// glibc's malloc takes its locks around fork().
+/// What the child checks, one bit each in its exit status (0: all held): each use of its
+/// parent's objects is refused, and a Client of its own (its own threads and connections) works.
+/// Built without sanitizers only (tests/CMakeLists.txt): GCC 12's AddressSanitizer and
+/// ThreadSanitizer take none of their allocators' locks around fork(), and a child that
+/// allocates can wait for ever on one a parent's thread held at the fork.
 int child_checks(FairSemaphore& parents, Permit& parents_permit, const std::string& own_name) {
   int failed = 0;
   if (!refused([&] { (void)parents.try_acquire(); })) failed |= 1;
   if (!refused([&] { (void)parents.acquire_async(); })) failed |= 2;
   if (!refused([&] { (void)parents.status(); })) failed |= 4;
   if (!refused([&] { (void)parents_permit.release(); })) failed |= 8;
-#if !defined(__SANITIZE_THREAD__) && !defined(__SANITIZE_ADDRESS__)
   try {
     Client own(redis_options());
     FairSemaphore sem(own, own_name, unique_options(1, 2s));
@@ -106,9 +86,6 @@ int child_checks(FairSemaphore& parents, Permit& parents_permit, const std::stri
   } catch (...) {
     failed |= 32;
   }
-#else
-  (void)own_name;
-#endif
   return failed;
 }
 
@@ -123,7 +100,6 @@ TEST(ForkTest, AChildGetsAClearErrorFromItsParentsClientAndTheParentKeepsEveryth
   const pid_t pid = ::fork();
   ASSERT_NE(pid, -1);
   if (pid == 0) {
-    g_forked_child = true;
     const int failed = child_checks(*sem, *held, "forked-child-own");
     // The copies of the parent's objects destroyed: abandoned, untouched.
     waiter.reset();
@@ -183,7 +159,6 @@ TEST(ForkTest, AChildIsRefusedAtOnceWhileItsParentsRequestHoldsTheAdmissionTurn)
   const pid_t pid = ::fork();
   ASSERT_NE(pid, -1);
   if (pid == 0) {
-    g_forked_child = true;
     const bool ok = refused([&] { (void)sem.try_acquire(); }) &&
                     refused([&] { (void)sem.try_acquire_for(std::chrono::seconds(1)); });
     std::exit(ok ? 0 : 1);
