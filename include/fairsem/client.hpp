@@ -47,6 +47,16 @@ struct ClientOptions {
   /// them before it exits loses none. Permit::release() is not affected: it still returns what
   /// it found. Off by default: the destructor then releases before it returns.
   bool release_in_background = false;
+  /// Whether the script calls of the Client's threads to one node travel in batches: while one
+  /// thread's call is out, the calls other threads make queue, and the next one to go carries
+  /// them all, written at once on its connection and answered in order (at most 64 a batch).
+  /// Redis then reads, parses and answers many calls per system call, most of what an
+  /// unpipelined call costs it, so a process with many threads making calls at once costs
+  /// Redis less CPU per grant (docs/benchmarks.md, "Throughput ceiling"). A call alone goes at
+  /// once, as without batching; a queued call waits for the batch under way. The calls of one
+  /// batch share its socket's fate: when it fails, each is retried as after a lost reply. Off
+  /// by default.
+  bool batch_calls = false;
   /// How long a wake-up path (a thread and its connection, one per cluster slot waited on, one
   /// in all elsewhere) and a renewal lane's connection are kept with nothing to do: no request
   /// waiting through it, no permit renewed over it. Then they close, and open again when

@@ -68,6 +68,7 @@ struct Settings {
   std::string stem = "ceil";
   std::string spread;         // "0-5460,5461-10922,...": name i in group i % groups (see names())
   long long start_at_ms = 0;  // 0: as soon as every thread is ready
+  bool batch_calls = false;   // ClientOptions::batch_calls
 };
 
 /// What one thread did: grants by semaphore index, and whether it failed.
@@ -140,6 +141,7 @@ int run(const Settings& s) {
   // One pool connection per thread, so that threads never queue for a connection in the process.
   client_options.max_connections =
       std::max<std::size_t>(client_options.max_connections, static_cast<std::size_t>(s.threads));
+  client_options.batch_calls = s.batch_calls;
   Client client(connection, client_options);
   SemaphoreOptions options;
   options.limit = s.limit;
@@ -260,6 +262,8 @@ int main(int argc, char** argv) {
   auto* stem = app.add_option("--stem", s.stem, "names STEM-0 .. STEM-(S-1) (contended: ceilc)");
   app.add_option("--spread", s.spread, "slot ranges of each master: names spread evenly");
   app.add_option("--start-at-ms", s.start_at_ms, "start of the window, Unix epoch milliseconds");
+  app.add_flag("--batch-calls", s.batch_calls,
+               "ClientOptions::batch_calls: threads' calls in batches");
   app.add_flag("--serve-cluster", serve, "start a private 3-master cluster, print it, wait");
   CLI11_PARSE(app, argc, argv);
   if (s.mode == "contended") {  // its own defaults: 4 x 16 threads queue 4 deep on each

@@ -23,6 +23,9 @@
 # On a cluster the names are spread evenly over the masters (--spread) and each master's grants
 # are counted by the slots of the semaphores it serves.
 #
+# fairsem runs twice: as it is by default, and as fairsem-batched, with ClientOptions::batch_calls
+# (--batch-calls): its threads' calls to one node go in batches on one socket at a time.
+#
 # CEILING_PEER_CONNECTIONS=16 gives each peer process 16 ioredis connections (loop t on t % 16),
 # as fairsem's pool has, instead of one carrying every loop's commands: the one pipelines, which
 # spreads Redis's reads and writes over several commands.
@@ -106,7 +109,7 @@ mapfile -t masters < <(jq -r '.[].port' "$work/masters.json")
 fairsem_log "$deployment on 127.0.0.1:${masters[*]}"
 
 # --- The peer, installed into the temp dir (or FAIRSEM_PEER_MODULES).
-impls=(fairsem)
+impls=(fairsem fairsem-batched)
 peer_version="not measured"
 if [ -n "${FAIRSEM_PEER_MODULES:-}" ]; then
   impls+=(peer)
@@ -164,6 +167,8 @@ run() {
     out=$work/$impl-$mode-$i
     if [ "$impl" = fairsem ]; then
       "$BIN" --url "$url" "${args[@]}" >"$out.json" 2>"$out.err" &
+    elif [ "$impl" = fairsem-batched ]; then
+      "$BIN" --url "$url" "${args[@]}" --batch-calls >"$out.json" 2>"$out.err" &
     else
       local cluster_arg=()
       [ "$cluster" = 1 ] && cluster_arg=(--cluster yes)
@@ -257,13 +262,14 @@ awk -F'\t' -v seconds="$seconds" -v ports="${masters[*]}" -v cluster="$cluster" 
     }
     if (("peer uncontended" in grants) || ("peer contended" in grants)) {
       print ""
-      print "| mode | grants/s, fairsem ÷ peer (target ≥ 0.33) | Redis CPU µs/grant, fairsem ÷ peer | ceiling, fairsem ÷ peer |"
+      print "| library, mode | grants/s ÷ the peer (target ≥ 0.33) | Redis CPU µs/grant ÷ the peer | ceiling ÷ the peer |"
       print "|---|---|---|---|"
       split("uncontended contended", modes, " ")
-      for (j = 1; j <= 2; j++) {
-        f = "fairsem " modes[j]; p = "peer " modes[j]
+      split("fairsem fairsem-batched", ours, " ")
+      for (j = 1; j <= 2; j++) for (o = 1; o <= 2; o++) {
+        f = ours[o] " " modes[j]; p = "peer " modes[j]
         if (!(f in grants) || !(p in grants) || grants[p] == 0 || us[p] == 0) continue
-        printf "| %s | %.2f | %.2f | %.2f |\n", modes[j], grants[f] / grants[p], us[f] / us[p],
+        printf "| %s | %.2f | %.2f | %.2f |\n", f, grants[f] / grants[p], us[f] / us[p],
           top[f] / top[p]
       }
     }

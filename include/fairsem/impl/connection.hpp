@@ -138,6 +138,10 @@ class Connection {
   /// an asynchronous request's calls: a cancel ends the call under way without its retries.
   /// `flag` must outlive the setting.
   void set_interrupt(const std::atomic<bool>* flag) noexcept { interrupt_ = flag; }
+  /// The interrupt set (nullptr: none).
+  const std::atomic<bool>* interrupt() const noexcept { return interrupt_; }
+  /// True while a deadline is set.
+  bool has_deadline() const noexcept { return deadline_.has_value(); }
   /// True once the deadline set has passed, or the interrupt set is raised (false without).
   bool deadline_passed() const noexcept;
   /// `timeout`, capped by the time left before the deadline (at least 1 ms); as it is without

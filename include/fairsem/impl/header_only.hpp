@@ -32,6 +32,7 @@
 #include "fairsem/impl/acquire_retry-inl.hpp"
 #include "fairsem/impl/admission-inl.hpp"
 #include "fairsem/impl/async_acquire-inl.hpp"
+#include "fairsem/impl/call_batcher-inl.hpp"
 #include "fairsem/impl/connect-inl.hpp"
 #include "fairsem/impl/connection-inl.hpp"
 #include "fairsem/impl/connection_options-inl.hpp"

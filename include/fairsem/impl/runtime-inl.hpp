@@ -29,6 +29,9 @@ inline ConnectionOptions for_role(ConnectionOptions options, std::string_view ro
   return options;
 }
 
+/// The most script calls one batch carries (ClientOptions::batch_calls).
+inline constexpr std::size_t kMaxBatch = 64;
+
 }  // namespace runtime_helpers
 
 FAIRSEM_INLINE Runtime::Runtime(ConnectionOptions options, ClientOptions client_options)
@@ -36,6 +39,7 @@ FAIRSEM_INLINE Runtime::Runtime(ConnectionOptions options, ClientOptions client_
       discovery_(options_.routed() ? std::make_shared<Discovery>(options_) : nullptr),
       pool_(runtime_helpers::for_role(options_, "pool"), discovery_,
             (client_options.validate(), client_options.max_connections)),
+      batch_calls_(client_options.batch_calls),
       executor_(client_options.worker_threads),
       watchdog_(std::make_shared<Watchdog>(runtime_helpers::for_role(options_, "renew"), discovery_,
                                            client_options.idle_timeout)),
@@ -49,6 +53,26 @@ FAIRSEM_INLINE Runtime::~Runtime() {
   // The last reference can be dropped on the watchdog thread itself (a permit released in
   // on_lost): that thread is parked, and leaves once the round that holds its Watchdog is over.
   watchdog_->stop();
+}
+
+FAIRSEM_INLINE Reply Runtime::eval(Connection& conn, const Script& script, const Args& keys,
+                                   const Args& args) {
+  if (!batch_calls_ || conn.has_deadline()) return conn.eval(script, keys, args);
+  CallBatcher* batcher = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(batchers_mu_);
+    std::unique_ptr<CallBatcher>& slot = batchers_[conn.endpoint()];
+    if (!slot) slot = std::make_unique<CallBatcher>(runtime_helpers::kMaxBatch);
+    batcher = slot.get();
+  }
+  return batcher->eval(conn, script, keys, args);
+}
+
+FAIRSEM_INLINE std::uint64_t Runtime::batched_calls() {
+  std::lock_guard<std::mutex> lock(batchers_mu_);
+  std::uint64_t calls = 0;
+  for (const auto& entry : batchers_) calls += entry.second->batched_calls();
+  return calls;
 }
 
 FAIRSEM_INLINE std::vector<Connection> Runtime::master_connections() const {

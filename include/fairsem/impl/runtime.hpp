@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -17,6 +18,7 @@
 #include "fairsem/client.hpp"
 #include "fairsem/connection_options.hpp"
 #include "fairsem/impl/admission.hpp"
+#include "fairsem/impl/call_batcher.hpp"
 #include "fairsem/impl/connection.hpp"
 #include "fairsem/impl/connection_pool.hpp"
 #include "fairsem/impl/discovery.hpp"
@@ -54,6 +56,11 @@ class Runtime : public std::enable_shared_from_this<Runtime> {
   }
   /// ConnectionPool::give_back.
   void give_back(std::unique_ptr<Connection> conn) noexcept { pool_.give_back(std::move(conn)); }
+  /// Runs `script` as conn.eval() does; with ClientOptions::batch_calls, in a batch with the
+  /// calls other threads make to the same node (CallBatcher), unless `conn` has a deadline.
+  Reply eval(Connection& conn, const Script& script, const Args& keys, const Args& args);
+  /// Calls sent in a batch of more than one so far, over every node (tests, benchmarks).
+  std::uint64_t batched_calls();
   /// A new connection (not the pool's) to each master: the server, the master the sentinels
   /// name, each master of a Cluster (from a fresh CLUSTER SLOTS). For what walks every node
   /// (listings, function libraries). Throws ForkedProcessError in a child made by fork().
@@ -102,6 +109,9 @@ class Runtime : public std::enable_shared_from_this<Runtime> {
   const ConnectionOptions options_;
   const std::shared_ptr<Discovery> discovery_;
   ConnectionPool pool_;
+  const bool batch_calls_;
+  std::mutex batchers_mu_;
+  std::unordered_map<std::string, std::unique_ptr<CallBatcher>> batchers_;  // by node endpoint
   Executor executor_;
   // Shared with its thread, which keeps it alive through a round (a renewal's callback may
   // drop the last reference to the Client).

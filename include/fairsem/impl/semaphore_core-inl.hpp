@@ -134,7 +134,7 @@ FAIRSEM_INLINE Reply SemaphoreCore::run(Connection& conn, std::string_view op, c
   auto backoff = std::chrono::milliseconds(20);
   for (int attempt = 1, transient = 1;; ++attempt) {
     try {
-      reply = conn.eval(detail::scripts::semaphore_script(op), key_args_, args);
+      reply = runtime_->eval(conn, detail::scripts::semaphore_script(op), key_args_, args);
       break;
     } catch (const AuthError&) {
       throw;

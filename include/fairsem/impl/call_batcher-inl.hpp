@@ -1,0 +1,207 @@
+#pragma once
+
+#include "fairsem/impl/call_batcher.hpp"
+#include "fairsem/impl/config.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "fairsem/errors.hpp"
+#include "fairsem/impl/text.hpp"
+
+namespace fairsem::detail {
+
+FAIRSEM_INLINE bool script_did_not_run(std::string_view error) noexcept {
+  return starts_with(error, "NOSCRIPT") || starts_with(error, "ERR Function not found") ||
+         starts_with(error, "ERR unknown command") || starts_with(error, "NOPERM") ||
+         starts_with(error, "MOVED ") || starts_with(error, "ASK ") ||
+         starts_with(error, "READONLY") || starts_with(error, "UNBLOCKED") ||
+         error.find("READONLY You can't write") != std::string_view::npos;
+}
+
+namespace call_batcher_helpers {
+
+/// A new exception like the one `error` holds, of the same type and message, for the kinds a
+/// socket's failure throws (ConnectionError and its subclasses, ProtocolError); any other is
+/// shared as it is.
+FAIRSEM_INLINE std::exception_ptr copy_of(const std::exception_ptr& error) noexcept {
+  try {
+    try {
+      std::rethrow_exception(error);
+    } catch (const AuthError& e) {
+      return std::make_exception_ptr(AuthError(e.what()));
+    } catch (const TimeoutError& e) {
+      return std::make_exception_ptr(TimeoutError(e.what()));
+    } catch (const ConnectionError& e) {
+      return std::make_exception_ptr(ConnectionError(e.what()));
+    } catch (const ProtocolError& e) {  // a reply the reader could not parse
+      return std::make_exception_ptr(ProtocolError(e.what()));
+    }
+  } catch (...) {
+    // Another kind, or no memory for the copy's message.
+  }
+  return error;
+}
+
+}  // namespace call_batcher_helpers
+
+FAIRSEM_INLINE CallBatcher::CallBatcher(std::size_t max_batch)
+    : max_batch_(std::max<std::size_t>(max_batch, 1)) {}
+
+FAIRSEM_INLINE Reply CallBatcher::eval(Connection& conn, const Script& script, const Args& keys,
+                                       const Args& args) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!sending_ && queue_.empty()) {
+    // Nobody else calls: this call goes alone, as without batching, while the next ones queue.
+    sending_ = true;
+    lock.unlock();
+    struct Done {
+      CallBatcher& self;
+      ~Done() {
+        {
+          std::lock_guard<std::mutex> done_lock(self.mu_);
+          self.sending_ = false;
+        }
+        self.cv_.notify_all();
+      }
+    } done{*this};
+    return conn.eval(script, keys, args);
+  }
+  Call me{&script, &keys, &args, std::nullopt, nullptr};
+  queue_.push_back(&me);
+  // A cancel (the connection's interrupt) takes a call out while it is still queued; once sent,
+  // it waits for its batch, which the sender's command timeout bounds.
+  const bool interruptible = conn.interrupt() != nullptr;
+  const auto withdraw_if_cancelled = [&] {
+    if (!interruptible || !conn.deadline_passed()) return;
+    const auto it = std::find(queue_.begin(), queue_.end(), &me);
+    if (it == queue_.end()) return;  // sent already
+    queue_.erase(it);
+    lock.unlock();
+    cv_.notify_all();  // this call's turn passes on
+    throw TimeoutError(
+        fmt::format("fairsem: script {} to {} not attempted: the request it was for was cancelled",
+                    script.name, conn.endpoint()));
+  };
+  while (!me.done) {
+    withdraw_if_cancelled();
+    if (sending_) {
+      if (interruptible) {
+        cv_.wait_for(lock, kCancelCheck);
+      } else {
+        cv_.wait(lock);
+      }
+      continue;
+    }
+    // This thread's turn: everything queued goes, oldest first, on its connection.
+    sending_ = true;
+    std::vector<Call*> batch;
+    const std::size_t n = std::min(queue_.size(), max_batch_);
+    try {
+      batch.assign(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(n));
+    } catch (...) {
+      // Out of memory: this call leaves unsent; the others queued go with the next turn.
+      queue_.erase(std::find(queue_.begin(), queue_.end(), &me));
+      sending_ = false;
+      cv_.notify_all();
+      throw;
+    }
+    queue_.erase(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(n));
+    lock.unlock();
+    {
+      // The batch carries other threads' calls: a cancel of this one must not cut it short.
+      const std::atomic<bool>* interrupt = conn.interrupt();
+      conn.set_interrupt(nullptr);
+      send(conn, batch.data(), batch.size());
+      conn.set_interrupt(interrupt);
+    }
+    lock.lock();
+    if (batch.size() > 1) {
+      batched_calls_ += batch.size();
+      ++batches_;
+    }
+    for (Call* call : batch) call->done = true;
+    sending_ = false;
+    cv_.notify_all();
+  }
+  lock.unlock();
+  if (me.error) std::rethrow_exception(me.error);
+  if (me.rerun) return conn.eval(script, keys, args);
+  return std::move(*me.reply);
+}
+
+FAIRSEM_INLINE void CallBatcher::send(Connection& conn, Call* const* batch,
+                                      std::size_t n) noexcept {
+  try {
+    // FCALL where this connection runs functions (a call on a server without them, or whose
+    // ACL refuses them, comes back "did not run" and runs again with EVALSHA through eval()).
+    std::vector<std::string> numkeys;
+    std::vector<Args> commands;
+    numkeys.reserve(n);
+    commands.reserve(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      const Script& script = *batch[i]->script;
+      const bool fcall = script.library != nullptr && conn.runs_functions();
+      numkeys.push_back(std::to_string(batch[i]->keys->size()));
+      Args argv;
+      argv.reserve(3 + batch[i]->keys->size() + batch[i]->args->size());
+      argv.push_back(fcall ? "FCALL" : "EVALSHA");
+      argv.push_back(fcall ? script.function : script.sha1);
+      argv.push_back(numkeys.back());
+      argv.insert(argv.end(), batch[i]->keys->begin(), batch[i]->keys->end());
+      argv.insert(argv.end(), batch[i]->args->begin(), batch[i]->args->end());
+      commands.push_back(std::move(argv));
+    }
+    std::vector<Reply> replies = conn.pipeline(commands);
+    for (std::size_t i = 0; i < n; ++i) {
+      Call& call = *batch[i];
+      Reply& reply = replies[i];
+      if (!reply.is_error()) {
+        call.reply = std::move(reply);
+      } else if (script_did_not_run(reply.str)) {
+        call.rerun = true;
+      } else {
+        call.error = std::make_exception_ptr(
+            ReplyError(fmt::format("fairsem: script {} on {} failed: {}", call.script->name,
+                                   conn.endpoint(), reply.str),
+                       reply.str));
+      }
+    }
+  } catch (...) {
+    // The socket failed (every reply still to come is lost with it), or no memory: each call
+    // of the batch fails as a call alone would have, with an exception of its own (one object
+    // thrown in several threads at once would be read in one while another frees it).
+    const std::exception_ptr error = std::current_exception();
+    for (std::size_t i = 0; i < n; ++i) {
+      if (!batch[i]->reply && !batch[i]->rerun && !batch[i]->error) {
+        batch[i]->error = call_batcher_helpers::copy_of(error);
+      }
+    }
+  }
+}
+
+FAIRSEM_INLINE std::uint64_t CallBatcher::batched_calls() const noexcept {
+  std::lock_guard<std::mutex> lock(mu_);
+  return batched_calls_;
+}
+
+FAIRSEM_INLINE std::uint64_t CallBatcher::batches() const noexcept {
+  std::lock_guard<std::mutex> lock(mu_);
+  return batches_;
+}
+
+FAIRSEM_INLINE bool CallBatcher::busy() const noexcept {
+  std::lock_guard<std::mutex> lock(mu_);
+  return sending_;
+}
+
+FAIRSEM_INLINE std::size_t CallBatcher::queued() const noexcept {
+  std::lock_guard<std::mutex> lock(mu_);
+  return queue_.size();
+}
+
+}  // namespace fairsem::detail

@@ -1,0 +1,78 @@
+#pragma once
+
+// The script calls of a Client's threads to one node, carried in batches (ClientOptions::
+// batch_calls): while one thread's batch is out, the calls of the others queue, and the next
+// batch carries all of them, written in one write on the socket of the thread that sends it and
+// answered in order. Redis then reads, parses and answers many calls per system call instead of
+// one, which is most of what an unpipelined call costs it. Internal.
+
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <mutex>
+#include <optional>
+#include <string_view>
+
+#include "fairsem/impl/connection.hpp"
+#include "fairsem/impl/reply.hpp"
+#include "fairsem/impl/scripts.hpp"
+
+namespace fairsem::detail {
+
+/// Whether an error reply to a script call (FCALL or EVALSHA) says the script did not run:
+/// code the server lacks (NOSCRIPT, a function not found), FCALL unknown or refused, a
+/// redirection (MOVED, ASK) or a master turned replica. Connection::eval() handles each; a
+/// batched call that meets one runs again through it.
+bool script_did_not_run(std::string_view error) noexcept;
+
+class CallBatcher {
+ public:
+  /// At most `max_batch` calls a batch (at least 1).
+  explicit CallBatcher(std::size_t max_batch);
+  CallBatcher(const CallBatcher&) = delete;
+  CallBatcher& operator=(const CallBatcher&) = delete;
+
+  /// As conn.eval(script, keys, args), same replies and exceptions: run alone on `conn` when
+  /// nobody else calls, else in a batch, sent on the connection of the thread whose turn it
+  /// is (this one's, `conn`, or another's). Every call of one batch shares the fate of its
+  /// socket: when it fails, each gets the ConnectionError (the script may have run, as for any
+  /// lost reply). A call whose reply says it did not run runs again with conn.eval(). `conn`
+  /// must have no deadline set; an interrupt it has (an acquire's cancel) takes the call out
+  /// while it is queued (TimeoutError, as Connection says of a call not attempted).
+  Reply eval(Connection& conn, const Script& script, const Args& keys, const Args& args);
+
+  /// Calls that went out in a batch of more than one, and such batches, so far.
+  std::uint64_t batched_calls() const noexcept;
+  std::uint64_t batches() const noexcept;
+  /// Whether a call or a batch is out, and how many calls wait for their turn (tests).
+  bool busy() const noexcept;
+  std::size_t queued() const noexcept;
+
+ private:
+  struct Call {
+    const Script* script;
+    const Args* keys;
+    const Args* args;
+    std::optional<Reply> reply;
+    std::exception_ptr error;
+    bool rerun = false;  // did not run: the caller runs it with conn.eval()
+    bool done = false;
+  };
+  /// How often a queued call whose connection has an interrupt looks whether it was cancelled.
+  static constexpr std::chrono::milliseconds kCancelCheck{5};
+  /// Sends `batch` on `conn` and fills in each call's outcome. Never throws.
+  static void send(Connection& conn, Call* const* batch, std::size_t n) noexcept;
+
+  const std::size_t max_batch_;
+  mutable std::mutex mu_;  // guards everything below
+  std::condition_variable cv_;
+  std::deque<Call*> queue_;  // not sent yet, oldest first
+  bool sending_ = false;     // a batch is out
+  std::uint64_t batched_calls_ = 0;
+  std::uint64_t batches_ = 0;
+};
+
+}  // namespace fairsem::detail
