@@ -57,6 +57,12 @@ Driver::Driver(Settings s) : s_(std::move(s)) {
         "--previous-processes",
         fmt::format("{} of {} processes", s_.previous_processes, s_.processes));
   }
+  if (s_.batched_processes > s_.processes - s_.previous_processes) {
+    throw CLI::ValidationError(
+        "--batched-processes",
+        fmt::format("{} of the {} processes of this release", s_.batched_processes,
+                    s_.processes - s_.previous_processes));
+  }
   if (s_.previous_processes > 0 && s_.cluster) {
     // Its client runs the scripts on one connection, which follows no redirection.
     throw CLI::ValidationError("--previous-processes", "not with --cluster");
@@ -164,6 +170,7 @@ int Driver::run() {
   cfg.partial_percent = s_.partial_percent;
   cfg.threads = s_.threads;
   cfg.previous_processes = s_.previous_processes;
+  cfg.batched_from = s_.processes - s_.batched_processes;
   if (s_.cluster) {
     // A grant or renewal counts once the replica has it, so a failover keeps every permit
     // (docs/deployments.md); at most half of lease - renew interval (lease / 3).
@@ -178,12 +185,15 @@ int Driver::run() {
   input_.thaw_recovery_ns = ms_to_ns(1000);
 
   fmt::print(
-      "fairsem_stress: {}{} processes{} x {} threads, limit {}, weights {}, lease {} ms, {} s, "
+      "fairsem_stress: {}{} processes{}{} x {} threads, limit {}, weights {}, lease {} ms, {} s, "
       "faults: {}, seed {}\n",
       s_.cluster ? "a 3-master cluster (min_replicas 1), " : "", s_.processes,
       s_.previous_processes > 0 ? fmt::format(" ({} of them clients of {})", s_.previous_processes,
                                               test::kPreviousRelease)
                                 : std::string(),
+      s_.batched_processes > 0
+          ? fmt::format(" ({} of them batching their calls)", s_.batched_processes)
+          : std::string(),
       s_.threads, s_.limit, fmt::join(s_.weights, ","), s_.lease_ms, s_.seconds,
       enabled_.empty() ? std::string("none") : fmt::format("{}", fmt::join(enabled_, ",")),
       s_.seed);

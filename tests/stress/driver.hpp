@@ -73,6 +73,8 @@ struct Settings {
   /// A rolling upgrade: this many of the worker processes run clients of the previous release
   /// (previous_worker.cpp) on the same semaphore.
   int previous_processes = 0;
+  /// This many of the worker processes (the last ones) run with ClientOptions::batch_calls.
+  int batched_processes = 0;
 };
 
 struct Worker {

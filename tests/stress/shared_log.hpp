@@ -87,6 +87,8 @@ struct Config {
   std::int64_t replica_timeout_ms;  // and its replica_timeout
   /// Process slots below this run clients of the previous release (previous_worker.cpp).
   int previous_processes;
+  /// Process slots from this one on run with ClientOptions::batch_calls.
+  int batched_from;
 };
 
 struct SharedLog {

@@ -15,6 +15,9 @@
 // with min_replicas 1, and the faults include the semaphore's master hung, killed and failed
 // over (driver_cluster.cpp); after each of those some request must be granted again.
 //
+// --batched-processes N: the last N worker processes run with ClientOptions::batch_calls (their
+// threads' calls sent in batches), beside the others.
+//
 // Exit status 0 when every check held and every requested fault was injected, 1 otherwise.
 //
 // This file is the command line; the worker process is in stress_worker.cpp, the driver in
@@ -79,6 +82,9 @@ int main(int argc, char** argv) {
                            fmt::join(kClusterFaultKinds, ",")));
   app.add_option("--previous-processes", s.previous_processes,
                  "worker processes that run clients of the previous release (a rolling upgrade)")
+      ->check(CLI::Range(0, kMaxProcesses));
+  app.add_option("--batched-processes", s.batched_processes,
+                 "worker processes (the last ones) whose Client batches its calls (batch_calls)")
       ->check(CLI::Range(0, kMaxProcesses));
   CLI11_PARSE(app, argc, argv);
   try {

@@ -311,10 +311,14 @@ int worker_main(int log_fd, int slot, const std::string& url) {
   options.on_lost = [&ps](const std::string&, const std::string&) { ps.lost.fetch_add(1); };
   // Failed releases and renewals are expected under faults; on_lost and the counters say enough.
   options.logger = [](LogLevel, std::string_view) {};
+  ClientOptions client_options;
+  client_options.batch_calls = slot >= cfg.batched_from;
+  std::optional<Client> client;
   std::optional<FairSemaphore> sem;
   while (!sem && log.stop.load() == 0) {
     try {
-      sem.emplace(worker_connection(url), cfg.name, options);
+      if (!client) client.emplace(worker_connection(url), client_options);
+      sem.emplace(*client, cfg.name, options);
     } catch (const ConnectionError&) {
       std::this_thread::sleep_for(milliseconds(20));  // Redis is restarting
     } catch (const ReplyError&) {
