@@ -12,6 +12,7 @@
 #include <atomic>
 #include <future>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -44,9 +45,6 @@ TestScript loaded(Connection& admin, std::string body) {
   s.sha1 = admin.command({"SCRIPT", "LOAD", s.body}).str;
   return s;
 }
-
-// A server on which a script may run 100 ms before SCRIPT KILL can end it.
-RedisServer killable_server() { return RedisServer({"--lua-time-limit", "100"}); }
 
 // Holds the batcher's first call out: a script that loops until SCRIPT KILL.
 struct HeldOut {
@@ -103,93 +101,85 @@ struct Callers {
 // Counts its runs in KEYS[1] and answers ARGV[1].
 const char* const kEcho = "redis.call('INCR', KEYS[1]) return ARGV[1]";
 
-TEST(CallBatcherTest, CallsMadeWhileOneIsOutGoInOneBatchAndEachGetsItsOwnReply) {
-  RedisServer server = killable_server();
-  Connection admin(server.options());
-  const TestScript echo = loaded(admin, kEcho);
-  const std::string prefix = test::unique_prefix();
-  CallBatcher batcher(64);
-  HeldOut held(admin, batcher, server.options());
-  Callers callers(batcher, server.options(), echo, prefix);
-  ASSERT_TRUE(test::wait_until([&] { return batcher.queued() == kQueued; }));
-  EXPECT_EQ(batcher.batches(), 0u) << "nothing may go while the first call is out";
-  admin.command({"SCRIPT", "KILL"});
-  const std::exception_ptr loop_error = held.ended.get();
-  EXPECT_TRUE(loop_error) << "the looping script was killed, so its call failed";
-  for (int i = 0; i < kQueued; ++i) {
-    EXPECT_EQ(callers.results[i].get(), "call " + std::to_string(i));
-    EXPECT_EQ(admin.command({"GET", prefix + std::to_string(i)}).str, "1") << "ran once";
+class CallBatcherTest : public ::testing::Test {
+ protected:
+  // Holds the batcher's first call out and queues kQueued callers of the echo script behind it
+  // (the server forgets that script first when `forget_echo`).
+  void queue_behind_a_held_call(bool forget_echo = false) {
+    echo_.emplace(loaded(admin_, kEcho));
+    if (forget_echo) admin_.command({"SCRIPT", "FLUSH"});
+    held_ = std::make_unique<HeldOut>(admin_, batcher_, options_);
+    callers_ = std::make_unique<Callers>(batcher_, options_, *echo_, prefix_);
+    ASSERT_TRUE(test::wait_until([&] { return batcher_.queued() == kQueued; }));
   }
-  EXPECT_EQ(batcher.batches(), 1u);
-  EXPECT_EQ(batcher.batched_calls(), static_cast<std::uint64_t>(kQueued));
+  // Ends the held call (SCRIPT KILL) and returns what it threw.
+  std::exception_ptr end_the_held_call() {
+    admin_.command({"SCRIPT", "KILL"});
+    return held_->ended.get();
+  }
+  // Each caller but `skipped` got its own reply, and ran once.
+  void expect_each_served(int skipped = -1) {
+    for (int i = 0; i < kQueued; ++i) {
+      if (i == skipped) continue;
+      EXPECT_EQ(callers_->results[i].get(), "call " + std::to_string(i));
+      EXPECT_EQ(admin_.command({"GET", prefix_ + std::to_string(i)}).str, "1") << "ran once";
+    }
+  }
+
+  // A script may run 100 ms before SCRIPT KILL can end it.
+  RedisServer server_{{"--lua-time-limit", "100"}};
+  ConnectionOptions options_ = server_.options();
+  Connection admin_{options_};
+  const std::string prefix_ = test::unique_prefix();
+  CallBatcher batcher_{64};
+  std::optional<TestScript> echo_;
+  std::unique_ptr<HeldOut> held_;
+  std::unique_ptr<Callers> callers_;
+};
+
+TEST_F(CallBatcherTest, CallsMadeWhileOneIsOutGoInOneBatchAndEachGetsItsOwnReply) {
+  queue_behind_a_held_call();
+  EXPECT_EQ(batcher_.batches(), 0u) << "nothing may go while the first call is out";
+  EXPECT_TRUE(end_the_held_call()) << "the looping script was killed, so its call failed";
+  expect_each_served();
+  EXPECT_EQ(batcher_.batches(), 1u);
+  EXPECT_EQ(batcher_.batched_calls(), static_cast<std::uint64_t>(kQueued));
 }
 
-TEST(CallBatcherTest, CodeTheServerLacksIsLoadedAndTheBatchsCallsRunAgain) {
-  RedisServer server = killable_server();
-  Connection admin(server.options());
-  const TestScript echo = loaded(admin, kEcho);
-  // The server forgets it: every call of the batch meets NOSCRIPT.
-  admin.command({"SCRIPT", "FLUSH"});
-  const std::string prefix = test::unique_prefix();
-  CallBatcher batcher(64);
-  HeldOut held(admin, batcher, server.options());
-  Callers callers(batcher, server.options(), echo, prefix);
-  ASSERT_TRUE(test::wait_until([&] { return batcher.queued() == kQueued; }));
-  admin.command({"SCRIPT", "KILL"});
-  held.ended.get();
-  for (int i = 0; i < kQueued; ++i) {
-    EXPECT_EQ(callers.results[i].get(), "call " + std::to_string(i));
-    EXPECT_EQ(admin.command({"GET", prefix + std::to_string(i)}).str, "1") << "ran once";
-  }
-  EXPECT_EQ(batcher.batched_calls(), static_cast<std::uint64_t>(kQueued)) << "went in a batch";
+TEST_F(CallBatcherTest, CodeTheServerLacksIsLoadedAndTheBatchsCallsRunAgain) {
+  queue_behind_a_held_call(/*forget_echo=*/true);  // every call of the batch meets NOSCRIPT
+  end_the_held_call();
+  expect_each_served();
+  EXPECT_EQ(batcher_.batched_calls(), static_cast<std::uint64_t>(kQueued)) << "went in a batch";
 }
 
-TEST(CallBatcherTest, ACallCancelledWhileQueuedIsNeverSentAndTheOthersAreServed) {
-  RedisServer server = killable_server();
-  Connection admin(server.options());
-  const TestScript echo = loaded(admin, kEcho);
-  const std::string prefix = test::unique_prefix();
-  CallBatcher batcher(64);
-  HeldOut held(admin, batcher, server.options());
-  Callers callers(batcher, server.options(), echo, prefix);
-  ASSERT_TRUE(test::wait_until([&] { return batcher.queued() == kQueued; }));
+TEST_F(CallBatcherTest, ACallCancelledWhileQueuedIsNeverSentAndTheOthersAreServed) {
+  queue_behind_a_held_call();
   constexpr int kCancelled = 3;
-  callers.cancel[kCancelled] = true;
+  callers_->cancel[kCancelled] = true;
   // It leaves the queue at once, while the first call is still out.
-  const std::string cancelled = callers.results[kCancelled].get();
+  const std::string cancelled = callers_->results[kCancelled].get();
   EXPECT_EQ(cancelled.rfind("connection error: ", 0), 0u) << cancelled;
   EXPECT_NE(cancelled.find("cancelled"), std::string::npos) << cancelled;
-  EXPECT_EQ(batcher.queued(), static_cast<std::size_t>(kQueued - 1));
-  admin.command({"SCRIPT", "KILL"});
-  held.ended.get();
-  for (int i = 0; i < kQueued; ++i) {
-    if (i == kCancelled) continue;
-    EXPECT_EQ(callers.results[i].get(), "call " + std::to_string(i));
-  }
-  EXPECT_EQ(admin.command({"EXISTS", prefix + std::to_string(kCancelled)}).integer, 0)
+  EXPECT_EQ(batcher_.queued(), static_cast<std::size_t>(kQueued - 1));
+  end_the_held_call();
+  expect_each_served(kCancelled);
+  EXPECT_EQ(admin_.command({"EXISTS", prefix_ + std::to_string(kCancelled)}).integer, 0)
       << "the cancelled call ran";
-  EXPECT_EQ(batcher.batched_calls(), static_cast<std::uint64_t>(kQueued - 1));
+  EXPECT_EQ(batcher_.batched_calls(), static_cast<std::uint64_t>(kQueued - 1));
 }
 
-TEST(CallBatcherTest, WhenTheServerGoesEveryCallOfTheBatchGetsAConnectionError) {
-  RedisServer server = killable_server();
-  ConnectionOptions options = server.options();
-  options.reconnect_attempts = 1;
-  Connection admin(options);
-  const TestScript echo = loaded(admin, kEcho);
-  CallBatcher batcher(64);
-  HeldOut held(admin, batcher, options);
-  Callers callers(batcher, options, echo, test::unique_prefix());
-  ASSERT_TRUE(test::wait_until([&] { return batcher.queued() == kQueued; }));
-  server.kill();
-  const std::exception_ptr loop_error = held.ended.get();
-  EXPECT_THROW(std::rethrow_exception(loop_error), ConnectionError);
+TEST_F(CallBatcherTest, WhenTheServerGoesEveryCallOfTheBatchGetsAConnectionError) {
+  options_.reconnect_attempts = 1;
+  queue_behind_a_held_call();
+  server_.kill();
+  EXPECT_THROW(std::rethrow_exception(held_->ended.get()), ConnectionError);
   for (int i = 0; i < kQueued; ++i) {
-    const std::string result = callers.results[i].get();
+    const std::string result = callers_->results[i].get();
     EXPECT_EQ(result.rfind("connection error: ", 0), 0u) << result;
   }
-  EXPECT_EQ(batcher.queued(), 0u);
-  EXPECT_FALSE(batcher.busy());
+  EXPECT_EQ(batcher_.queued(), 0u);
+  EXPECT_FALSE(batcher_.busy());
 }
 
 }  // namespace
