@@ -54,8 +54,9 @@ struct ClientOptions {
   /// unpipelined call costs it, so a process with many threads making calls at once costs
   /// Redis less CPU per grant (docs/benchmarks.md, "Throughput ceiling"). A call alone goes at
   /// once, as without batching; a queued call waits for the batch under way. The calls of one
-  /// batch share its socket's fate: when it fails, each is retried as after a lost reply. Off
-  /// by default.
+  /// batch share its socket's fate: when it fails, each is retried as after a lost reply. The
+  /// calls of a semaphore with min_replicas are never batched (its WAIT must follow a write of
+  /// its own socket). Off by default.
   bool batch_calls = false;
   /// How long a wake-up path (a thread and its connection, one per cluster slot waited on, one
   /// in all elsewhere) and a renewal lane's connection are kept with nothing to do: no request

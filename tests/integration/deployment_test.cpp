@@ -624,4 +624,41 @@ TEST_F(ReplicationTest, AWeightedGrantNoReplicaAcknowledgesGivesBackEveryUnit) {
   EXPECT_FALSE(sem.try_acquire(1).has_value());
 }
 
+// With ClientOptions::batch_calls, a semaphore with min_replicas keeps its calls out of batches:
+// its WAIT counts the writes of its own socket, so a script run on another thread's would be
+// confirmed by a WAIT that waited for nothing. Sixteen threads call at once while the replica
+// is stopped: every grant must fail for want of an acknowledgement, none be confirmed.
+TEST_F(ReplicationTest, BatchedCallsNeverLetAGrantNoReplicaAcknowledgedCount) {
+  fairsem::ClientOptions co;
+  co.batch_calls = true;
+  co.max_connections = 16;
+  fairsem::Client client(master.options(), co);
+  SemaphoreOptions o;
+  o.limit = 100;
+  o.lease = std::chrono::seconds(10);
+  o.auto_renew = false;
+  o.min_replicas = 1;
+  o.replica_timeout = milliseconds(200);
+  o.logger = [](fairsem::LogLevel, std::string_view) {};
+  FairSemaphore sem(client, "batched-replicated", o);
+  fairsem::test::Stopped stopped(replica.pid());
+  std::atomic<int> confirmed{0};
+  std::atomic<int> refused{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 16; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 10; ++i) {
+        try {
+          if (sem.try_acquire()) ++confirmed;
+        } catch (const fairsem::ReplicationError&) {
+          ++refused;
+        }
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(confirmed.load(), 0) << "grants confirmed while the replica was stopped";
+  EXPECT_EQ(refused.load(), 160);
+}
+
 }  // namespace

@@ -134,7 +134,11 @@ FAIRSEM_INLINE Reply SemaphoreCore::run(Connection& conn, std::string_view op, c
   auto backoff = std::chrono::milliseconds(20);
   for (int attempt = 1, transient = 1;; ++attempt) {
     try {
-      reply = runtime_->eval(conn, detail::scripts::semaphore_script(op), key_args_, args);
+      // With min_replicas the script must run on `conn` itself, never in another thread's batch:
+      // the WAIT that follows on `conn` counts only that socket's writes.
+      const Script& script = detail::scripts::semaphore_script(op);
+      reply = options_.min_replicas > 0 ? conn.eval(script, key_args_, args)
+                                        : runtime_->eval(conn, script, key_args_, args);
       break;
     } catch (const AuthError&) {
       throw;
