@@ -513,6 +513,17 @@ class ReplicationTest : public ::testing::Test {
     })) << "the replica never caught up";
   }
 
+  /// Options with min_replicas 1: a 10 s lease, renewed only when asked.
+  static SemaphoreOptions replicated(long long limit, milliseconds replica_timeout) {
+    SemaphoreOptions o;
+    o.limit = limit;
+    o.lease = std::chrono::seconds(10);
+    o.auto_renew = false;
+    o.min_replicas = 1;
+    o.replica_timeout = replica_timeout;
+    return o;
+  }
+
   RedisServer master{{"--repl-diskless-sync-delay", "0"}};
   RedisServer replica{{"--replicaof", "127.0.0.1", std::to_string(master.port())}};
   Connection admin = node_connection(master);
@@ -521,12 +532,8 @@ class ReplicationTest : public ::testing::Test {
 TEST_F(ReplicationTest, ARenewalNoReplicaAcknowledgesKeepsTheOldDeadline) {
   std::mutex mu;
   std::vector<std::string> warnings;
-  SemaphoreOptions o;
-  o.limit = 2;
-  o.lease = std::chrono::seconds(10);
-  o.auto_renew = false;
-  o.min_replicas = 1;
-  o.replica_timeout = milliseconds(2000);  // generous: the grant needs it on a loaded machine
+  // A generous replica_timeout: the grant needs it on a loaded machine.
+  SemaphoreOptions o = replicated(2, milliseconds(2000));
   o.logger = [&](fairsem::LogLevel, std::string_view message) {
     std::lock_guard<std::mutex> lock(mu);
     warnings.emplace_back(message);
@@ -581,13 +588,7 @@ TEST_F(ReplicationTest, ARenewalNoReplicaAcknowledgesKeepsTheOldDeadline) {
 /// min_replicas with weighted permits: a grant of n units counts only once a replica has it,
 /// and one no replica acknowledges gives back all n units, not some of them.
 TEST_F(ReplicationTest, AWeightedGrantNoReplicaAcknowledgesGivesBackEveryUnit) {
-  SemaphoreOptions o;
-  o.limit = 4;
-  o.lease = std::chrono::seconds(10);
-  o.auto_renew = false;
-  o.min_replicas = 1;
-  o.replica_timeout = milliseconds(2000);
-  FairSemaphore sem(master.options(), "replicated-weighted", o);
+  FairSemaphore sem(master.options(), "replicated-weighted", replicated(4, milliseconds(2000)));
   Permit p = sem.acquire(3);
   EXPECT_EQ(p.count(), 3);
   EXPECT_EQ(p.slots(), (std::vector<long long>{0, 1, 2}));
@@ -633,12 +634,7 @@ TEST_F(ReplicationTest, BatchedCallsNeverLetAGrantNoReplicaAcknowledgedCount) {
   co.batch_calls = true;
   co.max_connections = 16;
   fairsem::Client client(master.options(), co);
-  SemaphoreOptions o;
-  o.limit = 100;
-  o.lease = std::chrono::seconds(10);
-  o.auto_renew = false;
-  o.min_replicas = 1;
-  o.replica_timeout = milliseconds(200);
+  SemaphoreOptions o = replicated(100, milliseconds(200));
   o.logger = [](fairsem::LogLevel, std::string_view) {};
   FairSemaphore sem(client, "batched-replicated", o);
   fairsem::test::Stopped stopped(replica.pid());
