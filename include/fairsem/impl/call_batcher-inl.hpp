@@ -15,14 +15,6 @@
 
 namespace fairsem::detail {
 
-FAIRSEM_INLINE bool script_did_not_run(std::string_view error) noexcept {
-  return starts_with(error, "NOSCRIPT") || starts_with(error, "ERR Function not found") ||
-         starts_with(error, "ERR unknown command") || starts_with(error, "NOPERM") ||
-         starts_with(error, "MOVED ") || starts_with(error, "ASK ") ||
-         starts_with(error, "READONLY") || starts_with(error, "UNBLOCKED") ||
-         error.find("READONLY You can't write") != std::string_view::npos;
-}
-
 namespace call_batcher_helpers {
 
 /// A new exception like the one `error` holds, of the same type and message, for the kinds a
@@ -137,24 +129,16 @@ FAIRSEM_INLINE Reply CallBatcher::eval(Connection& conn, const Script& script, c
 FAIRSEM_INLINE void CallBatcher::send(Connection& conn, Call* const* batch,
                                       std::size_t n) noexcept {
   try {
-    // FCALL where this connection runs functions (a call on a server without them, or whose
-    // ACL refuses them, comes back "did not run" and runs again with EVALSHA through eval()).
+    // As eval() would send each first (a call on a server without functions, or whose ACL
+    // refuses them, comes back "did not run" and runs again with EVALSHA through eval()).
     std::vector<std::string> numkeys;
     std::vector<Args> commands;
-    numkeys.reserve(n);
+    numkeys.reserve(n);  // never reallocated: the commands point into it
     commands.reserve(n);
     for (std::size_t i = 0; i < n; ++i) {
-      const Script& script = *batch[i]->script;
-      const bool fcall = script.library != nullptr && conn.runs_functions();
       numkeys.push_back(std::to_string(batch[i]->keys->size()));
-      Args argv;
-      argv.reserve(3 + batch[i]->keys->size() + batch[i]->args->size());
-      argv.push_back(fcall ? "FCALL" : "EVALSHA");
-      argv.push_back(fcall ? script.function : script.sha1);
-      argv.push_back(numkeys.back());
-      argv.insert(argv.end(), batch[i]->keys->begin(), batch[i]->keys->end());
-      argv.insert(argv.end(), batch[i]->args->begin(), batch[i]->args->end());
-      commands.push_back(std::move(argv));
+      commands.push_back(
+          conn.script_command(*batch[i]->script, *batch[i]->keys, *batch[i]->args, numkeys.back()));
     }
     std::vector<Reply> replies = conn.pipeline(commands);
     for (std::size_t i = 0; i < n; ++i) {

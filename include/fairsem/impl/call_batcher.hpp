@@ -14,19 +14,12 @@
 #include <exception>
 #include <mutex>
 #include <optional>
-#include <string_view>
 
 #include "fairsem/impl/connection.hpp"
 #include "fairsem/impl/reply.hpp"
 #include "fairsem/impl/scripts.hpp"
 
 namespace fairsem::detail {
-
-/// Whether an error reply to a script call (FCALL or EVALSHA) says the script did not run:
-/// code the server lacks (NOSCRIPT, a function not found), FCALL unknown or refused, a
-/// redirection (MOVED, ASK) or a master turned replica. Connection::eval() handles each; a
-/// batched call that meets one runs again through it.
-bool script_did_not_run(std::string_view error) noexcept;
 
 class CallBatcher {
  public:

@@ -39,6 +39,12 @@ using Args = std::vector<std::string_view>;
 /// AuthError.
 bool is_unauthenticated(std::string_view error) noexcept;
 
+/// Whether an error reply to a script call (FCALL or EVALSHA) says the script did not run, for
+/// a reason Connection::eval() deals with by running it again: code the server lacks
+/// (NOSCRIPT, a function not found), FCALL unknown or refused, a redirection (MOVED, ASK) or a
+/// master turned replica.
+bool script_did_not_run(std::string_view error);
+
 /// Move-only. Not thread-safe: one user at a time (the semaphore keeps a pool).
 ///
 /// Error model: a server error reply to `command()` throws ReplyError, except that a refusal
@@ -111,6 +117,10 @@ class Connection {
   /// later script on this connection; when FUNCTION LOAD is refused for lack of memory (OOM),
   /// this call only.
   Reply eval(const Script& script, const Args& keys, const Args& args);
+  /// The command eval() sends first to run `script` here: FCALL of its function while this
+  /// connection runs functions, else EVALSHA. `numkeys` (keys.size() as text) must outlive it.
+  Args script_command(const Script& script, const Args& keys, const Args& args,
+                      const std::string& numkeys) const;
   /// False once this connection has fallen back from functions to EVALSHA (see eval()).
   bool runs_functions() const noexcept { return functions_; }
 

@@ -183,6 +183,21 @@ FAIRSEM_INLINE Reply Connection::command(const Args& argv,
   return reply;
 }
 
+FAIRSEM_INLINE bool script_did_not_run(std::string_view error) {
+  return starts_with(error, "NOSCRIPT") ||
+         redirection_helpers::classify_fcall_error(error, false) !=
+             redirection_helpers::FcallError::final ||
+         parse_redirect(error, NodeAddress{}).has_value() || redirection_helpers::is_demoted(error);
+}
+
+FAIRSEM_INLINE Args Connection::script_command(const Script& script, const Args& keys,
+                                               const Args& args, const std::string& numkeys) const {
+  if (script.library != nullptr && functions_) {
+    return redirection_helpers::script_call("FCALL", script.function, keys, args, numkeys);
+  }
+  return redirection_helpers::script_call("EVALSHA", script.sha1, keys, args, numkeys);
+}
+
 FAIRSEM_INLINE Reply Connection::eval(const Script& script, const Args& keys, const Args& args) {
   using redirection_helpers::FcallError;
   const std::string numkeys = std::to_string(keys.size());
@@ -190,8 +205,7 @@ FAIRSEM_INLINE Reply Connection::eval(const Script& script, const Args& keys, co
   bool ran = false;
   if (script.library != nullptr && functions_) {
     reply =
-        exchange(redirection_helpers::script_call("FCALL", script.function, keys, args, numkeys),
-                 options_.command_timeout, &script);
+        exchange(script_command(script, keys, args, numkeys), options_.command_timeout, &script);
     const FcallError error =
         reply.is_error() ? redirection_helpers::classify_fcall_error(reply.str, load_failed_)
                          : FcallError::final;

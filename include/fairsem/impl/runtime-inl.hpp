@@ -68,13 +68,6 @@ FAIRSEM_INLINE Reply Runtime::eval(Connection& conn, const Script& script, const
   return batcher->eval(conn, script, keys, args);
 }
 
-FAIRSEM_INLINE std::uint64_t Runtime::batched_calls() {
-  std::lock_guard<std::mutex> lock(batchers_mu_);
-  std::uint64_t calls = 0;
-  for (const auto& entry : batchers_) calls += entry.second->batched_calls();
-  return calls;
-}
-
 FAIRSEM_INLINE std::vector<Connection> Runtime::master_connections() const {
   owner_.check("this Client");
   std::vector<Connection> out;

@@ -8,7 +8,6 @@
 
 #include <chrono>
 #include <condition_variable>
-#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -59,8 +58,6 @@ class Runtime : public std::enable_shared_from_this<Runtime> {
   /// Runs `script` as conn.eval() does; with ClientOptions::batch_calls, in a batch with the
   /// calls other threads make to the same node (CallBatcher), unless `conn` has a deadline.
   Reply eval(Connection& conn, const Script& script, const Args& keys, const Args& args);
-  /// Calls sent in a batch of more than one so far, over every node (tests, benchmarks).
-  std::uint64_t batched_calls();
   /// A new connection (not the pool's) to each master: the server, the master the sentinels
   /// name, each master of a Cluster (from a fresh CLUSTER SLOTS). For what walks every node
   /// (listings, function libraries). Throws ForkedProcessError in a child made by fork().
