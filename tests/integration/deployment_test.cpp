@@ -628,7 +628,8 @@ TEST_F(ReplicationTest, AWeightedGrantNoReplicaAcknowledgesGivesBackEveryUnit) {
 // With ClientOptions::batch_calls, a semaphore with min_replicas keeps its calls out of batches:
 // its WAIT counts the writes of its own socket, so a script run on another thread's would be
 // confirmed by a WAIT that waited for nothing. Sixteen threads call at once while the replica
-// is stopped: every grant must fail for want of an acknowledgement, none be confirmed.
+// is stopped: every grant must fail for want of an acknowledgement, none be confirmed; once it
+// is back, grants are confirmed again.
 TEST_F(ReplicationTest, BatchedCallsNeverLetAGrantNoReplicaAcknowledgedCount) {
   fairsem::ClientOptions co;
   co.batch_calls = true;
@@ -637,7 +638,7 @@ TEST_F(ReplicationTest, BatchedCallsNeverLetAGrantNoReplicaAcknowledgedCount) {
   SemaphoreOptions o = replicated(100, milliseconds(200));
   o.logger = [](fairsem::LogLevel, std::string_view) {};
   FairSemaphore sem(client, "batched-replicated", o);
-  fairsem::test::Stopped stopped(replica.pid());
+  std::optional<fairsem::test::Stopped> stopped(std::in_place, replica.pid());
   std::atomic<int> confirmed{0};
   std::atomic<int> refused{0};
   std::vector<std::thread> threads;
@@ -655,6 +656,20 @@ TEST_F(ReplicationTest, BatchedCallsNeverLetAGrantNoReplicaAcknowledgedCount) {
   for (std::thread& t : threads) t.join();
   EXPECT_EQ(confirmed.load(), 0) << "grants confirmed while the replica was stopped";
   EXPECT_EQ(refused.load(), 160);
+
+  // The replica back, grants are confirmed again, and the 160 refused ones were given back:
+  // the 16 taken now are all the holders.
+  stopped.reset();
+  std::vector<Permit> held;
+  EXPECT_TRUE(wait_until([&] {
+    try {
+      if (std::optional<Permit> p = sem.try_acquire()) held.push_back(std::move(*p));
+    } catch (const fairsem::ReplicationError&) {
+      // the replica still catching up
+    }
+    return held.size() == 16;
+  }));
+  EXPECT_EQ(sem.status().holders.size(), 16U);
 }
 
 }  // namespace
