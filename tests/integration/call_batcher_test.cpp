@@ -29,6 +29,7 @@ using detail::CallBatcher;
 using detail::Connection;
 using detail::Reply;
 using detail::Script;
+using test::RedisServer;
 using namespace std::chrono_literals;
 
 constexpr int kQueued = 7;  // calls that queue behind the one held out
