@@ -54,16 +54,14 @@ FAIRSEM_INLINE Reply CallBatcher::eval(Connection& conn, const Script& script, c
     struct Done {
       CallBatcher& self;
       ~Done() {
-        {
-          std::lock_guard<std::mutex> done_lock(self.mu_);
-          self.sending_ = false;
-        }
-        self.cv_.notify_all();
+        std::lock_guard<std::mutex> done_lock(self.mu_);
+        self.sending_ = false;
+        self.pass_turn();
       }
     } done{*this};
     return conn.eval(script, keys, args);
   }
-  Call me{&script, &keys, &args, std::nullopt, nullptr};
+  Call me{&script, &keys, &args, std::nullopt, nullptr, false, false, false, {}};
   queue_.push_back(&me);
   // A cancel (the connection's interrupt) takes a call out while it is still queued; once sent,
   // it waits for its batch, which the sender's command timeout bounds.
@@ -73,23 +71,25 @@ FAIRSEM_INLINE Reply CallBatcher::eval(Connection& conn, const Script& script, c
     const auto it = std::find(queue_.begin(), queue_.end(), &me);
     if (it == queue_.end()) return;  // sent already
     queue_.erase(it);
+    if (me.turn) pass_turn();  // the next call's caller sends instead
     lock.unlock();
-    cv_.notify_all();  // this call's turn passes on
     throw TimeoutError(
         fmt::format("fairsem: script {} to {} not attempted: the request it was for was cancelled",
                     script.name, conn.endpoint()));
   };
   while (!me.done) {
     withdraw_if_cancelled();
-    if (sending_) {
+    if (!me.turn) {
       if (interruptible) {
-        cv_.wait_for(lock, kCancelCheck);
+        me.wake.wait_for(lock, kCancelCheck);
       } else {
-        cv_.wait(lock);
+        me.wake.wait(lock);
       }
       continue;
     }
-    // This thread's turn: everything queued goes, oldest first, on its connection.
+    // This thread's turn: everything queued goes, oldest first (this call is the oldest), on
+    // its connection.
+    me.turn = false;
     sending_ = true;
     std::vector<Call*> batch;
     const std::size_t n = std::min(queue_.size(), max_batch_);
@@ -99,7 +99,7 @@ FAIRSEM_INLINE Reply CallBatcher::eval(Connection& conn, const Script& script, c
       // Out of memory: this call leaves unsent; the others queued go with the next turn.
       queue_.erase(std::find(queue_.begin(), queue_.end(), &me));
       sending_ = false;
-      cv_.notify_all();
+      pass_turn();
       throw;
     }
     queue_.erase(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(n));
@@ -116,14 +116,23 @@ FAIRSEM_INLINE Reply CallBatcher::eval(Connection& conn, const Script& script, c
       batched_calls_ += batch.size();
       ++batches_;
     }
-    for (Call* call : batch) call->done = true;
+    for (Call* call : batch) {
+      call->done = true;
+      if (call != &me) call->wake.notify_one();
+    }
     sending_ = false;
-    cv_.notify_all();
+    pass_turn();
   }
   lock.unlock();
   if (me.error) std::rethrow_exception(me.error);
   if (me.rerun) return conn.eval(script, keys, args);
   return std::move(*me.reply);
+}
+
+FAIRSEM_INLINE void CallBatcher::pass_turn() {
+  if (sending_ || queue_.empty() || queue_.front()->turn) return;
+  queue_.front()->turn = true;
+  queue_.front()->wake.notify_one();
 }
 
 FAIRSEM_INLINE void CallBatcher::send(Connection& conn, Call* const* batch,

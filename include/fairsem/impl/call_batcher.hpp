@@ -45,6 +45,9 @@ class CallBatcher {
   std::size_t queued() const noexcept;
 
  private:
+  /// A queued call, on its caller's stack. Its caller sleeps on `wake` until its batch is
+  /// back (`done`) or its turn to send has come (`turn`), and nobody else wakes for it: a
+  /// finished batch wakes its own callers and the next sender, not every thread queued.
   struct Call {
     const Script* script;
     const Args* keys;
@@ -53,15 +56,19 @@ class CallBatcher {
     std::exception_ptr error;
     bool rerun = false;  // did not run: the caller runs it with conn.eval()
     bool done = false;
+    bool turn = false;  // the oldest queued call, nothing out: its caller sends the next batch
+    std::condition_variable wake;
   };
   /// How often a queued call whose connection has an interrupt looks whether it was cancelled.
   static constexpr std::chrono::milliseconds kCancelCheck{5};
   /// Sends `batch` on `conn` and fills in each call's outcome. Never throws.
   static void send(Connection& conn, Call* const* batch, std::size_t n) noexcept;
+  /// With nothing out, gives the turn to send to the oldest queued call, if any, and wakes its
+  /// caller. Under mu_ (a queued Call lives until its caller, woken, takes mu_ again).
+  void pass_turn();
 
   const std::size_t max_batch_;
-  mutable std::mutex mu_;  // guards everything below
-  std::condition_variable cv_;
+  mutable std::mutex mu_;    // guards everything below, and every queued Call
   std::deque<Call*> queue_;  // not sent yet, oldest first
   bool sending_ = false;     // a batch is out
   std::uint64_t batched_calls_ = 0;
