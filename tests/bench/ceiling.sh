@@ -8,6 +8,7 @@
 #   bash tests/bench/ceiling.sh                       # one redis-server, 4 runs of 10 s
 #   bash tests/bench/ceiling.sh --cluster             # a private 3-master cluster
 #   bash tests/bench/ceiling.sh --seconds 3 --build-dir build/bench-ceiling
+#   bash tests/bench/ceiling.sh --baseline /tmp/fairsem_bench_ceiling.old  # A/B a change
 #
 # Each run, for each library and mode: FLUSHALL and CONFIG RESETSTAT on every master, then
 # --processes processes (4) of --threads threads (16) each start at once: fairsem_bench_ceiling
@@ -25,6 +26,9 @@
 #
 # fairsem runs twice: as it is by default, and as fairsem-batched, with ClientOptions::batch_calls
 # (--batch-calls): its threads' calls to one node go in batches on one socket at a time.
+# --baseline BIN adds baseline-batched: BIN (a fairsem_bench_ceiling built from another commit,
+# copied aside) with --batch-calls, run after fairsem-batched, to compare two versions of the
+# batching in the same sitting.
 #
 # CEILING_PEER_CONNECTIONS=16 gives each peer process 16 ioredis connections (loop t on t % 16),
 # as fairsem's pool has, instead of one carrying every loop's commands: the one pipelines, which
@@ -37,7 +41,7 @@ set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib.sh"
 cd "$FAIRSEM_ROOT"
 
-cluster=0 seconds=10 processes=4 threads=16 build_dir=
+cluster=0 seconds=10 processes=4 threads=16 build_dir= baseline=
 usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//' >&2; exit "$1"; }
 while [ $# -gt 0 ]; do
   case $1 in
@@ -46,6 +50,7 @@ while [ $# -gt 0 ]; do
     --processes) processes=$2; shift ;;
     --threads) threads=$2; shift ;;
     --build-dir) build_dir=$2; shift ;;  # configured already, with FAIRSEM_BUILD_BENCHMARKS=ON
+    --baseline) baseline=$2; shift ;;
     -h | --help) usage 0 ;;
     *) echo "ceiling.sh: unknown option $1" >&2; usage 2 ;;
   esac
@@ -110,6 +115,10 @@ fairsem_log "$deployment on 127.0.0.1:${masters[*]}"
 
 # --- The peer, installed into the temp dir (or FAIRSEM_PEER_MODULES).
 impls=(fairsem fairsem-batched)
+if [ -n "$baseline" ]; then
+  [ -x "$baseline" ] || { echo "ceiling.sh: --baseline $baseline is not an executable" >&2; exit 2; }
+  impls+=(baseline-batched)
+fi
 peer_version="not measured"
 if [ -n "${FAIRSEM_PEER_MODULES:-}" ]; then
   impls+=(peer)
@@ -169,6 +178,8 @@ run() {
       "$BIN" --url "$url" "${args[@]}" >"$out.json" 2>"$out.err" &
     elif [ "$impl" = fairsem-batched ]; then
       "$BIN" --url "$url" "${args[@]}" --batch-calls >"$out.json" 2>"$out.err" &
+    elif [ "$impl" = baseline-batched ]; then
+      "$baseline" --url "$url" "${args[@]}" --batch-calls >"$out.json" 2>"$out.err" &
     else
       local cluster_arg=()
       [ "$cluster" = 1 ] && cluster_arg=(--cluster yes)
@@ -265,8 +276,8 @@ awk -F'\t' -v seconds="$seconds" -v ports="${masters[*]}" -v cluster="$cluster" 
       print "| library, mode | grants/s ÷ the peer (target ≥ 0.33) | Redis CPU µs/grant ÷ the peer | ceiling ÷ the peer |"
       print "|---|---|---|---|"
       split("uncontended contended", modes, " ")
-      split("fairsem fairsem-batched", ours, " ")
-      for (j = 1; j <= 2; j++) for (o = 1; o <= 2; o++) {
+      no = split("fairsem fairsem-batched baseline-batched", ours, " ")
+      for (j = 1; j <= 2; j++) for (o = 1; o <= no; o++) {
         f = ours[o] " " modes[j]; p = "peer " modes[j]
         if (!(f in grants) || !(p in grants) || grants[p] == 0 || us[p] == 0) continue
         printf "| %s | %.2f | %.2f | %.2f |\n", f, grants[f] / grants[p], us[f] / us[p],
