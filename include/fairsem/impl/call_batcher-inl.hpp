@@ -45,88 +45,99 @@ FAIRSEM_INLINE CallBatcher::CallBatcher(std::size_t max_batch)
     : max_batch_(std::max<std::size_t>(max_batch, 1)) {}
 
 FAIRSEM_INLINE Reply CallBatcher::eval(Connection& conn, const Script& script, const Args& keys,
-                                       const Args& args) {
+                                       const Args& args, bool* batched) {
   std::unique_lock<std::mutex> lock(mu_);
   if (!sending_ && queue_.empty()) {
     // Nobody else calls: this call goes alone, as without batching, while the next ones queue.
+    if (batched != nullptr) *batched = false;
     sending_ = true;
     lock.unlock();
-    struct Done {
-      CallBatcher& self;
-      ~Done() {
-        std::lock_guard<std::mutex> done_lock(self.mu_);
-        self.sending_ = false;
-        self.pass_turn();
-      }
-    } done{*this};
-    return conn.eval(script, keys, args);
+    return eval_alone(conn, script, keys, args);
   }
-  Call me{&script, &keys, &args, std::nullopt, nullptr, false, false, false, {}};
+  Call me{&script, &keys, &args, std::nullopt, nullptr, false, false, false, false, {}};
   queue_.push_back(&me);
   // A cancel (the connection's interrupt) takes a call out while it is still queued; once sent,
   // it waits for its batch, which the sender's command timeout bounds.
   const bool interruptible = conn.interrupt() != nullptr;
-  const auto withdraw_if_cancelled = [&] {
-    if (!interruptible || !conn.deadline_passed()) return;
-    const auto it = std::find(queue_.begin(), queue_.end(), &me);
-    if (it == queue_.end()) return;  // sent already
-    queue_.erase(it);
-    if (me.turn) pass_turn();  // the next call's caller sends instead
-    lock.unlock();
-    throw TimeoutError(
-        fmt::format("fairsem: script {} to {} not attempted: the request it was for was cancelled",
-                    script.name, conn.endpoint()));
-  };
   while (!me.done) {
-    withdraw_if_cancelled();
-    if (!me.turn) {
-      if (interruptible) {
-        me.wake.wait_for(lock, kCancelCheck);
-      } else {
-        me.wake.wait(lock);
-      }
-      continue;
+    if (interruptible && conn.deadline_passed()) withdraw(lock, conn, me);
+    if (me.turn) {
+      send_turn(lock, conn, me);
+    } else if (interruptible) {
+      me.wake.wait_for(lock, kCancelCheck);
+    } else {
+      me.wake.wait(lock);
     }
-    // This thread's turn: everything queued goes, oldest first (this call is the oldest), on
-    // its connection.
-    me.turn = false;
-    sending_ = true;
-    std::vector<Call*> batch;
-    const std::size_t n = std::min(queue_.size(), max_batch_);
-    try {
-      batch.assign(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(n));
-    } catch (...) {
-      // Out of memory: this call leaves unsent; the others queued go with the next turn.
-      queue_.erase(std::find(queue_.begin(), queue_.end(), &me));
-      sending_ = false;
-      pass_turn();
-      throw;
-    }
-    queue_.erase(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(n));
-    lock.unlock();
-    {
-      // The batch carries other threads' calls: a cancel of this one must not cut it short.
-      const std::atomic<bool>* interrupt = conn.interrupt();
-      conn.set_interrupt(nullptr);
-      send(conn, batch.data(), batch.size());
-      conn.set_interrupt(interrupt);
-    }
-    lock.lock();
-    if (batch.size() > 1) {
-      batched_calls_ += batch.size();
-      ++batches_;
-    }
-    for (Call* call : batch) {
-      call->done = true;
-      if (call != &me) call->wake.notify_one();
-    }
-    sending_ = false;
-    pass_turn();
   }
   lock.unlock();
+  if (batched != nullptr) *batched = me.batched;
   if (me.error) std::rethrow_exception(me.error);
   if (me.rerun) return conn.eval(script, keys, args);
   return std::move(*me.reply);
+}
+
+FAIRSEM_INLINE Reply CallBatcher::eval_alone(Connection& conn, const Script& script,
+                                             const Args& keys, const Args& args) {
+  struct Done {
+    CallBatcher& self;
+    ~Done() {
+      std::lock_guard<std::mutex> done_lock(self.mu_);
+      self.sending_ = false;
+      self.pass_turn();
+    }
+  } done{*this};
+  return conn.eval(script, keys, args);
+}
+
+FAIRSEM_INLINE void CallBatcher::withdraw(std::unique_lock<std::mutex>& lock,
+                                          const Connection& conn, Call& me) {
+  const auto it = std::find(queue_.begin(), queue_.end(), &me);
+  if (it == queue_.end()) return;  // sent already
+  queue_.erase(it);
+  if (me.turn) pass_turn();  // the next call's caller sends instead
+  lock.unlock();
+  throw TimeoutError(
+      fmt::format("fairsem: script {} to {} not attempted: the request it was for was cancelled",
+                  me.script->name, conn.endpoint()));
+}
+
+FAIRSEM_INLINE void CallBatcher::send_turn(std::unique_lock<std::mutex>& lock, Connection& conn,
+                                           Call& me) {
+  // Everything queued goes, oldest first (`me` is the oldest), on this caller's connection.
+  me.turn = false;
+  sending_ = true;
+  std::vector<Call*> batch;
+  const std::size_t n = std::min(queue_.size(), max_batch_);
+  try {
+    batch.assign(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(n));
+  } catch (...) {
+    // Out of memory: this call leaves unsent; the others queued go with the next turn.
+    queue_.erase(std::find(queue_.begin(), queue_.end(), &me));
+    sending_ = false;
+    pass_turn();
+    throw;
+  }
+  queue_.erase(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(n));
+  lock.unlock();
+  {
+    // The batch carries other threads' calls: a cancel of this one must not cut it short.
+    const std::atomic<bool>* interrupt = conn.interrupt();
+    conn.set_interrupt(nullptr);
+    send(conn, batch.data(), batch.size());
+    conn.set_interrupt(interrupt);
+  }
+  lock.lock();
+  if (batch.size() > 1) {
+    batched_calls_ += batch.size();
+    ++batches_;
+  }
+  for (Call* call : batch) {
+    call->done = true;
+    call->batched = batch.size() > 1;
+    if (call != &me) call->wake.notify_one();
+  }
+  sending_ = false;
+  pass_turn();
 }
 
 FAIRSEM_INLINE void CallBatcher::pass_turn() {

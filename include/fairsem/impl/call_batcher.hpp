@@ -34,8 +34,10 @@ class CallBatcher {
   /// socket: when it fails, each gets the ConnectionError (the script may have run, as for any
   /// lost reply). A call whose reply says it did not run runs again with conn.eval(). `conn`
   /// must have no deadline set; an interrupt it has (an acquire's cancel) takes the call out
-  /// while it is queued (TimeoutError, as Connection says of a call not attempted).
-  Reply eval(Connection& conn, const Script& script, const Args& keys, const Args& args);
+  /// while it is queued (TimeoutError, as Connection says of a call not attempted). With
+  /// `batched`, sets *batched to whether the call went in one write with others.
+  Reply eval(Connection& conn, const Script& script, const Args& keys, const Args& args,
+             bool* batched = nullptr);
 
   /// Calls that went out in a batch of more than one, and such batches, so far.
   std::uint64_t batched_calls() const noexcept;
@@ -54,13 +56,22 @@ class CallBatcher {
     const Args* args;
     std::optional<Reply> reply;
     std::exception_ptr error;
-    bool rerun = false;  // did not run: the caller runs it with conn.eval()
+    bool rerun = false;    // did not run: the caller runs it with conn.eval()
+    bool batched = false;  // went in one write with other calls
     bool done = false;
     bool turn = false;  // the oldest queued call, nothing out: its caller sends the next batch
     std::condition_variable wake;
   };
   /// How often a queued call whose connection has an interrupt looks whether it was cancelled.
   static constexpr std::chrono::milliseconds kCancelCheck{5};
+  /// eval() of a call that goes alone (sending_ set already), on `conn`.
+  Reply eval_alone(Connection& conn, const Script& script, const Args& keys, const Args& args);
+  /// Takes `me` out of the queue unsent and throws TimeoutError, if it is still queued; `lock`
+  /// holds mu_ (released when it throws).
+  void withdraw(std::unique_lock<std::mutex>& lock, const Connection& conn, Call& me);
+  /// `me` has the turn: sends every queued call (at most max_batch_) on `conn`, marks them done
+  /// and passes the turn on. `lock` holds mu_, and holds it again on return.
+  void send_turn(std::unique_lock<std::mutex>& lock, Connection& conn, Call& me);
   /// Sends `batch` on `conn` and fills in each call's outcome. Never throws.
   static void send(Connection& conn, Call* const* batch, std::size_t n) noexcept;
   /// With nothing out, gives the turn to send to the oldest queued call, if any, and wakes its
