@@ -96,7 +96,7 @@ std::string exposition(const fairsem::Metrics& m, const std::string& semaphore) 
     const char* help;
     std::uint64_t value;
   };
-  const std::array<Counter, 13> counters = {{
+  const std::array<Counter, 14> counters = {{
       {"acquire_attempts", "Calls of try_acquire, acquire and the timed acquires.",
        m.acquire_attempts},
       {"grants", "Acquire calls that returned a permit.", m.grants},
@@ -113,6 +113,8 @@ std::string exposition(const fairsem::Metrics& m, const std::string& semaphore) 
        m.units_granted},
       {"units_released", "Units the releases gave back.", m.units_released},
       {"reconnects", "Connections re-established after they broke.", m.reconnects},
+      {"batched_calls", "Script calls sent in one write with others (ClientOptions::batch_calls).",
+       m.batched_calls},
   }};
   const std::string label = fmt::format("semaphore=\"{}\"", label_value(semaphore));
   std::string out;

@@ -61,6 +61,9 @@ struct Metrics {
   /// Successful reconnects of this handle's connections, the watchdog's included, after a
   /// connection broke or was redirected to another node. The first connect is not counted.
   std::uint64_t reconnects = 0;
+  /// With ClientOptions::batch_calls: this handle's script calls answered in a batch, sent in
+  /// one write with other calls of its Client (the rest went alone). Always 0 without it.
+  std::uint64_t batched_calls = 0;
   /// For each grant: the time from the acquire call to its return with the permit.
   Histogram acquire_wait;
 };

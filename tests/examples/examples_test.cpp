@@ -434,7 +434,7 @@ TEST(MetricsExporterExample, PrintsItsWorkAsPrometheusTextWithCumulativeBuckets)
       "fairsem_renewals_total",         "fairsem_renewal_failures_total",
       "fairsem_permits_lost_total",     "fairsem_releases_total",
       "fairsem_units_granted_total",    "fairsem_units_released_total",
-      "fairsem_reconnects_total"};
+      "fairsem_reconnects_total",       "fairsem_batched_calls_total"};
   std::set<std::string> found;
   for (const auto& c : counters) found.insert(c.first);
   EXPECT_EQ(found, expected);

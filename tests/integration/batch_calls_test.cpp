@@ -81,6 +81,27 @@ TEST(BatchCallsTest, ThreadsWhoseCallsGoInBatchesKeepTheLimitAndAreAllServed) {
   // The cancelled requests' entries are gone, not left to expire.
   EXPECT_TRUE(test::wait_until([&] { return test::queue_empty(sem); }, 10s))
       << cancelled.load() << " requests were cancelled";
+  // Twelve threads calling at once: some of their calls shared a write, and the handle says so.
+  EXPECT_GT(sem.metrics().batched_calls, 0u);
+}
+
+TEST(BatchCallsTest, WithoutTheOptionNoCallIsCountedAsBatched) {
+  RedisServer server;
+  Client client(server.options());  // batch_calls off, the default
+  SemaphoreOptions o;
+  o.limit = 2;
+  o.key_prefix = test::unique_prefix();
+  FairSemaphore sem(client, "alone", o);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 6; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 20; ++i) EXPECT_EQ(sem.acquire().release(), ReleaseResult::released);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  const Metrics m = sem.metrics();
+  EXPECT_EQ(m.grants, 120u);
+  EXPECT_EQ(m.batched_calls, 0u);
 }
 
 }  // namespace

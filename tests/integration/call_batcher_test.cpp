@@ -75,6 +75,7 @@ struct Callers {
   std::vector<std::unique_ptr<Connection>> conns;
   std::vector<std::atomic<bool>> cancel = std::vector<std::atomic<bool>>(kQueued);
   std::vector<std::future<std::string>> results;
+  std::vector<char> batched = std::vector<char>(kQueued, 0);  // as eval() said; one per caller
 
   Callers(CallBatcher& batcher, const ConnectionOptions& options, const TestScript& echo,
           const std::string& prefix) {
@@ -88,7 +89,11 @@ struct Callers {
         const std::string key = prefix + std::to_string(i);
         const std::string arg = "call " + std::to_string(i);
         try {
-          return batcher.eval(*conns[i], script, Args{key}, Args{arg}).str;
+          bool went_batched = false;
+          std::string reply =
+              batcher.eval(*conns[i], script, Args{key}, Args{arg}, &went_batched).str;
+          batched[static_cast<std::size_t>(i)] = went_batched ? 1 : 0;
+          return reply;
         } catch (const ConnectionError& e) {
           return std::string("connection error: ") + e.what();
         } catch (const std::exception& e) {
@@ -145,6 +150,9 @@ TEST_F(CallBatcherTest, CallsMadeWhileOneIsOutGoInOneBatchAndEachGetsItsOwnReply
   expect_each_served();
   EXPECT_EQ(batcher_.batches(), 1u);
   EXPECT_EQ(batcher_.batched_calls(), static_cast<std::uint64_t>(kQueued));
+  for (int i = 0; i < kQueued; ++i) {
+    EXPECT_TRUE(callers_->batched[static_cast<std::size_t>(i)]) << "call " << i << " says alone";
+  }
 }
 
 TEST_F(CallBatcherTest, CodeTheServerLacksIsLoadedAndTheBatchsCallsRunAgain) {

@@ -56,7 +56,7 @@ FAIRSEM_INLINE Runtime::~Runtime() {
 }
 
 FAIRSEM_INLINE Reply Runtime::eval(Connection& conn, const Script& script, const Args& keys,
-                                   const Args& args) {
+                                   const Args& args, bool* batched) {
   if (!batch_calls_ || conn.has_deadline()) return conn.eval(script, keys, args);
   CallBatcher* batcher = nullptr;
   {
@@ -65,7 +65,7 @@ FAIRSEM_INLINE Reply Runtime::eval(Connection& conn, const Script& script, const
     if (!slot) slot = std::make_unique<CallBatcher>(runtime_helpers::kMaxBatch);
     batcher = slot.get();
   }
-  return batcher->eval(conn, script, keys, args);
+  return batcher->eval(conn, script, keys, args, batched);
 }
 
 FAIRSEM_INLINE std::vector<Connection> Runtime::master_connections() const {

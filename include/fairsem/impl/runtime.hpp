@@ -57,7 +57,8 @@ class Runtime : public std::enable_shared_from_this<Runtime> {
   void give_back(std::unique_ptr<Connection> conn) noexcept { pool_.give_back(std::move(conn)); }
   /// Runs `script` as conn.eval() does; with ClientOptions::batch_calls, in a batch with the
   /// calls other threads make to the same node (CallBatcher), unless `conn` has a deadline.
-  Reply eval(Connection& conn, const Script& script, const Args& keys, const Args& args);
+  Reply eval(Connection& conn, const Script& script, const Args& keys, const Args& args,
+             bool* batched = nullptr);
   /// A new connection (not the pool's) to each master: the server, the master the sentinels
   /// name, each master of a Cluster (from a fresh CLUSTER SLOTS). For what walks every node
   /// (listings, function libraries). Throws ForkedProcessError in a child made by fork().

@@ -137,8 +137,10 @@ FAIRSEM_INLINE Reply SemaphoreCore::run(Connection& conn, std::string_view op, c
       // With min_replicas the script must run on `conn` itself, never in another thread's batch:
       // the WAIT that follows on `conn` counts only that socket's writes.
       const Script& script = detail::scripts::semaphore_script(op);
+      bool batched = false;
       reply = options_.min_replicas > 0 ? conn.eval(script, key_args_, args)
-                                        : runtime_->eval(conn, script, key_args_, args);
+                                        : runtime_->eval(conn, script, key_args_, args, &batched);
+      if (batched) MetricCounters::add(metrics_.batched_calls);
       break;
     } catch (const AuthError&) {
       throw;

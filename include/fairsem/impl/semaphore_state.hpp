@@ -120,6 +120,7 @@ struct MetricCounters {
     m.units_granted = get(units_granted);
     m.units_released = get(units_released);
     m.reconnects = get(*reconnects);
+    m.batched_calls = get(batched_calls);
     Histogram& h = m.acquire_wait;
     h.bounds_seconds.reserve(wait_buckets.size());
     h.counts.reserve(wait_buckets.size());
@@ -148,6 +149,7 @@ struct MetricCounters {
   Counter releases{0};
   Counter units_granted{0};
   Counter units_released{0};
+  Counter batched_calls{0};
   // Shared with every connection of the semaphore (Connection::count_reconnects).
   const std::shared_ptr<Counter> reconnects = std::make_shared<Counter>(0);
   std::array<Counter, kWaitBounds.size() + 1> wait_buckets{};  // one per bucket, not cumulative
