@@ -4,6 +4,7 @@
 //
 //   fairsem-prometheus-service [--url URL] [--prefix P] [--name NAME] [--limit N] [--threads T]
 //                              [--turns K] [--listen HOST:PORT] [--start-on-stdin]
+//                              [--batch-calls]
 //
 // It prints "metrics: http://HOST:PORT/metrics" once it serves them (with --start-on-stdin, it
 // then waits for a line on stdin first, so that a scraper can be ready before the load). Then
@@ -13,7 +14,11 @@
 // asynchronous request cancelled. One JSON line on stdout then says what it did, as the
 // metrics should count it:
 //
-//   {"granted":<G>,"refused":1,"timed_out":1,"cancelled":1,"error":<E>,"limit":<N>}
+//   {"granted":<G>,"refused":1,"timed_out":1,"cancelled":1,"error":<E>,"limit":<N>,
+//    "batched_calls":<B>}
+//
+// (B: the semaphore's script calls that went in a batch, with --batch-calls, which turns on
+// ClientOptions::batch_calls; 0 without it)
 //
 // and it goes on serving /metrics until its stdin closes (or SIGINT/SIGTERM), so that a
 // Prometheus can scrape the final values. URL defaults to $FAIRSEM_URL, then $REDIS_URL, then
@@ -48,7 +53,7 @@ using namespace std::chrono_literals;
 
 constexpr const char* kUsage =
     "usage: fairsem-prometheus-service [--url URL] [--prefix P] [--name NAME] [--limit N] "
-    "[--threads T] [--turns K] [--listen HOST:PORT] [--start-on-stdin]\n";
+    "[--threads T] [--turns K] [--listen HOST:PORT] [--start-on-stdin] [--batch-calls]\n";
 
 struct Options {
   std::string url;
@@ -59,6 +64,7 @@ struct Options {
   int turns = 100;
   std::string listen = "127.0.0.1:9464";
   bool start_on_stdin = false;
+  bool batch_calls = false;
 };
 
 struct Tally {
@@ -119,6 +125,7 @@ int run(const Options& opt) {
 
   fairsem::ClientOptions client_options;
   client_options.metrics_observer = fairsem::prometheus_observer(registry);
+  client_options.batch_calls = opt.batch_calls;
   fairsem::Client client(fairsem::ConnectionOptions::from_url(opt.url), client_options);
   fairsem::SemaphoreOptions options;
   options.limit = opt.limit;
@@ -140,9 +147,9 @@ int run(const Options& opt) {
   show_the_other_results(sem, opt.limit, tally);
   fmt::print(
       "{{\"granted\":{},\"refused\":{},\"timed_out\":{},\"cancelled\":{},\"error\":{},"
-      "\"limit\":{}}}\n",
+      "\"limit\":{},\"batched_calls\":{}}}\n",
       tally.granted.load(), tally.refused.load(), tally.timed_out.load(), tally.cancelled.load(),
-      tally.error.load(), opt.limit);
+      tally.error.load(), opt.limit, sem.metrics().batched_calls);
   (void)std::fflush(stdout);
   // Serving until stdin closes.
   while (std::fgetc(stdin) != EOF) {
@@ -173,6 +180,8 @@ int main(int argc, char** argv) {
         ->capture_default_str();
     app.add_flag("--start-on-stdin", opt.start_on_stdin,
                  "Wait for a line on stdin before working (a scraper ready first)");
+    app.add_flag("--batch-calls", opt.batch_calls,
+                 "Send the threads' script calls in batches (ClientOptions::batch_calls)");
     if (const auto code = ex::parse(app, argc, argv, kUsage)) return *code;
     opt.url = ex::resolve_url(opt.url);
     return run(opt);

@@ -119,6 +119,9 @@ class MetricsObserver {
   virtual void permit_lost_at_release(const std::string& /*semaphore*/) {}
   /// A renewal of one permit failed (as Metrics::renewal_failures counts).
   virtual void renewal_failed(const std::string& /*semaphore*/) {}
+  /// With ClientOptions::batch_calls: a script call of the semaphore was answered in a batch
+  /// (Metrics::batched_calls counts the same calls).
+  virtual void call_batched(const std::string& /*semaphore*/) {}
 };
 
 }  // namespace fairsem

@@ -27,7 +27,8 @@ namespace fairsem {
 /// fairsem_semaphore_requests_waiting (gauges, this process's view), the histograms
 /// fairsem_acquire_wait_seconds (granted acquires) and fairsem_permit_hold_seconds (whole
 /// permits, grant to end), and the counters fairsem_acquires_total{result="granted|timed_out|
-/// cancelled|refused|error"}, fairsem_permits_lost_total and fairsem_renewals_failed_total.
+/// cancelled|refused|error"}, fairsem_permits_lost_total, fairsem_renewals_failed_total and
+/// fairsem_batched_calls_total (ClientOptions::batch_calls).
 /// Updating one costs no Redis call, only prometheus-cpp's own atomic updates and one lookup
 /// under a lock. Several observers may share a registry (they share the families). Keeps
 /// `registry` alive. Throws InvalidArgument for a null registry.

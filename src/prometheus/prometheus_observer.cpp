@@ -96,7 +96,12 @@ class PrometheusObserver final : public MetricsObserver {
         renewals_failed_(pm::BuildCounter()
                              .Name("fairsem_renewals_failed_total")
                              .Help("Failed renewals of a held permit")
-                             .Register(*registry_)) {}
+                             .Register(*registry_)),
+        batched_(pm::BuildCounter()
+                     .Name("fairsem_batched_calls_total")
+                     .Help("Script calls answered in a batch, in one write with other calls "
+                           "(ClientOptions::batch_calls)")
+                     .Register(*registry_)) {}
 
   void limit_set(const std::string& semaphore, long long limit) override {
     of(semaphore).limit->Set(static_cast<double>(limit));
@@ -130,6 +135,7 @@ class PrometheusObserver final : public MetricsObserver {
   void renewal_failed(const std::string& semaphore) override {
     of(semaphore).renewals_failed->Increment();
   }
+  void call_batched(const std::string& semaphore) override { of(semaphore).batched->Increment(); }
 
  private:
   /// One semaphore's series, made on its first event (prometheus-cpp keeps them).
@@ -142,6 +148,7 @@ class PrometheusObserver final : public MetricsObserver {
     std::array<pm::Counter*, kResults.size()> acquires{};
     pm::Counter* lost = nullptr;
     pm::Counter* renewals_failed = nullptr;
+    pm::Counter* batched = nullptr;
   };
 
   Series& of(const std::string& semaphore) {
@@ -162,6 +169,7 @@ class PrometheusObserver final : public MetricsObserver {
     }
     s.lost = &lost_.Add(labels);
     s.renewals_failed = &renewals_failed_.Add(labels);
+    s.batched = &batched_.Add(labels);
     return series_.emplace(semaphore, s).first->second;
   }
 
@@ -174,6 +182,7 @@ class PrometheusObserver final : public MetricsObserver {
   pm::Family<pm::Counter>& acquires_;
   pm::Family<pm::Counter>& lost_;
   pm::Family<pm::Counter>& renewals_failed_;
+  pm::Family<pm::Counter>& batched_;
   std::mutex mu_;
   std::map<std::string, Series> series_;
 };

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <future>
 #include <map>
@@ -15,6 +16,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "fairsem/fairsem.hpp"
@@ -61,6 +63,7 @@ class RecordingObserver : public MetricsObserver {
   }
   void permit_lost_at_release(const std::string& s) override { add(s, "permit_lost_at_release"); }
   void renewal_failed(const std::string& s) override { add(s, "renewal_failed"); }
+  void call_batched(const std::string& s) override { add(s, "call_batched"); }
 
   std::vector<std::string> take() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -196,6 +199,26 @@ TEST_F(MetricsObserverTest, ASemaphoresOwnObserverTakesThePlaceOfTheClients) {
                     "own: permit_ended 1 released"}),
             own->take());
   EXPECT_TRUE(observer_->take().empty());
+}
+
+TEST_F(MetricsObserverTest, TellsEachCallThatWentInABatch) {
+  ClientOptions o;
+  o.metrics_observer = observer_;
+  o.batch_calls = true;
+  Client batching(test::redis_options(), o);
+  FairSemaphore sem(batching, "b", options(2));
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 30; ++i) EXPECT_EQ(ReleaseResult::released, sem.acquire().release());
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  const Events events = observer_->take();
+  const auto told = std::count(events.begin(), events.end(), "b: call_batched");
+  // Eight threads calling at once: some calls went in batches, each told once.
+  EXPECT_GT(told, 0);
+  EXPECT_EQ(static_cast<std::uint64_t>(told), sem.metrics().batched_calls);
 }
 
 TEST_F(MetricsObserverTest, AnObserverThatThrowsChangesNothingForTheCaller) {

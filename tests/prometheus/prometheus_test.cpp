@@ -190,7 +190,7 @@ TEST(PrometheusTest, ARealPrometheusScrapesTheExporterAndAnInstrumentedServiceUn
   ASSERT_TRUE(exporter_line) << exporter.stderr_text();
   ChildProcess service({FAIRSEM_PROMETHEUS_SERVICE, "--listen", "127.0.0.1:0", "--prefix", prefix,
                         "--name", "service", "--limit", "2", "--threads", "4", "--turns", "250",
-                        "--start-on-stdin", "--url", url});
+                        "--start-on-stdin", "--batch-calls", "--url", url});
   const auto service_line = service.expect("metrics:");
   ASSERT_TRUE(service_line) << service.stderr_text();
 
@@ -222,6 +222,8 @@ TEST(PrometheusTest, ARealPrometheusScrapesTheExporterAndAnInstrumentedServiceUn
   expect_value("fairsem_semaphore_units_held" + s + "}", 0);
   expect_value("fairsem_semaphore_requests_waiting" + s + "}", 0);
   expect_value("fairsem_permits_lost_total" + s + "}", 0);
+  // Its calls in batches (--batch-calls): as many counted as its own metrics() says.
+  expect_value("fairsem_batched_calls_total" + s + "}", tally.at("batched_calls").get<double>());
   // Scraped while it worked: never more units held than the limit, and some held.
   expect_value("max_over_time(fairsem_semaphore_units_held" + s + "}[10m]) <= bool 2", 1);
   expect_value("max_over_time(fairsem_semaphore_units_held" + s + "}[10m]) > bool 0", 1);

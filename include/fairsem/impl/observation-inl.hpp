@@ -81,4 +81,8 @@ FAIRSEM_INLINE void Observation::renewals_failed(std::size_t count) const noexce
   });
 }
 
+FAIRSEM_INLINE void Observation::call_batched() const noexcept {
+  tell([&](MetricsObserver& o) { o.call_batched(name_); });
+}
+
 }  // namespace fairsem::detail

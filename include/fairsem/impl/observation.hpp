@@ -36,6 +36,7 @@ class Observation {
   void permit_ended(long long units, Clock::time_point granted_at, bool lost) const noexcept;
   void permit_lost_at_release() const noexcept;
   void renewals_failed(std::size_t count) const noexcept;
+  void call_batched() const noexcept;
 
  private:
   /// Calls `tell(observer)` if there is an observer; what it throws is dropped.

@@ -140,7 +140,10 @@ FAIRSEM_INLINE Reply SemaphoreCore::run(Connection& conn, std::string_view op, c
       bool batched = false;
       reply = options_.min_replicas > 0 ? conn.eval(script, key_args_, args)
                                         : runtime_->eval(conn, script, key_args_, args, &batched);
-      if (batched) MetricCounters::add(metrics_.batched_calls);
+      if (batched) {
+        MetricCounters::add(metrics_.batched_calls);
+        observed_.call_batched();
+      }
       break;
     } catch (const AuthError&) {
       throw;
