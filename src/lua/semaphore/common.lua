@@ -224,16 +224,22 @@ local promoted_count = 0
 local expiry, expires = 0, nil
 -- } state
 
+-- The refusal for the error `err` that pcall_redis returned from a call on KEYS[i]: -2 naming
+-- the key when it has the wrong type. Any other error ends the script as it is.
+local function refusal(i, err)
+  if string.find(err.err, 'WRONGTYPE', 1, true) then
+    return {-2, KEYS[i], call('TYPE', KEYS[i])['ok'], WANTED[i]}
+  end
+  return error(err)
+end
+
 -- Runs a command on KEYS[i]. Returns its reply, or nil and refusal -2 naming the key when the
--- key has the wrong type (callers return the refusal, undoing their earlier writes first).
+-- key has the wrong type (callers return the refusal, undoing their earlier writes first). (The
+-- hot paths call pcall_redis themselves and refusal() on an error: a Lua function call, and one
+-- taking `...` more so, is a good part of what a script costs.)
 local function guarded(i, command, ...)
   local r = pcall_redis(command, KEYS[i], ...)
-  if type(r) == 'table' and r.err then
-    if string.find(r.err, 'WRONGTYPE', 1, true) then
-      return nil, {-2, KEYS[i], call('TYPE', KEYS[i])['ok'], WANTED[i]}
-    end
-    return error(r)  -- any other error ends the script as it is
-  end
+  if type(r) == 'table' and r.err then return nil, refusal(i, r) end
   return r
 end
 
@@ -243,6 +249,12 @@ local function int(n) return string.format('%d', n) end
 -- A holder's slots as stored ("3" or "0,2,5"): a list of strings, or nil if any is not a
 -- whole number from 0 (only something edited behind the semaphore's back).
 local function split(stored)
+  if not string.find(stored, ',', 1, true) then
+    -- One slot, the common case: no iterator to build.
+    local n = tonumber(stored)
+    if not n or n < 0 or n ~= math.floor(n) then return nil end
+    return {stored}
+  end
   local slots = {}
   for slot in string.gmatch(stored, '[^,]+') do
     local n = tonumber(slot)

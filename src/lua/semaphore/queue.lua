@@ -190,16 +190,36 @@ local function count_slots(repairing)
   return false, nil
 end
 
+-- The refusal for the error `err` of an INCR of the counter: -2 when the counter is a foreign
+-- key, -3 when it is not an integer.
+local function counter_refusal(err)
+  if string.find(err.err, 'WRONGTYPE', 1, true) then
+    return {-2, COUNTER, call('TYPE', COUNTER)['ok'], 'string'}
+  end
+  return {-3, COUNTER}
+end
+
+-- meta's fields that every operation starts from: {limit, slots, expiry, expires, model,
+-- model_by}, or nil and a refusal when meta is not a hash.
+local function read_meta()
+  local meta = pcall_redis('HMGET', META, 'limit', 'slots', 'expiry', 'expires', 'model', 'model_by')
+  if meta.err then return nil, refusal(4, meta) end
+  return meta
+end
+
 -- The checks every operation starts with, for operation `op`: refusals come first, before
 -- anything is written; then the limit is stored on first use (open and acquire) or followed
 -- after a resize, and so is an idle expiry (`wanted`, open's and acquire's IDLE_EXPIRY; see
--- "Idle expiry" in common.lua), and the slot bookkeeping is set up on first use. Returns a
+-- "Idle expiry" in common.lua), and the slot bookkeeping is set up on first use. `meta`: what
+-- read_meta() returned, when the operation read it already (nil: prepare reads it). Returns a
 -- refusal, or nil.
-local function prepare(op, wanted)
+local function prepare(op, wanted, meta)
   -- meta first: a later data model is refused before any other key is looked at.
-  local meta, refused =
-    guarded(4, 'HMGET', 'limit', 'slots', 'expiry', 'expires', 'model', 'model_by')
-  if refused then return refused end
+  if not meta then
+    local refused
+    meta, refused = read_meta()
+    if refused then return refused end
+  end
   if meta[5] and not (tonumber(meta[5]) and tonumber(meta[5]) <= MODEL) then
     return {-7, meta[5], MODEL, meta[6]}
   end

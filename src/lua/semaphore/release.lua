@@ -19,10 +19,22 @@ if not ticket or ticket % 1 ~= 0 or not receipt_ms or receipt_ms < 0 or receipt_
   return redis.error_reply('fairsem semaphore script: release needs TICKET (an integer) and '
     .. 'RECEIPT_MS (whole ms, 0 to ' .. int(MAX_RECEIPT_MS) .. ')')
 end
-local refused = prepare('release')
+local meta, refused = read_meta()
 if refused then return refused end
-local score, bad = guarded(1, 'ZSCORE', id)
-if bad then return bad end
+-- A release of a semaphore in this data model, whose limit is stored as the caller passed it and
+-- whose slot bookkeeping is set up, leaves prepare() nothing to do but set the run's state: it
+-- reads its entry first, and the last holder out (the release of an uncontended pair) leaves
+-- without prepare(), the counts of the slot keys or the helpers the others need (see the
+-- uncontended path in acquire.lua).
+local stored_limit = tonumber(meta[1])
+local ready = not meta[5] and meta[1] == ARGV[2] and stored_limit and stored_limit >= 1
+  and stored_limit % 1 == 0 and tonumber(meta[2] or '')
+if not ready then
+  refused = prepare('release', nil, meta)
+  if refused then return refused end
+end
+local score = pcall_redis('ZSCORE', OWNER, id)
+if type(score) == 'table' then return refusal(1, score) end
 if not score or (ticket ~= 0 and tonumber(score) ~= ticket) then
   -- Gone, or the id now names a later permit: released by an earlier run of this call
   -- whose reply was lost (its receipt says so), or expired.
@@ -30,24 +42,38 @@ if not score or (ticket ~= 0 and tonumber(score) ~= ticket) then
   return {0}
 end
 -- slots' first access, guarded; a waiter has none.
-local stored_slots
-stored_slots, bad = guarded(8, 'HGET', id)
-if bad then return bad end
+local stored_slots = pcall_redis('HGET', SLOTS, id)
+if type(stored_slots) == 'table' then return refusal(8, stored_slots) end
 -- time's first access, guarded, before anything is written.
-bad = select(2, guarded(2, 'ZSCORE', id))
-if bad then return bad end
+local deadline = pcall_redis('ZSCORE', TIME, id)
+if type(deadline) == 'table' then return refusal(2, deadline) end
 local mine = stored_slots and split(stored_slots)
 -- The last one out: a holder of every slot handed out (so nobody else holds and none is free),
 -- with nobody waiting. Then the slot keys need no counting: the bookkeeping starts over.
-local last = how ~= 'keep' and mine and #mine == top and call('ZCARD', OWNER) == 1
+local last = how ~= 'keep' and mine and #mine == (ready and tonumber(meta[2]) or top)
+  and call('ZCARD', OWNER) == 1
 if last then
-  held, free_count = 1, 0
-else
-  local forgot
-  forgot, bad = count_slots()
-  if bad then return bad end
-  if forgot then return {0} end
+  -- The first write: info's type is checked by it.
+  local removed = pcall_redis('HDEL', INFO, id, UNITS .. id, INBOX .. id, QUEUED .. id)
+  if type(removed) == 'table' then return refusal(5, removed) end
+  keep_receipt(id, score, receipt_ms)
+  -- A holder giving up just after its promotion may have its wake-up in its list.
+  if ticket == 0 or how == 'leaving' then call('DEL', WAKE .. id) end
+  -- The only entry, holding every slot: owner, time and slots hold nothing else, and info
+  -- nothing but fields that a client of 0.3.1 left when it removed an entry of this version
+  -- (it knows no {queued} field), which go too. Nothing is free: the bookkeeping starts over
+  -- (what settle(0) does).
+  call('DEL', OWNER, TIME, SLOTS, INFO)
+  call('HSET', META, 'slots', '0')
+  return {1}
 end
+if ready then
+  refused = prepare('release', nil, meta)
+  if refused then return refused end
+end
+local forgot, bad = count_slots()
+if bad then return bad end
+if forgot then return {0} end
 if how == 'keep' then
   -- A holder giving back all but its K lowest slots: done already when it holds no more
   -- (this call run again after a lost reply).
@@ -71,20 +97,9 @@ if stored_slots then keep_receipt(id, score, receipt_ms) end
 -- may have a wake-up in its list; a holder's list is empty (it popped its wake-up, or its
 -- own call cleared the list).
 if not stored_slots or ticket == 0 or how == 'leaving' then call('DEL', WAKE .. id) end
-if last then
-  -- The only entry, holding every slot: owner, time and slots hold nothing else, and info
-  -- nothing but fields that a client of 0.3.1 left when it removed an entry of this version
-  -- (it knows no {queued} field), which go too.
-  call('DEL', OWNER, TIME, SLOTS, INFO)
-else
-  call('ZREM', TIME, id)
-  call('ZREM', OWNER, id)
-  if not stored_slots then return {2} end
-  call('HDEL', SLOTS, id)
-end
-if last then
-  settle(0)
-  return {1}
-end
+call('ZREM', TIME, id)
+call('ZREM', OWNER, id)
+if not stored_slots then return {2} end
+call('HDEL', SLOTS, id)
 pass_on(held - 1, mine or {})
 return {1}
