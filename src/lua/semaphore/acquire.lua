@@ -18,16 +18,18 @@ if refused then return refused end
 -- passed, with no idle expiry and no later data model. It makes the writes the general path
 -- below makes in that case, in the same order (the first one to each key guarded, undone alike
 -- on a refusal), and gives the same reply, but without that path's helpers and tables, which
--- cost about a fifth of an uncontended acquire's and release's Redis time
+-- cost about a sixth of an uncontended pair's Redis time
 -- (docs/benchmarks.md#where-the-time-goes). Anything else goes on to the general path, which
 -- takes the meta read here.
 do
-  local units, stored = tonumber(ARGV[8] or '1'), tonumber(meta[1])
-  if not meta[5] and meta[2] == '0' and meta[1] == ARGV[2] and stored and stored >= 1
-      and stored % 1 == 0 and (tonumber(meta[3] or '0') or 0) == 0
-      and not ((tonumber(ARGV[11] or '0') or 0) > 0) and ARGV[12] == '1'
-      and tonumber(ARGV[7] or '0') == 0 and units and units >= 1 and units % 1 == 0
-      and units <= stored then
+  -- (A holder, the general path's common case, shows in meta's `slots`, tested first.)
+  local units, stored
+  if meta[2] == '0' and not meta[5] and meta[1] == ARGV[2] and ARGV[12] == '1' then
+    units, stored = tonumber(ARGV[8] or '1'), tonumber(meta[1])
+  end
+  if stored and stored >= 1 and stored % 1 == 0 and (tonumber(meta[3] or '0') or 0) == 0
+      and not ((tonumber(ARGV[11] or '0') or 0) > 0) and tonumber(ARGV[7] or '0') == 0
+      and units and units >= 1 and units % 1 == 0 and units <= stored then
     local owners = pcall_redis('ZCARD', OWNER)
     if type(owners) == 'table' then return refusal(1, owners) end
     if owners == 0 then
