@@ -51,6 +51,14 @@ class HotPathTest : public test::SemaphoreFixture {
     return std::regex_replace(out, std::regex("[0-9]{13,}"), "T");
   }
 
+  /// `s` with every `name` in it as S.
+  static std::string renamed(std::string s, const std::string& name) {
+    for (auto at = s.find(name); at != std::string::npos; at = s.find(name)) {
+      s.replace(at, name.size(), "S");
+    }
+    return s;
+  }
+
   /// The keys of semaphore `name` (renamed to {S}) with their types and contents, times as T.
   std::map<std::string, std::string> keys_of(const std::string& name) {
     std::map<std::string, std::string> out;
@@ -88,13 +96,6 @@ class HotPathTest : public test::SemaphoreFixture {
     const std::string inline_name = "inline-" + c.name, general_name = "general-" + c.name;
     const std::string inline_reply = text(acquire(c, inline_name, "1"));
     const std::string general_reply = text(acquire(c, general_name, "0"));
-    std::string inline_error = inline_reply, general_error = general_reply;
-    const auto renamed = [](std::string s, const std::string& name) {
-      for (auto at = s.find(name); at != std::string::npos; at = s.find(name)) {
-        s.replace(at, name.size(), "S");
-      }
-      return s;
-    };
     EXPECT_EQ(renamed(inline_reply, inline_name), renamed(general_reply, general_name)) << c.name;
     EXPECT_EQ(keys_of(inline_name), keys_of(general_name)) << c.name;
     return renamed(inline_reply, inline_name);
@@ -122,15 +123,8 @@ class HotPathTest : public test::SemaphoreFixture {
   std::string release_both_ways(const std::string& name, int holders, const std::string& ticket,
                                 const std::function<void(const std::string&)>& setup = nothing) {
     const std::string ready = "ready-" + name, other = "other-" + name;
-    std::string ready_reply = release(ready, holders, ticket, "2", setup);
-    std::string other_reply = release(other, holders, ticket, "3", setup);
-    for (auto* reply : {&ready_reply, &other_reply}) {
-      for (const std::string& n : {ready, other}) {
-        for (auto at = reply->find(n); at != std::string::npos; at = reply->find(n)) {
-          reply->replace(at, n.size(), "S");
-        }
-      }
-    }
+    const std::string ready_reply = renamed(release(ready, holders, ticket, "2", setup), ready);
+    const std::string other_reply = renamed(release(other, holders, ticket, "3", setup), other);
     EXPECT_EQ(ready_reply, other_reply) << name;
     EXPECT_EQ(keys_of(ready), keys_of(other)) << name;
     return ready_reply;
