@@ -11,6 +11,10 @@
 #   bash tests/bench/library_ab.sh d5654b0                  # 30,000 of each, 6 rounds
 #   AB_COUNT=50000 AB_ROUNDS=3 bash tests/bench/library_ab.sh v0.3.1
 #   AB_LUA_A=/tmp/old/build/generated/lua bash tests/bench/library_ab.sh   # a library built already
+#   AB_SCRIPTS=1 bash tests/bench/library_ab.sh d5654b0   # the scripts with EVALSHA instead
+#
+# AB_SCRIPTS=1 sends each version's acquire and release scripts (SCRIPT LOAD, EVALSHA), as
+# fairsem does where functions are missing (Redis 6.2), instead of its function library.
 #
 # Both libraries get the calls this tree's client sends (an acquire's FRESH argument, which
 # earlier scripts ignore). Not part of CI: figures need a quiet machine.
@@ -47,14 +51,29 @@ lua_b=build/release/generated/lua
 
 fairsem_start_redis "$work"
 rcli() { redis-cli -p "$FAIRSEM_REDIS_PORT" "$@"; }
-lib_a=$(rcli FUNCTION LOAD "$(cat "$lua_a/semaphore_library.lua")")
-lib_b=$(rcli FUNCTION LOAD "$(cat "$lua_b/semaphore_library.lua")")
-[ "$lib_a" != "$lib_b" ] || { echo "A and B are the same library ($lib_a)" >&2; exit 2; }
+scripts=${AB_SCRIPTS:-0}
+if [ "$scripts" = 1 ]; then
+  # Each version's two scripts, by SHA1: "ACQUIRE_SHA RELEASE_SHA".
+  load() { rcli SCRIPT LOAD "$(cat "$1")"; }
+  lib_a="$(load "$lua_a/semaphore_acquire.lua") $(load "$lua_a/semaphore_release.lua")"
+  lib_b="$(load "$lua_b/semaphore_acquire.lua") $(load "$lua_b/semaphore_release.lua")"
+  stat=evalsha
+else
+  lib_a=$(rcli FUNCTION LOAD "$(cat "$lua_a/semaphore_library.lua")")
+  lib_b=$(rcli FUNCTION LOAD "$(cat "$lua_b/semaphore_library.lua")")
+  stat=fcall
+fi
+[ "$lib_a" != "$lib_b" ] || { echo "A and B are the same code ($lib_a)" >&2; exit 2; }
 
 # The commands, as RESP: per round and library, a file for each pattern (a fresh semaphore each).
 python3 - "$work" "$count" "$rounds" "$lib_a" "$lib_b" <<'PY'
 import sys
 work, count, rounds, lib_a, lib_b = sys.argv[1:]
+def call(lib, op):
+    # A function library's function, or (AB_SCRIPTS=1) a script's SHA1: "ACQUIRE RELEASE".
+    if " " in lib:
+        return ["EVALSHA", lib.split()[0 if op == "acquire" else 1]]
+    return ["FCALL", f"{lib}_semaphore_{op}"]
 def resp(*args):
     out = [f"*{len(args)}\r\n"]
     for a in map(str, args):
@@ -68,11 +87,11 @@ for r in range(int(rounds)):
             return [f"ab:{{{name}}}:{k}" for k in
                     ("owner", "time", "counter", "meta", "info", "wake:", "receipts:", "slots", "free")]
         def acquire(k, limit, pid, mode, client):
-            return resp("FCALL", f"{lib}_semaphore_acquire", 9, *k, "acquire", limit, 3600000, pid,
-                        mode, "host 1", 0, 1, client, 0, 0, 1)
+            return resp(*call(lib, "acquire"), 9, *k, "acquire", limit, 3600000, pid, mode,
+                        "host 1", 0, 1, client, 0, 0, 1)
         def release(k, limit, pid, ticket):
-            return resp("FCALL", f"{lib}_semaphore_release", 9, *k, "release", limit, 3600000, pid,
-                        ticket, 10000)
+            return resp(*call(lib, "release"), 9, *k, "release", limit, 3600000, pid, ticket,
+                        10000)
         k = keys(f"pair-{tag}{r}")
         with open(f"{work}/pair-{tag}{r}.resp", "w") as f:
             for i in range(int(count)):
@@ -90,14 +109,15 @@ for r in range(int(rounds)):
                 holder, ticket = waiter, ticket + 1
 PY
 
-# Runs FILE through --pipe; prints FCALL usec per COUNT.
+# Runs FILE through --pipe; prints FCALL (or EVALSHA) usec per COUNT.
 usec() {
   rcli CONFIG RESETSTAT >/dev/null
   local out
   out=$(rcli --pipe <"$1")
   grep -q 'errors: 0,' <<<"$out" || { echo "errors in $1: $out" >&2; exit 1; }
   rcli INFO commandstats | tr -d '\r' |
-    awk -F'[:=,]' -v n="$count" '/^cmdstat_fcall:/ { printf "%.2f", $5 / n }'
+    awk -F'[:=,]' -v n="$count" -v stat="cmdstat_$stat:" \
+      'index($0, stat) == 1 { printf "%.2f", $5 / n }'
 }
 fairsem_log "$count of each, $rounds rounds, redis-server $(redis-server --version | awk '{print $3}')"
 printf '%-6s %12s %12s %8s %14s %14s %8s\n' round pair-A pair-B B/A grant-A grant-B B/A
@@ -116,4 +136,4 @@ for tag in a b; do
   [ "$last" = "w$(printf '%08d' $((count - 1)))" ] ||
     { echo "library $tag: the contended run ended with owner '$last'" >&2; exit 1; }
 done
-echo "(Redis µs per uncontended pair and per contended grant: INFO commandstats FCALL usec / count)"
+echo "(Redis µs per uncontended pair and per contended grant: INFO commandstats ${stat^^} usec / count)"
