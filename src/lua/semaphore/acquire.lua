@@ -25,9 +25,9 @@ do
   -- (A holder, the general path's common case, shows in meta's `slots`, tested first.)
   local units, stored
   if meta[2] == '0' and not meta[5] and meta[1] == ARGV[2] and ARGV[12] == '1' then
-    units, stored = tonumber(ARGV[8] or '1'), tonumber(meta[1])
+    units, stored = tonumber(ARGV[8] or '1'), limit_in(meta[1])
   end
-  if stored and stored >= 1 and stored % 1 == 0 and (tonumber(meta[3] or '0') or 0) == 0
+  if stored and (tonumber(meta[3] or '0') or 0) == 0
       and not ((tonumber(ARGV[11] or '0') or 0) > 0) and tonumber(ARGV[7] or '0') == 0
       and units and units >= 1 and units % 1 == 0 and units <= stored then
     local owners = pcall_redis('ZCARD', OWNER)

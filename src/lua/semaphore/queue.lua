@@ -199,6 +199,13 @@ local function counter_refusal(err)
   return {-3, COUNTER}
 end
 
+-- The limit `stored` in meta says, or nil if it is not a whole number from 1 up.
+local function limit_in(stored)
+  local n = tonumber(stored)
+  if not n or n < 1 or n ~= math.floor(n) then return nil end
+  return n
+end
+
 -- meta's fields that every operation starts from: {limit, slots, expiry, expires, model,
 -- model_by}, or nil and a refusal when meta is not a hash.
 local function read_meta()
@@ -234,11 +241,8 @@ local function prepare(op, wanted, meta)
     if counter and not string.match(counter, '^%-?%d+$') then return {-3, COUNTER} end
   end
   local stored = meta[1]
-  -- A stored limit is a whole number from 1 up; anything else is refused, never followed.
-  if stored then
-    local n = tonumber(stored)
-    if not n or n < 1 or n ~= math.floor(n) then return {-1, stored} end
-  end
+  -- A stored limit that is not one (limit_in()) is refused, never followed.
+  if stored and not limit_in(stored) then return {-1, stored} end
   expiry, expires = tonumber(meta[3] or '0') or 0, tonumber(meta[4] or '')
   wanted = tonumber(wanted or '0') or 0
   if op == 'open' and wanted > 0 and expiry > 0 and wanted ~= expiry then return {-6, meta[3]} end

@@ -26,9 +26,8 @@ if refused then return refused end
 -- reads its entry first, and the last holder out (the release of an uncontended pair) leaves
 -- without prepare(), the counts of the slot keys or the helpers the others need (see the
 -- uncontended path in acquire.lua).
-local stored_limit = tonumber(meta[1])
-local ready = not meta[5] and meta[1] == ARGV[2] and stored_limit and stored_limit >= 1
-  and stored_limit % 1 == 0 and tonumber(meta[2] or '')
+local ready = not meta[5] and meta[1] == ARGV[2] and limit_in(meta[1])
+  and tonumber(meta[2] or '')
 if not ready then
   refused = prepare('release', nil, meta)
   if refused then return refused end
