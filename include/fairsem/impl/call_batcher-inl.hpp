@@ -54,7 +54,7 @@ FAIRSEM_INLINE Reply CallBatcher::eval(Connection& conn, const Script& script, c
     lock.unlock();
     return eval_alone(conn, script, keys, args);
   }
-  Call me{&script, &keys, &args, std::nullopt, nullptr, false, false, false, false, {}};
+  Call me{&script, &keys, &args};
   queue_.push_back(&me);
   // A cancel (the connection's interrupt) takes a call out while it is still queued; once sent,
   // it waits for its batch, which the sender's command timeout bounds.

@@ -54,13 +54,13 @@ class CallBatcher {
     const Script* script;
     const Args* keys;
     const Args* args;
-    std::optional<Reply> reply;
-    std::exception_ptr error;
+    std::optional<Reply> reply{};
+    std::exception_ptr error{};
     bool rerun = false;    // did not run: the caller runs it with conn.eval()
     bool batched = false;  // went in one write with other calls
     bool done = false;
     bool turn = false;  // the oldest queued call, nothing out: its caller sends the next batch
-    std::condition_variable wake;
+    std::condition_variable wake{};
   };
   /// How often a queued call whose connection has an interrupt looks whether it was cancelled.
   static constexpr std::chrono::milliseconds kCancelCheck{5};
