@@ -84,7 +84,9 @@ struct ClientOptions {
 ///
 /// A handle: cheap to copy, and copies share everything. Thread-safe. What it shares lives as
 /// long as its last user: a Client, a semaphore opened through it, or a Permit, so permits keep
-/// being renewed after the Client and the semaphore are gone.
+/// being renewed after the Client and the semaphore are gone. A moved-from Client may be
+/// destroyed or assigned to; anything else done with it (connection(), opening a semaphore or a
+/// SemaphoreAdmin through it, a listing) throws UsedAfterMoveError.
 class Client {
  public:
   /// Validates the options (InvalidArgument naming the bad field). Connects nothing: the first
@@ -100,11 +102,14 @@ class Client {
   ~Client();
 
   /// The options every connection of this Client uses.
-  const ConnectionOptions& connection() const noexcept;
+  const ConnectionOptions& connection() const;
 
  private:
   friend class FairSemaphore;
   friend class SemaphoreAdmin;
+
+  /// What it shares; UsedAfterMoveError for a moved-from Client.
+  const std::shared_ptr<detail::Runtime>& runtime() const;
 
   std::shared_ptr<detail::Runtime> runtime_;
 };

@@ -193,6 +193,16 @@ class ForkedProcessError : public Error {
   ~ForkedProcessError() override;
 };
 
+/// A moved-from handle (FairSemaphore, SemaphoreAdmin, Client, SemaphoreLock) was used: moving
+/// one hands its semaphore or connections to the new object and leaves nothing behind. Nothing
+/// was sent. A moved-from handle may be destroyed or assigned to; see each class for the few
+/// calls it still answers (name() is empty).
+class UsedAfterMoveError : public Error {
+ public:
+  using Error::Error;
+  ~UsedAfterMoveError() override;
+};
+
 /// An argument or option was invalid; nothing was sent to Redis.
 class InvalidArgument : public Error {
  public:

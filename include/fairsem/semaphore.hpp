@@ -84,7 +84,9 @@ class AcquireRequest {
 
 /// A fair, lease-based counting semaphore in Redis. Thread-safe: any number of threads may
 /// acquire and release through one FairSemaphore, and permits may outlive it (they keep
-/// what they need alive). A moved-from FairSemaphore may only be destroyed or assigned to.
+/// what they need alive). A moved-from FairSemaphore may be destroyed or assigned to; name()
+/// returns an empty string, and every other call throws UsedAfterMoveError. A SemaphoreLock made
+/// from it follows the semaphore to the handle it moved to.
 ///
 /// Units: every acquire takes `units` of the limit at once (1 unless given), all granted
 /// together, in strict FIFO order by ticket for every size: a request is granted when its units
@@ -213,11 +215,13 @@ class FairSemaphore {
   /// cheap: no call to Redis, no lock.
   Metrics metrics() const;
 
+  /// The semaphore's name; empty for a moved-from handle.
   const std::string& name() const noexcept;
   /// The options as given: after a resize, status().limit is the limit in force.
-  const SemaphoreOptions& options() const noexcept;
+  const SemaphoreOptions& options() const;
 
  private:
+  friend class SemaphoreLock;
   template <class Rep, class Period>
   static std::chrono::steady_clock::duration to_steady(std::chrono::duration<Rep, Period> d) {
     using std::chrono::duration_cast;
@@ -234,6 +238,13 @@ class FairSemaphore {
                                              std::chrono::steady_clock::time_point deadline);
   std::future<std::optional<Permit>> acquire_future_until(
       long long units, std::chrono::steady_clock::time_point deadline);
+  /// The semaphore this handle holds; UsedAfterMoveError when moved from.
+  const std::shared_ptr<detail::SemaphoreCore>& core() const;
+  /// What every acquire of a handle (and a SemaphoreLock) makes: try_acquire (`wait` false), or
+  /// acquire until `deadline` (none: no limit).
+  static std::optional<Permit> acquire_on(
+      detail::SemaphoreCore& core, long long units, bool wait,
+      std::optional<std::chrono::steady_clock::time_point> deadline);
 
   std::shared_ptr<detail::SemaphoreCore> core_;
 };
@@ -271,7 +282,8 @@ struct FunctionLibrary {
 
 /// Reads and administers a semaphore known only by name, without its limit (which Redis
 /// stores): for tools such as `fairsem status` and `fairsem evict`. Opening one writes nothing.
-/// Thread-safe.
+/// Thread-safe. A moved-from SemaphoreAdmin may be destroyed or assigned to; name() returns an
+/// empty string, and every other call throws UsedAfterMoveError.
 class SemaphoreAdmin {
  public:
   /// Validates the arguments (InvalidArgument) and connects (ConnectionError, AuthError).
@@ -293,6 +305,7 @@ class SemaphoreAdmin {
   /// As FairSemaphore::resize(); on a semaphore never used, stores its first limit.
   ResizeResult resize(long long new_limit);
 
+  /// The semaphore's name; empty for a moved-from handle.
   const std::string& name() const noexcept;
 
   /// Every semaphore stored under `key_prefix` whose name matches `match` (a Redis glob: `*`,
@@ -324,6 +337,9 @@ class SemaphoreAdmin {
                                                                bool dry_run = false);
 
  private:
+  /// The semaphore this handle holds; UsedAfterMoveError when moved from.
+  const std::shared_ptr<detail::SemaphoreCore>& core() const;
+
   std::shared_ptr<detail::SemaphoreCore> core_;
 };
 

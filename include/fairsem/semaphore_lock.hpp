@@ -3,6 +3,8 @@
 // SemaphoreLock: a FairSemaphore as a TimedLockable, for std::unique_lock and std::scoped_lock.
 
 #include <chrono>
+#include <memory>
+#include <optional>
 #include <string>
 #include <system_error>
 
@@ -13,31 +15,40 @@ namespace fairsem {
 /// Adapts a FairSemaphore to TimedLockable, for std::unique_lock and std::scoped_lock. One
 /// SemaphoreLock holds at most one permit, of `units` units: use one per thread (it is not
 /// itself thread-safe).
+///
+/// It shares the semaphore with the FairSemaphore it was made from, as a Permit does, not that
+/// object: it stays valid when the FairSemaphore is moved (a std::vector<FairSemaphore> that
+/// grows) and keeps acquiring after it is destroyed. Movable; a moved-from SemaphoreLock holds
+/// nothing, and its lock calls throw UsedAfterMoveError.
 class SemaphoreLock {
  public:
   /// Every lock takes `units` units of `semaphore` at once (as acquire(units)). Throws
-  /// InvalidArgument for units below 1 or above the semaphore's limit (options().limit).
+  /// InvalidArgument for units below 1 or above the semaphore's limit (options().limit), and
+  /// UsedAfterMoveError for a moved-from FairSemaphore.
   explicit SemaphoreLock(FairSemaphore& semaphore, long long units = 1)
-      : semaphore_(&semaphore), units_(checked(semaphore, units)) {}
+      : core_(semaphore.core()), units_(checked(semaphore, units)) {}
 
   /// Throws std::system_error(resource_deadlock_would_occur) if this lock already holds.
   void lock() {
     check_not_held();
-    permit_ = semaphore_->acquire(units_);
+    permit_ = std::move(*FairSemaphore::acquire_on(core(), units_, true, std::nullopt));
   }
   bool try_lock() {
     check_not_held();
-    return store(semaphore_->try_acquire(units_));
+    return store(FairSemaphore::acquire_on(core(), units_, false, std::nullopt));
   }
   template <class Rep, class Period>
   bool try_lock_for(const std::chrono::duration<Rep, Period>& timeout) {
     check_not_held();
-    return store(semaphore_->try_acquire_for(units_, timeout));
+    const auto deadline = std::chrono::steady_clock::now() + FairSemaphore::to_steady(timeout);
+    return store(FairSemaphore::acquire_on(core(), units_, true, deadline));
   }
   template <class Clock, class Duration>
   bool try_lock_until(const std::chrono::time_point<Clock, Duration>& deadline) {
     check_not_held();
-    return store(semaphore_->try_acquire_until(units_, deadline));
+    const auto left = deadline - Clock::now();
+    return store(FairSemaphore::acquire_on(
+        core(), units_, true, std::chrono::steady_clock::now() + FairSemaphore::to_steady(left)));
   }
   /// Releases the permit (never throws for Redis trouble; see ~Permit). Throws
   /// std::system_error(operation_not_permitted) if nothing is held.
@@ -64,6 +75,14 @@ class SemaphoreLock {
     }
     return units;
   }
+  detail::SemaphoreCore& core() const {
+    if (!core_) {
+      throw UsedAfterMoveError(
+          "fairsem: a SemaphoreLock was used after it was moved from; a moved-from SemaphoreLock "
+          "may only be destroyed or assigned to");
+    }
+    return *core_;
+  }
   void check_not_held() const {
     if (permit_.held()) {
       throw std::system_error(std::make_error_code(std::errc::resource_deadlock_would_occur),
@@ -76,7 +95,7 @@ class SemaphoreLock {
     return true;
   }
 
-  FairSemaphore* semaphore_;
+  std::shared_ptr<detail::SemaphoreCore> core_;  // the semaphore's, shared with its handles
   long long units_;
   Permit permit_;
 };

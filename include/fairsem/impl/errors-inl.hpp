@@ -22,6 +22,7 @@ FAIRSEM_INLINE ReplicationError::~ReplicationError() = default;
 FAIRSEM_INLINE CancelledError::~CancelledError() = default;
 FAIRSEM_INLINE ForkedProcessError::~ForkedProcessError() = default;
 FAIRSEM_INLINE InvalidArgument::~InvalidArgument() = default;
+FAIRSEM_INLINE UsedAfterMoveError::~UsedAfterMoveError() = default;
 
 FAIRSEM_INLINE std::string printable(std::string_view text) {
   constexpr std::string_view hex = "0123456789abcdef";

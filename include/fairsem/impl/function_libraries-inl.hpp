@@ -99,7 +99,7 @@ FAIRSEM_INLINE std::vector<FunctionLibrary> on_node(detail::Connection& conn) {
 FAIRSEM_INLINE std::vector<FunctionLibrary> SemaphoreAdmin::function_libraries(
     const Client& client) {
   std::vector<FunctionLibrary> out;
-  for (detail::Connection& conn : client.runtime_->master_connections()) {
+  for (detail::Connection& conn : client.runtime()->master_connections()) {
     for (FunctionLibrary& library : function_library_helpers::on_node(conn)) {
       out.push_back(std::move(library));
     }
@@ -110,7 +110,7 @@ FAIRSEM_INLINE std::vector<FunctionLibrary> SemaphoreAdmin::function_libraries(
 FAIRSEM_INLINE std::vector<FunctionLibrary> SemaphoreAdmin::prune_function_libraries(
     const Client& client, bool dry_run) {
   std::vector<FunctionLibrary> pruned;
-  for (detail::Connection& conn : client.runtime_->master_connections()) {
+  for (detail::Connection& conn : client.runtime()->master_connections()) {
     for (FunctionLibrary& library : function_library_helpers::on_node(conn)) {
       if (library.current) continue;
       if (!dry_run) {

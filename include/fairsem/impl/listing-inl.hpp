@@ -182,7 +182,7 @@ FAIRSEM_INLINE std::vector<SemaphoreListing> SemaphoreAdmin::list(
   const std::string tail = meta_key.substr(meta_key.find('}'));
   std::vector<SemaphoreListing> out;
   try {
-    for (detail::Connection& conn : client.runtime_->master_connections()) {
+    for (detail::Connection& conn : client.runtime()->master_connections()) {
       check_time();
       conn.set_deadline(deadline);
       const std::vector<std::string> names = lh::scan_names(conn, head, tail, match);
@@ -192,7 +192,7 @@ FAIRSEM_INLINE std::vector<SemaphoreListing> SemaphoreAdmin::list(
         check_time();
         std::string key = head;
         key.append(name).append(tail);
-        if (auto entry = reader.read(client, client.runtime_, key_prefix, name, key)) {
+        if (auto entry = reader.read(client, client.runtime(), key_prefix, name, key)) {
           out.push_back(*std::move(entry));
         }
       }

@@ -202,8 +202,15 @@ FAIRSEM_INLINE Client::~Client() {
   runtime_->wait_for_releases();
 }
 
-FAIRSEM_INLINE const ConnectionOptions& Client::connection() const noexcept {
-  return runtime_->options();
+FAIRSEM_INLINE const ConnectionOptions& Client::connection() const { return runtime()->options(); }
+
+FAIRSEM_INLINE const std::shared_ptr<detail::Runtime>& Client::runtime() const {
+  if (!runtime_) {
+    throw UsedAfterMoveError(
+        "fairsem: a Client was used after it was moved from; a moved-from Client may only be "
+        "destroyed or assigned to");
+  }
+  return runtime_;
 }
 
 }  // namespace fairsem

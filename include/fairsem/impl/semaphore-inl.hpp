@@ -141,7 +141,7 @@ FAIRSEM_INLINE void SemaphoreOptions::validate() const {
 
 FAIRSEM_INLINE FairSemaphore::FairSemaphore(const Client& client, std::string name,
                                             SemaphoreOptions options)
-    : core_(std::make_shared<detail::SemaphoreCore>(client.runtime_, std::move(name),
+    : core_(std::make_shared<detail::SemaphoreCore>(client.runtime(), std::move(name),
                                                     std::move(options))
                 ->user_handle()) {
   core_->open();
@@ -181,6 +181,25 @@ FAIRSEM_INLINE bool abandoned_in_child(std::shared_ptr<detail::SemaphoreCore>& c
   return true;
 }
 
+/// The core of a handle (`what`: its class), or UsedAfterMoveError when it was moved from.
+FAIRSEM_INLINE const std::shared_ptr<detail::SemaphoreCore>& live(
+    const std::shared_ptr<detail::SemaphoreCore>& core, const char* what) {
+  if (!core) {
+    throw UsedAfterMoveError(fmt::format(
+        "fairsem: a {} was used after it was moved from; a moved-from {} may only be destroyed "
+        "or assigned to (its name() is empty)",
+        what, what));
+  }
+  return core;
+}
+
+/// The name of a handle's semaphore; empty when it was moved from.
+FAIRSEM_INLINE const std::string& name_of(
+    const std::shared_ptr<detail::SemaphoreCore>& core) noexcept {
+  static const std::string moved_from;
+  return core ? core->name() : moved_from;
+}
+
 /// What a FairSemaphore does with its core as it goes away.
 FAIRSEM_INLINE void let_go(std::shared_ptr<detail::SemaphoreCore>& core) noexcept {
   if (!abandoned_in_child(core)) cancel_pending(core);
@@ -200,17 +219,21 @@ FAIRSEM_INLINE FairSemaphore& FairSemaphore::operator=(FairSemaphore&& other) no
 
 FAIRSEM_INLINE FairSemaphore::~FairSemaphore() { semaphore_helpers::let_go(core_); }
 
+FAIRSEM_INLINE const std::shared_ptr<detail::SemaphoreCore>& FairSemaphore::core() const {
+  return semaphore_helpers::live(core_, "FairSemaphore");
+}
+
 FAIRSEM_INLINE std::future<Permit> FairSemaphore::acquire_async(long long units) {
   auto promise = std::make_shared<std::promise<Permit>>();
   std::future<Permit> future = promise->get_future();
-  core_->acquire_async(units, std::nullopt,
-                       [promise](const std::exception_ptr& error, std::optional<Permit> permit) {
-                         if (error) {
-                           promise->set_exception(error);
-                         } else {
-                           promise->set_value(std::move(*permit));
-                         }
-                       });
+  core()->acquire_async(units, std::nullopt,
+                        [promise](const std::exception_ptr& error, std::optional<Permit> permit) {
+                          if (error) {
+                            promise->set_exception(error);
+                          } else {
+                            promise->set_value(std::move(*permit));
+                          }
+                        });
   return future;
 }
 
@@ -218,24 +241,24 @@ FAIRSEM_INLINE std::future<std::optional<Permit>> FairSemaphore::acquire_future_
     long long units, std::chrono::steady_clock::time_point deadline) {
   auto promise = std::make_shared<std::promise<std::optional<Permit>>>();
   std::future<std::optional<Permit>> future = promise->get_future();
-  core_->acquire_async(units, deadline,
-                       [promise](const std::exception_ptr& error, std::optional<Permit> permit) {
-                         if (error) {
-                           promise->set_exception(error);
-                         } else {
-                           promise->set_value(std::move(permit));
-                         }
-                       });
+  core()->acquire_async(units, deadline,
+                        [promise](const std::exception_ptr& error, std::optional<Permit> permit) {
+                          if (error) {
+                            promise->set_exception(error);
+                          } else {
+                            promise->set_value(std::move(permit));
+                          }
+                        });
   return future;
 }
 
 FAIRSEM_INLINE AcquireRequest FairSemaphore::acquire_async(long long units, AcquireCallback done) {
-  return AcquireRequest(core_->acquire_async(units, std::nullopt, std::move(done)));
+  return AcquireRequest(core()->acquire_async(units, std::nullopt, std::move(done)));
 }
 
 FAIRSEM_INLINE AcquireRequest FairSemaphore::acquire_async_until(
     long long units, std::chrono::steady_clock::time_point deadline, AcquireCallback done) {
-  return AcquireRequest(core_->acquire_async(units, deadline, std::move(done)));
+  return AcquireRequest(core()->acquire_async(units, deadline, std::move(done)));
 }
 
 FAIRSEM_INLINE bool AcquireRequest::cancel() {
@@ -245,44 +268,50 @@ FAIRSEM_INLINE bool AcquireRequest::cancel() {
       std::make_exception_ptr(CancelledError("fairsem: the asynchronous acquire was cancelled")));
 }
 
+FAIRSEM_INLINE std::optional<Permit> FairSemaphore::acquire_on(
+    detail::SemaphoreCore& core, long long units, bool wait,
+    std::optional<std::chrono::steady_clock::time_point> deadline) {
+  return core.measured_acquire(units, wait, deadline);
+}
+
 FAIRSEM_INLINE std::optional<Permit> FairSemaphore::try_acquire(long long units) {
-  return core_->measured_acquire(units, false, std::nullopt);
+  return acquire_on(*core(), units, false, std::nullopt);
 }
 
 FAIRSEM_INLINE Permit FairSemaphore::acquire(long long units) {
-  return std::move(*core_->measured_acquire(units, true, std::nullopt));
+  return std::move(*acquire_on(*core(), units, true, std::nullopt));
 }
 
 FAIRSEM_INLINE std::optional<Permit> FairSemaphore::acquire_until_steady(
     long long units, std::chrono::steady_clock::time_point deadline) {
-  return core_->measured_acquire(units, true, deadline);
+  return acquire_on(*core(), units, true, deadline);
 }
 
-FAIRSEM_INLINE std::size_t FairSemaphore::renew_all() { return core_->renew_all(); }
+FAIRSEM_INLINE std::size_t FairSemaphore::renew_all() { return core()->renew_all(); }
 
-FAIRSEM_INLINE Status FairSemaphore::status() { return core_->status(); }
+FAIRSEM_INLINE Status FairSemaphore::status() { return core()->status(); }
 
 FAIRSEM_INLINE EvictResult FairSemaphore::evict(const std::string& permit_id) {
-  return core_->evict(permit_id);
+  return core()->evict(permit_id);
 }
 
 FAIRSEM_INLINE ResizeResult FairSemaphore::resize(long long new_limit) {
-  return core_->resize(new_limit);
+  return core()->resize(new_limit);
 }
 
-FAIRSEM_INLINE const std::string& FairSemaphore::name() const noexcept { return core_->name(); }
-
-FAIRSEM_INLINE const SemaphoreOptions& FairSemaphore::options() const noexcept {
-  return core_->options();
+FAIRSEM_INLINE const std::string& FairSemaphore::name() const noexcept {
+  return semaphore_helpers::name_of(core_);
 }
 
-FAIRSEM_INLINE Metrics FairSemaphore::metrics() const { return core_->metrics(); }
+FAIRSEM_INLINE const SemaphoreOptions& FairSemaphore::options() const { return core()->options(); }
+
+FAIRSEM_INLINE Metrics FairSemaphore::metrics() const { return core()->metrics(); }
 
 // --- SemaphoreAdmin -------------------------------------------------------------------------
 
 FAIRSEM_INLINE SemaphoreAdmin::SemaphoreAdmin(const Client& client, std::string name,
                                               std::string key_prefix)
-    : core_(std::make_shared<detail::SemaphoreCore>(client.runtime_, std::move(name),
+    : core_(std::make_shared<detail::SemaphoreCore>(client.runtime(), std::move(name),
                                                     detail::admin_options(std::move(key_prefix)),
                                                     /*admin=*/true)) {
   core_->connect();
@@ -302,16 +331,22 @@ FAIRSEM_INLINE SemaphoreAdmin& SemaphoreAdmin::operator=(SemaphoreAdmin&& other)
 }
 FAIRSEM_INLINE SemaphoreAdmin::~SemaphoreAdmin() { semaphore_helpers::abandoned_in_child(core_); }
 
-FAIRSEM_INLINE Status SemaphoreAdmin::status() { return core_->status(); }
+FAIRSEM_INLINE const std::shared_ptr<detail::SemaphoreCore>& SemaphoreAdmin::core() const {
+  return semaphore_helpers::live(core_, "SemaphoreAdmin");
+}
+
+FAIRSEM_INLINE Status SemaphoreAdmin::status() { return core()->status(); }
 
 FAIRSEM_INLINE EvictResult SemaphoreAdmin::evict(const std::string& permit_id) {
-  return core_->evict(permit_id);
+  return core()->evict(permit_id);
 }
 
 FAIRSEM_INLINE ResizeResult SemaphoreAdmin::resize(long long new_limit) {
-  return core_->resize(new_limit);
+  return core()->resize(new_limit);
 }
 
-FAIRSEM_INLINE const std::string& SemaphoreAdmin::name() const noexcept { return core_->name(); }
+FAIRSEM_INLINE const std::string& SemaphoreAdmin::name() const noexcept {
+  return semaphore_helpers::name_of(core_);
+}
 
 }  // namespace fairsem
