@@ -96,7 +96,7 @@ std::string exposition(const fairsem::Metrics& m, const std::string& semaphore) 
     const char* help;
     std::uint64_t value;
   };
-  const std::array<Counter, 14> counters = {{
+  const std::array<Counter, 15> counters = {{
       {"acquire_attempts", "Calls of try_acquire, acquire and the timed acquires.",
        m.acquire_attempts},
       {"grants", "Acquire calls that returned a permit.", m.grants},
@@ -105,6 +105,7 @@ std::string exposition(const fairsem::Metrics& m, const std::string& semaphore) 
       {"timeouts", "Timed acquire calls that gave up waiting.", m.timeouts},
       {"evictions_seen", "Acquire calls ended by an eviction of the waiter.", m.evictions_seen},
       {"errors", "Acquire calls that threw anything else.", m.errors},
+      {"cancellations", "Asynchronous acquires ended by a cancel.", m.cancellations},
       {"renewals", "Permits renewed, one per permit per renewal.", m.renewals},
       {"renewal_failures", "Failed renewals, one per permit per attempt.", m.renewal_failures},
       {"permits_lost", "Held permits found lost.", m.permits_lost},

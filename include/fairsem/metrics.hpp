@@ -25,11 +25,13 @@ struct Histogram {
 };
 
 /// Counters of one FairSemaphore handle (the process's view, not the semaphore's in Redis),
-/// counted from its construction; they only grow. Once no call is under way,
-/// acquire_attempts == grants + rejections + timeouts + evictions_seen + errors.
+/// counted from its construction; they only grow. Once no call is under way (and every
+/// asynchronous request has had its callback), acquire_attempts == grants + rejections +
+/// timeouts + evictions_seen + errors + cancellations.
 struct Metrics {
   /// Calls of try_acquire, acquire, try_acquire_for and try_acquire_until (and of
-  /// SemaphoreLock's lock/try_lock*, which make them).
+  /// SemaphoreLock's lock/try_lock*, which make them), and asynchronous requests
+  /// (acquire_async, try_acquire_for_async, acquire_async_until, fairsem/asio.hpp's).
   std::uint64_t acquire_attempts = 0;
   /// Attempts that returned a permit.
   std::uint64_t grants = 0;
@@ -42,6 +44,9 @@ struct Metrics {
   std::uint64_t evictions_seen = 0;
   /// Acquires that threw anything else (ConnectionError, ReplicationError...).
   std::uint64_t errors = 0;
+  /// Asynchronous requests ended by CancelledError: cancelled (AcquireRequest::cancel, an Asio
+  /// cancellation slot), or their FairSemaphore destroyed or assigned to while they waited.
+  std::uint64_t cancellations = 0;
   /// Permits renewed, one per permit per renewal (by the watchdog, renew_all or
   /// Permit::renew) that extended its deadline.
   std::uint64_t renewals = 0;

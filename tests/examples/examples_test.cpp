@@ -434,7 +434,8 @@ TEST(MetricsExporterExample, PrintsItsWorkAsPrometheusTextWithCumulativeBuckets)
       "fairsem_renewals_total",         "fairsem_renewal_failures_total",
       "fairsem_permits_lost_total",     "fairsem_releases_total",
       "fairsem_units_granted_total",    "fairsem_units_released_total",
-      "fairsem_reconnects_total",       "fairsem_batched_calls_total"};
+      "fairsem_reconnects_total",       "fairsem_batched_calls_total",
+      "fairsem_cancellations_total"};
   std::set<std::string> found;
   for (const auto& c : counters) found.insert(c.first);
   EXPECT_EQ(found, expected);
@@ -465,7 +466,7 @@ TEST(MetricsExporterExample, PrintsItsWorkAsPrometheusTextWithCumulativeBuckets)
   EXPECT_EQ(counters["fairsem_acquire_attempts_total"],
             counters["fairsem_grants_total"] + counters["fairsem_rejections_total"] +
                 counters["fairsem_timeouts_total"] + counters["fairsem_evictions_seen_total"] +
-                counters["fairsem_errors_total"]);
+                counters["fairsem_errors_total"] + counters["fairsem_cancellations_total"]);
   EXPECT_EQ(counters["fairsem_errors_total"], 0);
   // Redis agrees: every grant and every timed-out wait took a ticket.
   fairsem::SemaphoreAdmin admin(fairsem::ConnectionOptions::from_url(harness_url()), name);

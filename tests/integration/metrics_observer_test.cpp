@@ -145,6 +145,53 @@ TEST_F(MetricsObserverTest, TellsCancelledAndFullQueueRequestsAndALostPermit) {
   EXPECT_TRUE(observer_->take().empty());
 }
 
+// Every request started ends in exactly one of Metrics' outcomes, so the documented identity
+// holds after a mix of them, cancels included (they were counted in no outcome before).
+TEST_F(MetricsObserverTest, MetricsOutcomesAddUpToTheAttemptsWithCancelsAmongThem) {
+  SemaphoreOptions bounded = options(1, 60s);
+  bounded.max_waiters = 2;
+  FairSemaphore sem(client_, "identity", bounded);
+  std::optional<Permit> holder = sem.try_acquire();  // granted
+  ASSERT_TRUE(holder);
+  EXPECT_FALSE(sem.try_acquire());          // rejected
+  EXPECT_FALSE(sem.try_acquire_for(50ms));  // timed out
+  std::promise<std::exception_ptr> first;
+  std::promise<std::exception_ptr> second;
+  AcquireRequest a = sem.acquire_async(
+      [&](std::exception_ptr error, std::optional<Permit>) { first.set_value(error); });
+  AcquireRequest b = sem.acquire_async(
+      [&](std::exception_ptr error, std::optional<Permit>) { second.set_value(error); });
+  ASSERT_TRUE(wait_until([&] { return sem.status().waiters.size() == 2; }));
+  EXPECT_THROW((void)sem.acquire(), QueueFullError);  // an error
+  ASSERT_TRUE(a.cancel());
+  EXPECT_NE(nullptr, first.get_future().get());                               // cancelled
+  ASSERT_TRUE(wait_until([&] { return sem.status().waiters.size() == 1; }));  // a has left
+  const auto waiters = sem.status().waiters;
+  ASSERT_EQ(1u, waiters.size());
+  EXPECT_EQ(EvictResult::waiter, sem.evict(waiters.at(0).id));
+  EXPECT_NE(nullptr, second.get_future().get());  // evicted
+  // A cancel of a request about to be granted: cancelled all the same.
+  holder.reset();
+  std::promise<void> third;
+  AcquireRequest c =
+      sem.acquire_async([&](std::exception_ptr, std::optional<Permit>) { third.set_value(); });
+  (void)c.cancel();
+  third.get_future().get();
+  auto granted = sem.try_acquire_for_async(10s);  // granted, asynchronously
+  ASSERT_TRUE(granted.get());
+
+  const Metrics m = sem.metrics();
+  EXPECT_EQ(8u, m.acquire_attempts);
+  EXPECT_EQ(1u, m.rejections);
+  EXPECT_EQ(1u, m.timeouts);
+  EXPECT_EQ(1u, m.evictions_seen);
+  EXPECT_EQ(1u, m.errors);
+  EXPECT_EQ(m.grants + m.cancellations, 4u) << "c was granted or cancelled, once";
+  EXPECT_GE(m.cancellations, 1u);
+  EXPECT_EQ(m.acquire_attempts,
+            m.grants + m.rejections + m.timeouts + m.evictions_seen + m.errors + m.cancellations);
+}
+
 // A release is told before it is sent: the units it gives back may be granted to another thread
 // of the process at once, whose grant must not be counted while the release is not.
 TEST_F(MetricsObserverTest, TellsAReleaseBeforeItIsSentSoUnitsHeldNeverShowMoreThanHeld) {

@@ -390,7 +390,8 @@ FAIRSEM_INLINE void SemaphoreCore::count_outcome(AcquireOutcome outcome,
       MetricCounters::add(metrics_.evictions_seen);
       break;
     case AcquireOutcome::cancelled:
-      break;  // not the semaphore's doing: counted as neither
+      MetricCounters::add(metrics_.cancellations);
+      break;
     default:
       MetricCounters::add(metrics_.errors);
   }

@@ -113,6 +113,7 @@ struct MetricCounters {
     m.timeouts = get(timeouts);
     m.evictions_seen = get(evictions_seen);
     m.errors = get(errors);
+    m.cancellations = get(cancellations);
     m.renewals = get(renewals);
     m.renewal_failures = get(renewal_failures);
     m.permits_lost = get(permits_lost);
@@ -143,6 +144,7 @@ struct MetricCounters {
   Counter timeouts{0};
   Counter evictions_seen{0};
   Counter errors{0};
+  Counter cancellations{0};
   Counter renewals{0};
   Counter renewal_failures{0};
   Counter permits_lost{0};
