@@ -144,6 +144,35 @@ class FleetCollector : public pm::Collectable {
   mutable std::mutex mu_;
 };
 
+/// Throws InvalidArgument unless `listen` is HOST:PORT (or PORT: every address) with a port from
+/// 0 to 65535; the host is the Exposer's to check, by binding to it.
+void check_listen(const std::string& listen) {
+  const auto colon = listen.rfind(':');
+  const std::string port = colon == std::string::npos ? listen : listen.substr(colon + 1);
+  const bool digits =
+      !port.empty() && port.size() <= 5 &&
+      std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; });
+  if (colon == 0 || !digits || std::stol(port) > 65535) {
+    throw InvalidArgument(fmt::format(
+        "--listen \"{}\" is not HOST:PORT (an address of this machine and a port from 0 to "
+        "65535, e.g. 127.0.0.1:9464)",
+        printable(listen)));
+  }
+}
+
+/// The Exposer serving on `listen`; InvalidArgument naming the address when it cannot bind
+/// there (prometheus-cpp says only "null context when constructing CivetServer").
+std::unique_ptr<pm::Exposer> expose(const std::string& listen) {
+  try {
+    return std::make_unique<pm::Exposer>(listen, 2);
+  } catch (const std::exception&) {
+    throw InvalidArgument(fmt::format(
+        "--listen \"{}\": cannot listen there (the port is in use, or the host is not an "
+        "address of this machine)",
+        printable(listen)));
+  }
+}
+
 }  // namespace
 
 int exporter_main(const ExporterArgs& args) {
@@ -155,15 +184,16 @@ int exporter_main(const ExporterArgs& args) {
     prefix_check.key_prefix = args.key_prefix;
     prefix_check.validate();
     validate_name(args.match, "match pattern");
+    check_listen(args.listen);
   } catch (...) {
     return report_exception("fairsem exporter");
   }
   try {
     auto collector =
         std::make_shared<FleetCollector>(Client(ConnectionOptions::from_url(args.url)), args);
-    pm::Exposer exposer(args.listen, 2);
-    exposer.RegisterCollectable(collector);
-    const std::vector<int> ports = exposer.GetListeningPorts();
+    const std::unique_ptr<pm::Exposer> exposer = expose(args.listen);
+    exposer->RegisterCollectable(collector);
+    const std::vector<int> ports = exposer->GetListeningPorts();
     const std::string host = args.listen.substr(0, args.listen.rfind(':'));
     fmt::print("fairsem exporter: serving http://{}:{}/metrics (prefix '{}', match '{}')\n", host,
                ports.empty() ? 0 : ports.front(), args.key_prefix, args.match);

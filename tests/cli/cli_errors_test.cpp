@@ -1,6 +1,7 @@
-// The installed `fairsem`, refusing what is wrong: bad arguments (exit 64, nothing changed), a
-// limit other than the stored one, an unreachable or refusing Redis (exit 69), a restricted ACL
-// user, a password never echoed; and the demo on a private Redis.
+// The installed `fairsem`, refusing what is wrong: bad arguments (exit 64, nothing changed), an
+// exporter address it cannot listen on (64), a limit other than the stored one, an unreachable
+// or refusing Redis (exit 69), a restricted ACL user, a password never echoed; and the demo on
+// a private Redis.
 
 #include <gtest/gtest.h>
 #include <sys/syscall.h>
@@ -21,6 +22,7 @@
 #include "cli_fixture.hpp"
 #include "fairsem/fairsem.hpp"
 #include "fairsem/impl/connection.hpp"
+#include "loopback.hpp"
 #include "test_env.hpp"
 #include "wait.hpp"
 
@@ -103,6 +105,32 @@ TEST_F(CliTest, BadArgumentsExit64WithAClearMessageAndChangeNothing) {
     EXPECT_TRUE(o.out.empty()) << line << "\n" << o;
   }
   EXPECT_EQ(keys_before, dbsize());
+}
+
+// An address the exporter cannot listen on is the caller's to fix: a usage error naming it,
+// not an internal error from the HTTP server it could not start.
+TEST_F(CliTest, ExporterThatCannotListenExits64NamingTheAddress) {
+  int port = 0;
+  const int taken = test::listen_on_loopback(port, 0, "the port in use");
+  const std::string in_use = "127.0.0.1:" + std::to_string(port);
+  const std::vector<BadArguments> cases = {
+      {{"exporter", "--listen", "nonsense"}, "--listen \"nonsense\" is not HOST:PORT"},
+      {{"exporter", "--listen", "127.0.0.1:65536"}, "--listen \"127.0.0.1:65536\" is not"},
+      {{"exporter", "--listen", "127.0.0.1:"}, "--listen \"127.0.0.1:\" is not"},
+      {{"exporter", "--listen", in_use}, "--listen \"" + in_use + "\": cannot listen there"},
+  };
+  for (const BadArguments& c : cases) {
+    const Outcome o = run(c.args);
+    if (o.err.find("built without prometheus-cpp") != std::string::npos) {
+      ::close(taken);
+      GTEST_SKIP() << "this fairsem has no exporter";
+    }
+    EXPECT_EQ(64, o.code) << c.args.back() << "\n" << o;
+    EXPECT_NE(std::string::npos, o.err.find(c.message)) << c.args.back() << "\n" << o;
+    EXPECT_EQ(std::string::npos, o.err.find("internal error")) << o;
+    EXPECT_TRUE(o.out.empty()) << o;
+  }
+  ::close(taken);
 }
 
 TEST_F(CliTest, LimitOtherThanTheStoredOneExits64) {
