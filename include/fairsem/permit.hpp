@@ -85,8 +85,9 @@ class Permit {
   /// is gone. Throws ConnectionError/TimeoutError if Redis cannot be reached.
   bool renew();
   /// Frees the permit and wakes the waiter it promotes. Releasing twice is harmless. Throws
-  /// ConnectionError/TimeoutError when Redis cannot be reached (retried once first); the
-  /// permit is then dropped locally and expires with its lease.
+  /// ConnectionError/TimeoutError when Redis cannot be reached (retried once first: at most two
+  /// command timeouts); the permit is then dropped locally and expires with its lease. A permit
+  /// known lost (on_lost was called for it) is dropped without a call: `expired` at once.
   ReleaseResult release();
   /// Gives back `units` of count() and keeps the rest: the highest slots go (and wake the
   /// waiters they let in); the permit keeps its lowest count() - units slots, its ticket and

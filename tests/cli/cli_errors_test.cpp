@@ -1,7 +1,7 @@
 // The installed `fairsem`, refusing what is wrong: bad arguments (exit 64, nothing changed), an
 // exporter address it cannot listen on (64), a limit other than the stored one, an unreachable
-// or refusing Redis (exit 69), a restricted ACL user, a password never echoed; and the demo on
-// a private Redis.
+// or refusing Redis (exit 69), a server that hangs under `run` (75 at once), a restricted ACL
+// user, a password never echoed; and the demo on a private Redis.
 
 #include <gtest/gtest.h>
 #include <sys/syscall.h>
@@ -23,6 +23,8 @@
 #include "fairsem/fairsem.hpp"
 #include "fairsem/impl/connection.hpp"
 #include "loopback.hpp"
+#include "redis_server.hpp"
+#include "stopped.hpp"
 #include "test_env.hpp"
 #include "wait.hpp"
 
@@ -160,6 +162,29 @@ TEST_F(CliTest, UnreachableRedisExits69WithoutShowingThePassword) {
   const Outcome bad = run(cmd({"status"}, {"--url", "redis://operator:sekret-pw@"}));
   EXPECT_EQ(64, bad.code) << bad;
   EXPECT_EQ(std::string::npos, bad.err.find("sekret")) << bad;
+}
+
+// The server hangs (SIGSTOP): the lease runs out, the command is terminated, and `fairsem run`
+// exits 75 at once. Before, it first tried to release the lost permit on the hung server and
+// waited three command timeouts (6 s) for nothing.
+TEST_F(CliTest, LostToAHungServerWithOnLostKillExits75WithoutWaitingForTheServer) {
+  test::RedisServer server;
+  auto p =
+      start(cmd({"run"}, {"--url", "redis://127.0.0.1:" + std::to_string(server.port()), "--limit",
+                          "1", "--lease", "1s", "--on-lost", "kill", "--", "sh", "-c",
+                          "trap 'echo got-TERM; exit 0' TERM; echo ready; "
+                          "i=0; while [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done"}));
+  ASSERT_TRUE(p->expect("ready")) << p->transcript();
+  const test::Stopped hung(server.pid());
+  ASSERT_TRUE(p->expect("got-TERM")) << p->transcript() << p->stderr_text();
+  const auto terminated = std::chrono::steady_clock::now();
+  EXPECT_EQ(75, exit_code(p->wait_exit())) << p->transcript();
+  // Well within one command timeout (2 s) of its command's end: no call to the hung server.
+  const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::steady_clock::now() - terminated);
+  EXPECT_LT(waited.count(), 2000) << p->stderr_text();
+  EXPECT_NE(std::string::npos, p->stderr_text().find("lost")) << p->stderr_text();
+  EXPECT_EQ(std::string::npos, p->stderr_text().find("releasing permit")) << p->stderr_text();
 }
 
 TEST_F(CliTest, RefusedLoginExits69WithoutShowingThePassword) {

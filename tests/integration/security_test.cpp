@@ -159,6 +159,12 @@ class SecurityAclTest : public ::testing::Test {
     o.on_lost = reports_.on_lost();
     return o;
   }
+  /// options(limit) with a 60 s lease and no watchdog: its permits are never found lost.
+  SemaphoreOptions unrenewed(long long limit) {
+    SemaphoreOptions o = options(limit, 60s);
+    o.auto_renew = false;
+    return o;
+  }
 
   /// What Redis refused since the test started (ACL LOG): "reason object" per entry.
   std::vector<std::string> denials() {
@@ -565,7 +571,11 @@ TEST_F(SecurityAclTest, LogsAndErrorsNeverShowThePasswordWhenTheServerIsGone) {
   const ConnectionOptions c = quick_to_give_up();
   FairSemaphore sem(c, name_, options(2, 600ms));
   std::optional<Permit> renewed = sem.acquire();
-  std::optional<Permit> released = sem.acquire();
+  std::optional<Permit> also_renewed = sem.acquire();
+  // Permits never found lost, whose releases make calls (a lost one's sends nothing).
+  FairSemaphore kept(c, name_ + "-kept", unrenewed(2));
+  std::optional<Permit> released = kept.acquire();
+  std::optional<Permit> dropped = kept.acquire();
 
   server_.kill();
   // The watchdog's renewals fail until the lease runs out, and say so.
@@ -574,7 +584,7 @@ TEST_F(SecurityAclTest, LogsAndErrorsNeverShowThePasswordWhenTheServerIsGone) {
   std::vector<std::string> errors;
   errors.push_back(error_of([&] { (void)released->release(); }));
   errors.push_back(error_of([&] { (void)sem.status(); }));
-  renewed.reset();  // the destructor's release fails: logged, not thrown
+  dropped.reset();  // the destructor's release fails: logged, not thrown
   EXPECT_TRUE(reports_.logged("releasing permit")) << ::testing::PrintToString(reports_.logs());
 
   for (const std::string& m : errors) EXPECT_FALSE(shows_password(m)) << m;
@@ -588,6 +598,8 @@ TEST_F(SecurityAclTest, LogsNeverShowThePasswordWhenTheCredentialsAreRevoked) {
   c.reconnect_backoff_max = 5ms;
   FairSemaphore sem(c, name_, options(1, 600ms));
   std::optional<Permit> p = sem.acquire();
+  FairSemaphore kept(c, name_ + "-kept", unrenewed(1));
+  std::optional<Permit> held = kept.acquire();  // never found lost: its release makes a call
 
   // The operator changes the password and drops the user's connections.
   admin_.command({"ACL", "SETUSER", kUser, "resetpass", ">rotated-pw-5e2a"});
@@ -596,7 +608,7 @@ TEST_F(SecurityAclTest, LogsNeverShowThePasswordWhenTheCredentialsAreRevoked) {
   EXPECT_TRUE(reports_.logged("WRONGPASS")) << ::testing::PrintToString(reports_.logs());
   const std::string refused = error_of([&] { (void)sem.try_acquire(); });
   EXPECT_THAT(refused, HasSubstr("authentication"));
-  p.reset();  // release refused: logged
+  held.reset();  // release refused: logged
   EXPECT_TRUE(reports_.logged("releasing permit")) << ::testing::PrintToString(reports_.logs());
 
   EXPECT_FALSE(shows_password(refused)) << refused;
@@ -618,6 +630,8 @@ TEST_F(SecurityAclTest, LogsNeverShowThePasswordWhenAReconnectReachesAWrongHost)
   };
   FairSemaphore sem(c, name_, o);
   std::optional<Permit> p = sem.acquire();
+  FairSemaphore kept(c, name_ + "-kept", unrenewed(1));
+  std::optional<Permit> held = kept.acquire();  // never found lost: its release makes a call
   ASSERT_TRUE(wait_until([&] { return sem.metrics().renewals >= 1; }));  // the watchdog is on
 
   admin_.command({"CLIENT", "KILL", "USER", kUser});
@@ -634,7 +648,7 @@ TEST_F(SecurityAclTest, LogsNeverShowThePasswordWhenAReconnectReachesAWrongHost)
   ASSERT_TRUE(wait_until([&] { return reports_.lost().size() == 1; }));
   const std::string refused = error_of([&] { (void)sem.try_acquire(); });
   EXPECT_THAT(refused, HasSubstr("with args beginning with: 'fairsem-app' '***'"));
-  p.reset();  // the destructor's release fails: logged
+  held.reset();  // the destructor's release fails: logged
   EXPECT_TRUE(reports_.logged("releasing permit")) << ::testing::PrintToString(reports_.logs());
   EXPECT_TRUE(reports_.logged("'***'")) << ::testing::PrintToString(reports_.logs());
 

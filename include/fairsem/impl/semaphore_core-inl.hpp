@@ -20,6 +20,9 @@ namespace semaphore_core_helpers {
 
 // A script whose reply was lost is run again (it is idempotent per permit id).
 constexpr int kScriptAttempts = 3;
+// A release is retried once (Permit::release): the caller waits for it, and a permit whose
+// release fails expires with its lease all the same.
+constexpr int kReleaseAttempts = 2;
 // Transient refusals (is_transient) are retried with backoff this often.
 constexpr int kTransientAttempts = 12;
 constexpr auto kTransientBackoffMax = std::chrono::milliseconds(500);
@@ -123,7 +126,8 @@ FAIRSEM_INLINE std::unique_ptr<Connection> SemaphoreCore::take_connection() {
 }
 
 FAIRSEM_INLINE Reply SemaphoreCore::run(Connection& conn, std::string_view op, const Args& extra,
-                                        long long units, bool fresh) {
+                                        long long units, bool fresh, int attempts) {
+  if (attempts <= 0) attempts = semaphore_core_helpers::kScriptAttempts;
   Args args;
   args.reserve(3 + extra.size());
   args.push_back(op);
@@ -151,7 +155,7 @@ FAIRSEM_INLINE Reply SemaphoreCore::run(Connection& conn, std::string_view op, c
       // The script may have run and only its reply been lost; every operation is idempotent
       // per permit id, so running it again cannot grant or free a second permit. Not once the
       // connection's deadline (a renewal's leases) has passed: too late to be of use.
-      if (attempt >= semaphore_core_helpers::kScriptAttempts || conn.deadline_passed()) throw;
+      if (attempt >= attempts || conn.deadline_passed()) throw;
       // The lost run may have queued or granted the id: it is no longer fresh.
       if (fresh) args.back() = "0";
       log(LogLevel::warning,
@@ -225,10 +229,17 @@ FAIRSEM_INLINE ReleaseResult SemaphoreCore::release(PermitState& state) {
   // (MetricsObserver::permit_ended). A failed call drops the permit: its entry expires with
   // its lease.
   end_permit(state, state.lost.load());
+  // Known lost (found gone or evicted by a renewal, or its lease ran out while renewals
+  // failed): its entry is gone, or its lease is over and the next call of any client reaps
+  // it, or the id holds someone else's ticket now. A call frees nothing then, and against a
+  // hung server it would only make the caller wait (`fairsem run --on-lost kill` after its
+  // command died): none is sent.
+  if (state.lost.load()) return ReleaseResult::expired;
   Reply reply = [&] {
     Borrowed conn(*this);
     const std::string ticket = std::to_string(state.ticket);
-    return run(*conn, "release", {state.id, ticket, receipt_arg_});
+    return run(*conn, "release", {state.id, ticket, receipt_arg_}, 1, false,
+               semaphore_core_helpers::kReleaseAttempts);
   }();
   // released_before: an earlier run whose reply was lost released it (it left a receipt).
   if (detail::decode_release(reply) != detail::ReleaseState::not_present) {
@@ -254,16 +265,17 @@ FAIRSEM_INLINE ReleaseResult SemaphoreCore::release_units(PermitState& state, lo
                     "1 to {} of them, got {}",
                     where(), state.id, count, count, units));
   }
-  if (units == count) return release(state);
+  // All of them, or a permit known lost (dropped without a call, as release() drops it).
+  if (units == count || state.lost.load()) return release(state);
   const long long keep = count - units;
   // Told before the call, as release() tells it; a call that fails gives nothing back.
   state.told_units.fetch_sub(units);
   observed_.units_released(units);
   Reply reply = [&] {
     Borrowed conn(*this);
-    return run(
-        *conn, "release",
-        {state.id, std::to_string(state.ticket), receipt_arg_, "keep", std::to_string(keep)});
+    return run(*conn, "release",
+               {state.id, std::to_string(state.ticket), receipt_arg_, "keep", std::to_string(keep)},
+               1, false, semaphore_core_helpers::kReleaseAttempts);
   }();
   if (detail::decode_release(reply) == detail::ReleaseState::holder_released) {
     state.keep_slots(static_cast<std::size_t>(keep));

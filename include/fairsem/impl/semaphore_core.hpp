@@ -219,11 +219,11 @@ class SemaphoreCore : public std::enable_shared_from_this<SemaphoreCore> {
     runtime_->give_back(std::move(conn));
   }
 
-  /// Runs one operation of the semaphore script, again after a lost reply (up to
-  /// kScriptAttempts in all). Refusals become LimitMismatchError / ReplyError. `fresh`: the last
-  /// of `extra` is acquire's FRESH flag, "1", sent as "0" when the call is sent again.
+  /// Runs one operation of the semaphore script, again after a lost reply (up to `attempts` in
+  /// all; 0: kScriptAttempts). Refusals become LimitMismatchError / ReplyError. `fresh`: the
+  /// last of `extra` is acquire's FRESH flag, "1", sent as "0" when the call is sent again.
   Reply run(Connection& conn, std::string_view op, const Args& extra, long long units = 1,
-            bool fresh = false);
+            bool fresh = false, int attempts = 0);
   /// This request's turn to send its first call (admission.hpp): once the requests made before
   /// it have had theirs answered; nullopt when `deadline` passes first. At once on fairsem's own
   /// threads and while this thread holds a pool connection, where the wait could be for itself.
