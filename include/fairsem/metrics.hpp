@@ -51,7 +51,9 @@ struct Metrics {
   /// Permit::renew) that extended its deadline.
   std::uint64_t renewals = 0;
   /// Failed renewals, one per permit per attempt: the renew call threw, or with min_replicas
-  /// too few replicas acknowledged it (SemaphoreOptions::on_renew_failure is called for each).
+  /// too few replicas acknowledged it, or a watchdog's renew call had no reply for a quarter of
+  /// the renew interval (once per quarter it waits) (SemaphoreOptions::on_renew_failure is
+  /// called for each).
   std::uint64_t renewal_failures = 0;
   /// Held permits found lost, once each: by a renewal (on_lost is called), or by a release
   /// that found the permit already gone (it returned ReleaseResult::expired).

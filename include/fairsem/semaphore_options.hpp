@@ -55,7 +55,9 @@ struct PermitInfo {
 };
 
 /// Called when renewing a held permit failed while its lease still runs: the renew call threw
-/// (Redis unreachable, an error reply), or with min_replicas too few replicas acknowledged it.
+/// (Redis unreachable, an error reply), or with min_replicas too few replicas acknowledged it,
+/// or a watchdog's renew call has had no reply for a quarter of the renew interval (a server
+/// that hangs: reported again each quarter while the call waits, until the lease runs out).
 /// A warning before the loss: unless a renewal succeeds within permit.lease_left, on_lost
 /// follows. `permit` has the permit's id, its fencing token (ticket), its slot, the time its
 /// lease had left on this process's clock when the renewal failed (> 0) and its owner_info;

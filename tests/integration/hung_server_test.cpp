@@ -1,5 +1,6 @@
-// HungServerTest: what a holder waits for while its server hangs (SIGSTOP: the kernel still
-// accepts connections, nothing answers). Releasing a permit known lost sends nothing and
+// HungServerTest: what a holder hears and waits for while its server hangs (SIGSTOP: the kernel
+// still accepts connections, nothing answers). A renewal that is not answered is reported
+// through on_renew_failure before on_lost; releasing a permit known lost sends nothing and
 // returns at once; a release that cannot reach the server is retried once, as documented.
 
 #include <gmock/gmock.h>
@@ -64,6 +65,30 @@ class HungServerTest : public test::SemaphoreFixture {
 
   test::RedisServer server_;  // its own: stopped by the tests
 };
+
+// A renewal call waits up to its leases' end for a server that hangs: before, that one call was
+// all the watchdog made, and on_lost the first and only signal. Now each quarter of the renew
+// interval without a reply is a failed renewal, reported while the lease still runs.
+TEST_F(HungServerTest, ARenewalThatIsNotAnsweredIsReportedBeforeThePermitIsLost) {
+  Heard heard;
+  LogLines lines;
+  SemaphoreOptions o = told(3s, heard);  // renewed every second
+  o.logger = lines.logger();
+  FairSemaphore sem(connection(), "hung-renewal", o);
+  Permit permit = sem.acquire();
+  {
+    const test::Stopped hung(server_.pid());
+    ASSERT_TRUE(wait_until([&] { return permit.lost(); }, 20s));
+    ASSERT_TRUE(wait_until([&] { return !heard.all().empty() && heard.all().back() == "lost"; }));
+  }
+  const std::vector<std::string> seen = heard.all();
+  ASSERT_GE(seen.size(), 2u) << lines.timed();
+  EXPECT_EQ("failure", seen.front()) << lines.timed();
+  EXPECT_EQ(1, std::count(seen.begin(), seen.end(), "lost"));
+  const Metrics m = sem.metrics();
+  EXPECT_GE(m.renewal_failures, seen.size() - 1) << lines.timed();
+  EXPECT_EQ(1u, m.permits_lost);
+}
 
 // What a release of a lost permit promises is nothing: its entry is gone, or its lease is over,
 // or its id holds someone else's ticket. It returns at once (before, it waited for three command

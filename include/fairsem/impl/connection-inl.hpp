@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 #include <hiredis/hiredis.h>
+#include <poll.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -61,8 +62,47 @@ FAIRSEM_INLINE void Connection::set_socket_timeout(std::chrono::milliseconds tim
   }
 }
 
+FAIRSEM_INLINE void Connection::await_reply(std::string_view command_name,
+                                            std::chrono::milliseconds timeout) {
+  if (stall_report_ == nullptr || !ctx_) return;
+  {
+    // What redisGetReply would write first: nothing can answer before it is sent.
+    SigpipeGuard guard;
+    int done = 0;
+    while (done == 0) {
+      errno = 0;
+      if (redisBufferWrite(ctx_.get(), &done) != REDIS_OK) {
+        const int saved_errno = errno;
+        broken_ = true;
+        throw_error(*ctx_, saved_errno, {false, command_name, endpoint_, timeout});
+      }
+    }
+  }
+  // Read already (with an earlier reply): nothing to wait for.
+  if (ctx_->reader != nullptr && ctx_->reader->pos < ctx_->reader->len) return;
+  using std::chrono::steady_clock;
+  const auto end = steady_clock::now() + timeout;
+  for (;;) {
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(end - steady_clock::now());
+    if (left.count() <= 0) {
+      broken_ = true;
+      throw TimeoutError(fmt::format("fairsem: no reply to {} from {} within {} ms", command_name,
+                                     endpoint_, timeout.count()));
+    }
+    const auto wait = std::min(left, stall_every_);
+    pollfd ready{ctx_->fd, POLLIN, 0};
+    const int r = ::poll(&ready, 1, static_cast<int>(wait.count()));
+    if (r < 0 && errno == EINTR) continue;
+    // Readable, closed or failed (or poll itself failed): redisGetReply reads what it is.
+    if (r != 0) return;
+    // A whole `every` without a reply, and the wait goes on (at its end, the timeout reports).
+    if (wait == stall_every_ && wait < left) (*stall_report_)();
+  }
+}
+
 FAIRSEM_INLINE Reply Connection::receive(std::string_view command_name,
                                          std::chrono::milliseconds timeout) {
+  await_reply(command_name, timeout);
   void* raw = nullptr;
   int rc = REDIS_OK;
   int saved_errno = 0;

@@ -3,9 +3,11 @@
 // A single blocking connection to Redis over hiredis. Internal: the public API never exposes
 // it, and this header does not include hiredis.h (the context is only forward-declared).
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <memory>
 #include <optional>
@@ -150,6 +152,15 @@ class Connection {
   void set_interrupt(const std::atomic<bool>* flag) noexcept { interrupt_ = flag; }
   /// The interrupt set (nullptr: none).
   const std::atomic<bool>* interrupt() const noexcept { return interrupt_; }
+  /// From now on, until cleared (nullptr), while this connection waits for a reply, `*report`
+  /// is called each time `every` passes without one; the wait goes on to its timeout as before.
+  /// For the renewal lanes: a renewal that a hung server never answers is reported (as a failed
+  /// renewal) long before the leases it would extend run out. `report` must outlive the setting.
+  void set_stall_report(std::chrono::milliseconds every,
+                        const std::function<void()>* report) noexcept {
+    stall_every_ = std::max(std::chrono::milliseconds(1), every);
+    stall_report_ = report;
+  }
   /// True while a deadline is set.
   bool has_deadline() const noexcept { return deadline_.has_value(); }
   /// True once the deadline set has passed, or the interrupt set is raised (false without).
@@ -212,6 +223,10 @@ class Connection {
   void send(const Args& argv);
   Reply receive(std::string_view command_name);
   Reply receive(std::string_view command_name, std::chrono::milliseconds timeout);
+  /// With a stall report set: writes what is pending and waits up to `timeout` for the socket to
+  /// be readable, calling the report at each `stall_every_` of the wait (TimeoutError when it
+  /// never is). Without one, nothing: redisGetReply waits.
+  void await_reply(std::string_view command_name, std::chrono::milliseconds timeout);
   void set_socket_timeout(std::chrono::milliseconds timeout);
   [[noreturn]] void fail_io(std::string_view action, int saved_errno);
   /// Throws TimeoutError, saying `what` was not attempted, once the deadline has passed.
@@ -231,6 +246,8 @@ class Connection {
   std::shared_ptr<std::atomic<std::uint64_t>> reconnects_;         // null: not counted
   std::optional<std::chrono::steady_clock::time_point> deadline_;  // set_deadline()
   const std::atomic<bool>* interrupt_ = nullptr;                   // set_interrupt()
+  const std::function<void()>* stall_report_ = nullptr;            // set_stall_report()
+  std::chrono::milliseconds stall_every_{0};
 };
 
 }  // namespace fairsem::detail

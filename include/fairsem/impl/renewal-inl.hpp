@@ -9,6 +9,8 @@
 #include "fairsem/impl/config.hpp"
 
 #include <algorithm>
+#include <functional>
+#include <string>
 #include <utility>
 
 #include "fairsem/impl/notifier.hpp"
@@ -256,6 +258,19 @@ FAIRSEM_INLINE bool SemaphoreCore::renew_round(
     const auto latest = split.latest;
     if (chunk.empty()) continue;
     Connection* conn = nullptr;
+    // A call not answered within a quarter of the interval counts as failed, and is reported
+    // so (on_renew_failure, renewal_failures) each such time, while it goes on trying until
+    // the leases run out: a hung server is warned of before the loss, not only by on_lost.
+    const milliseconds every = renewal_retry_delay(renew_interval_);
+    const auto sent = Clock::now();
+    const std::function<void()> stalled = [&] {
+      const std::string error = fmt::format(
+          "fairsem: no reply from {} for {} ms; still trying until the leases run out", endpoint_,
+          std::chrono::duration_cast<milliseconds>(Clock::now() - sent).count());
+      log(LogLevel::warning,
+          fmt::format("fairsem: {}: renewing {} permits failed: {}", where(), chunk.size(), error));
+      renewal_failed(chunk, error);
+    };
     try {
       conn = connect(latest);
       if (conn == nullptr) {
@@ -264,11 +279,16 @@ FAIRSEM_INLINE bool SemaphoreCore::renew_round(
         throw ConnectionError(error);
       }
       conn->set_deadline(latest);
+      conn->set_stall_report(every, &stalled);
       if (!renew_chunk(*conn, chunk)) renewed = false;
+      conn->set_stall_report(every, nullptr);
       conn->set_deadline(std::nullopt);
     } catch (const std::exception& e) {
       renewed = false;
-      if (conn != nullptr) conn->set_deadline(std::nullopt);
+      if (conn != nullptr) {
+        conn->set_stall_report(every, nullptr);
+        conn->set_deadline(std::nullopt);
+      }
       const auto now = Clock::now();
       log(LogLevel::warning, fmt::format("fairsem: {}: renewing {} permits failed: {}", where(),
                                          chunk.size(), e.what()));

@@ -25,13 +25,6 @@ auto earliest(const std::vector<Watched>& watched) {
       ->next;
 }
 
-/// How soon a semaphore whose renewal failed is renewed again: a quarter of its interval, so
-/// that two failures in a row (a failover that takes a while) leave several tries before a
-/// lease of three intervals runs out, instead of one at the very deadline.
-inline std::chrono::milliseconds retry_delay(std::chrono::milliseconds interval) {
-  return std::max(std::chrono::milliseconds(1), interval / 4);
-}
-
 }  // namespace watchdog_helpers
 
 FAIRSEM_INLINE Watchdog::Watchdog(ConnectionOptions options, std::shared_ptr<Discovery> discovery,
@@ -207,7 +200,7 @@ FAIRSEM_INLINE void Watchdog::retry_soon(Lane& lane,
                                          Clock::time_point now) {
   for (Watched& w : lane.watched) {
     if (std::find(failed.begin(), failed.end(), w.key) != failed.end()) {
-      w.next = std::min(w.next, now + watchdog_helpers::retry_delay(w.interval));
+      w.next = std::min(w.next, now + renewal_retry_delay(w.interval));
     }
   }
 }

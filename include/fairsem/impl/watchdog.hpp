@@ -7,6 +7,7 @@
 // renewal makes (on_lost, on_renew_failure, the logger) go to the callback thread (notifier.hpp)
 // and never hold up a lane. Internal.
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -26,6 +27,15 @@
 namespace fairsem::detail {
 
 class SemaphoreCore;
+
+/// How soon a semaphore whose renewal failed is renewed again: a quarter of its interval, so
+/// that two failures in a row (a failover that takes a while) leave several tries before a
+/// lease of three intervals runs out, instead of one at the very deadline. Also how often a
+/// renewal call that is not answered is reported as failed while it waits (renewal-inl.hpp):
+/// either way, a failing semaphore reports about four times per interval.
+inline std::chrono::milliseconds renewal_retry_delay(std::chrono::milliseconds interval) {
+  return std::max(std::chrono::milliseconds(1), interval / 4);
+}
 
 class Watchdog : public std::enable_shared_from_this<Watchdog> {
  public:
@@ -93,7 +103,7 @@ class Watchdog : public std::enable_shared_from_this<Watchdog> {
   /// renewed.
   bool renew(SemaphoreCore& core, LaneConnection& w);
   /// The entries of `lane` for `failed` (their renewal failed at `now`) are due again after
-  /// watchdog_helpers::retry_delay, if that comes before their interval. Caller holds mu_.
+  /// renewal_retry_delay, if that comes before their interval. Caller holds mu_.
   static void retry_soon(Lane& lane, const std::vector<const SemaphoreCore*>& failed,
                          Clock::time_point now);
 
