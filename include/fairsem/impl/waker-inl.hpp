@@ -85,18 +85,17 @@ FAIRSEM_INLINE std::size_t Waker::lanes() const {
   return lanes_.size();
 }
 
-FAIRSEM_INLINE std::unique_ptr<WakeSubscription> Waker::subscribe(int slot,
-                                                                  const std::string& wake_prefix,
-                                                                  const std::string& id,
-                                                                  Connection& conn,
-                                                                  std::function<void()> hook) {
+FAIRSEM_INLINE std::unique_ptr<WakeSubscription> Waker::subscribe(
+    int slot, const std::string& wake_prefix, const std::string& id, Connection& conn,
+    std::function<void()> hook, std::chrono::steady_clock::time_point since) {
   std::unique_ptr<WakeSubscription> sub(new WakeSubscription(
       shared_from_this(), slot, wake_prefix + id, inbox(wake_prefix), std::move(hook)));
-  list(*sub, conn);
+  list(*sub, conn, since);
   return sub;
 }
 
-FAIRSEM_INLINE void Waker::list(WakeSubscription& sub, Connection& conn) {
+FAIRSEM_INLINE void Waker::list(WakeSubscription& sub, Connection& conn,
+                                std::chrono::steady_clock::time_point since) {
   bool kick = false;
   bool wake_thread = false;
   bool hook_due = false;
@@ -137,6 +136,13 @@ FAIRSEM_INLINE void Waker::list(WakeSubscription& sub, Connection& conn) {
       hook_due = hand_over(it, std::move(message));
       handed = true;
     } else {
+      // Not listening when its lane's BRPOP was cut off after the call it acts on was sent
+      // (notify_lane did not reach it): what that BRPOP lost may be its promotion.
+      if (lane.cut_at >= since && !sub.interrupted_) {
+        sub.interrupted_ = true;
+        sub.interrupted_at_ = lane.cut_at;
+        hook_due = static_cast<bool>(sub.hook_);
+      }
       // A BRPOP under way that lacks this inbox: end it with a push to the kick list, its
       // first key. Otherwise the BRPOP under way has it, or the lane's next one will: the
       // thread, perhaps waiting on other lanes, is told to send it.
@@ -151,17 +157,14 @@ FAIRSEM_INLINE void Waker::list(WakeSubscription& sub, Connection& conn) {
   }
   if (wake_thread) poke();
   if (retired.joinable()) retired.join();
-  if (handed) {
-    if (hook_due) {
-      try {
-        sub.hook_();
-      } catch (...) {
-        // As on the waker's thread: that waiter learns of it at its next poll.
-      }
+  if (hook_due) {
+    try {
+      sub.hook_();
+    } catch (...) {
+      // As on the waker's thread: that waiter learns of it at its next poll.
     }
-    return;
   }
-  if (!kick) return;
+  if (handed || !kick) return;
   try {
     conn.eval(scripts::kick, {kick_key},
               {std::to_string(std::chrono::milliseconds(waker_helpers::kKickLifetime).count())});

@@ -78,9 +78,12 @@ class WakeSubscription {
   /// After a poll that found the request still queued: forgets an error not yet waited for,
   /// and listens again if a wake-up had ended the listening. A wake-up already delivered is
   /// kept: it may be for the entry the poll saw (promoted just after the poll ran); one for an
-  /// earlier entry of the id carries another ticket, and the waiter drops it. `conn`: as for
-  /// Waker::subscribe.
-  void rearm(Connection& conn);
+  /// earlier entry of the id carries another ticket, and the waiter drops it. So is a cut-off
+  /// BRPOP since `since`, when the poll was sent (the poll may have run before the promotion
+  /// whose wake-up that BRPOP lost), whether it came while listening or not: as an
+  /// interruption, the next wait reports it. `conn`: as for Waker::subscribe.
+  void rearm(Connection& conn, std::chrono::steady_clock::time_point since =
+                                   std::chrono::steady_clock::time_point::max());
 
  private:
   friend class Waker;
@@ -97,6 +100,7 @@ class WakeSubscription {
   std::optional<Reply> woken_;
   std::string error_;
   bool interrupted_ = false;
+  std::chrono::steady_clock::time_point interrupted_at_;  // when its lane was cut off
   std::condition_variable cv_;
 };
 
@@ -124,10 +128,13 @@ class Waker : public std::enable_shared_from_this<Waker> {
   /// which come through inbox(wake_prefix), in cluster slot `slot` (-1 outside a Cluster); when
   /// that inbox is new to a BRPOP under way, tells it so through `conn` (a pool connection in
   /// the same slot; if that fails, its next BRPOP, at most a second later, includes the inbox).
-  /// Throws std::system_error if the thread cannot start.
-  std::unique_ptr<WakeSubscription> subscribe(int slot, const std::string& wake_prefix,
-                                              const std::string& id, Connection& conn,
-                                              std::function<void()> hook = {});
+  /// A BRPOP of that lane cut off since `since` (when the call that queued the request was
+  /// sent) may have popped its promotion: the subscription starts interrupted, and its waiter
+  /// polls at once. Throws std::system_error if the thread cannot start.
+  std::unique_ptr<WakeSubscription> subscribe(
+      int slot, const std::string& wake_prefix, const std::string& id, Connection& conn,
+      std::function<void()> hook = {},
+      std::chrono::steady_clock::time_point since = std::chrono::steady_clock::time_point::max());
   /// Stops the thread (the destructor does); subscriptions left wait out their time.
   void stop() noexcept;
   /// Whether its thread runs (and holds connections): from the first subscription until every
@@ -157,6 +164,8 @@ class Waker : public std::enable_shared_from_this<Waker> {
     // The inboxes of the BRPOP under way, and those it was kicked for (the next one has them).
     std::unordered_set<std::string> in_brpop;
     bool listening = false;  // a BRPOP is under way with the keys it had when it began
+    // When a BRPOP of this lane was last cut off (whatever it popped lost with its reply).
+    std::chrono::steady_clock::time_point cut_at;
     // The thread's own.
     std::unique_ptr<Connection> conn;
     std::vector<std::string> keys;  // of the BRPOP under way
@@ -175,8 +184,8 @@ class Waker : public std::enable_shared_from_this<Waker> {
   // waker-inl.hpp: the subscriptions.
   /// Adds `sub` to its lane's next BRPOP, and kicks a BRPOP under way that lacks its inbox (or
   /// wakes the thread for a lane not listening); or hands it the wake-up that came for it
-  /// before it listened.
-  void list(WakeSubscription& sub, Connection& conn);
+  /// before it listened, or else marks it interrupted if the lane was cut off since `since`.
+  void list(WakeSubscription& sub, Connection& conn, std::chrono::steady_clock::time_point since);
   /// With mu_ held: `sub` (at `it` in subs_) gets {its wake list, `message`} and stops listening;
   /// its waiter wakes. True when its hook is due.
   bool hand_over(SubIt it, std::string message);
