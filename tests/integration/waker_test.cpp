@@ -169,6 +169,46 @@ TEST_F(WakerTest, ARequestThatSubscribesAfterACutSinceItsCallWasSentIsInterrupte
   EXPECT_FALSE(after->take().interrupted);
 }
 
+// A slot's inbox in two BRPOPs of one Client (Runtime::waker: a slot forgotten as a waiter was
+// given its waker, then given to another after a failover): a wake-up one waker pops for a
+// request listening through the other reaches it at once, as does one it kept before that
+// request listened; not at the request's next poll.
+TEST_F(WakerTest, AWakeUpPoppedByAnotherWakerOfTheClientReachesItsRequest) {
+  auto group = std::make_shared<detail::WakerGroup>();
+  const auto idle = ClientOptions{}.idle_timeout;
+  const auto popping =
+      std::make_shared<Waker>(server_.options(), nullptr, "a", "5a5e", idle, group);
+  const auto other = std::make_shared<Waker>(server_.options(), nullptr, "b", "5a5e", idle, group);
+  group->add(popping);
+  group->add(other);
+  const auto keeper = popping->subscribe(-1, wake_prefix_, "keeper", conn_);
+  // Its request listens through the other waker, whose BRPOP is not under way (stopped here;
+  // reconnecting, or not yet sent, in the field): the popping one's BRPOP alone has the inbox.
+  other->stop();
+  const auto sub = other->subscribe(-1, wake_prefix_, "r", conn_);
+  admin_.command({"LPUSH", popping->inbox(wake_prefix_), "r promoted 1"});
+  expect_woken(sub->wait_for(30s), wake_prefix_ + "r", "promoted 1");
+}
+
+TEST_F(WakerTest, AWakeUpAnotherWakerOfTheClientKeptIsHandedToTheRequestWhenItListens) {
+  auto group = std::make_shared<detail::WakerGroup>();
+  const auto idle = ClientOptions{}.idle_timeout;
+  const auto popping =
+      std::make_shared<Waker>(server_.options(), nullptr, "a", "5a5e", idle, group);
+  const auto other = std::make_shared<Waker>(server_.options(), nullptr, "b", "5a5e", idle, group);
+  group->add(popping);
+  group->add(other);
+  const auto keeper = popping->subscribe(-1, wake_prefix_, "keeper", conn_);
+  // Popped (and kept) by the popping waker before the keeper's, which it hands over after.
+  admin_.command({"LPUSH", popping->inbox(wake_prefix_), "late promoted 2", "keeper sync"});
+  const WakeWait synced = keeper->wait_for(30s);
+  ASSERT_TRUE(synced.woken.has_value()) << "the waker never reached the keeper's wake-up";
+  std::atomic<int> hooked{0};
+  const auto sub = other->subscribe(-1, wake_prefix_, "late", conn_, [&] { ++hooked; });
+  expect_woken(sub->take(), wake_prefix_ + "late", "promoted 2");
+  EXPECT_EQ(hooked.load(), 1) << "the asynchronous request's step was never posted";
+}
+
 // (The keeper, listening all along, gets only its own: push_and_wait_handled checks.)
 TEST_F(WakerTest, ARequestListeningGetsItsWakeUpAndNobodyElses) {
   const auto sub = waker_->subscribe(-1, wake_prefix_, "mine", conn_);

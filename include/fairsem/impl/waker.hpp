@@ -52,6 +52,28 @@ inline constexpr auto kRetryPause = std::chrono::milliseconds(200);
 
 class Waker;
 
+/// The wakers of one Client (Runtime). A slot's inbox can be in two of their BRPOPs for a while
+/// (Runtime::waker: a slot forgotten while a waiter was being given its waker, then given to
+/// another waker after a failover), so a wake-up one of them pops can be for a subscription of
+/// the other: a waker that pops one no subscription of its own listens for offers it to the
+/// others, and a subscription takes one another waker kept for it. Holds the wakers weakly.
+class WakerGroup {
+ public:
+  void add(const std::shared_ptr<Waker>& waker);
+  /// Hands {`key`, `message`} to a subscription listening through another waker than `from`:
+  /// true if one took it.
+  bool offer(const Waker* from, const std::string& key, const std::string& message);
+  /// Takes the wake-up for `key` that another waker than `from` keeps unclaimed, if any.
+  std::optional<std::string> claim(const Waker* from, const std::string& key);
+
+ private:
+  /// The wakers but `from` (those still alive), without the group's lock held after.
+  std::vector<std::shared_ptr<Waker>> others(const Waker* from);
+
+  std::mutex mu_;
+  std::vector<std::weak_ptr<Waker>> wakers_;
+};
+
 /// What one wait for a wake-up found.
 struct WakeWait {
   /// The wake-up, as {its wake list's name, MESSAGE} (what decode_wake reads).
@@ -112,8 +134,10 @@ class Waker : public std::enable_shared_from_this<Waker> {
   /// every waker of a Client, so that a waker made again routes as the one it replaces). A lane
   /// nobody has listened through for `idle_timeout` (ClientOptions::idle_timeout) closes its
   /// connection; with no lane left, the thread ends; the next subscription starts them again.
+  /// `group`: the Client's wakers, this one among them (null: none other).
   Waker(ConnectionOptions options, std::shared_ptr<Discovery> discovery, std::string kick_id,
-        std::string client, std::chrono::milliseconds idle_timeout);
+        std::string client, std::chrono::milliseconds idle_timeout,
+        std::shared_ptr<WakerGroup> group = nullptr);
   /// Stops the thread and joins it.
   ~Waker();
   Waker(const Waker&) = delete;
@@ -147,6 +171,7 @@ class Waker : public std::enable_shared_from_this<Waker> {
 
  private:
   friend class WakeSubscription;
+  friend class WakerGroup;
   /// One semaphore's inbox: how many subscriptions listen through it, and since when none.
   struct Inbox {
     std::size_t listed = 0;
@@ -197,8 +222,15 @@ class Waker : public std::enable_shared_from_this<Waker> {
   void unsubscribe(const WakeSubscription& sub) noexcept;
   /// With mu_ held: `sub` leaves subs_ (at `it`); its inbox is kept a while after its last.
   void unlist(SubIt it);
-  /// A BRPOP's reply {inbox, "ID MESSAGE"} to the subscription it is for, if any.
+  /// A BRPOP's reply {inbox, "ID MESSAGE"} to the subscription it is for, if any (of this
+  /// waker's, else of another of the group's); otherwise kept unclaimed.
   void deliver(Reply reply);
+  /// WakerGroup::offer, this waker's part: true if a subscription listening for `key` took it.
+  bool take_offer(const std::string& key, const std::string& message);
+  /// WakerGroup::claim, this waker's part.
+  std::optional<std::string> take_unclaimed(const std::string& key);
+  /// After list(): a wake-up for `sub` that another waker of the group kept is handed to it.
+  void claim_from_group(WakeSubscription& sub);
   /// Sets what `mark` sets on every subscription of lane `slot` and wakes their waiters; their
   /// hooks are due.
   void notify_lane(int slot, const std::function<void(WakeSubscription&)>& mark);
@@ -238,6 +270,7 @@ class Waker : public std::enable_shared_from_this<Waker> {
   const std::string client_;
   const std::string inbox_suffix_;  // "{inbox}" + client_
   const std::chrono::milliseconds idle_timeout_;
+  const std::shared_ptr<WakerGroup> group_;  // called without mu_ held
 
   mutable std::mutex mu_;  // guards subs_, lanes_ (and what a Lane says), unclaimed_, stop_,
                            // thread_, results
