@@ -64,6 +64,24 @@ class WakerTest : public ::testing::Test {
     EXPECT_EQ(w.woken->elements[1].str, message);
   }
 
+  /// Cuts off the waker's BRPOP (CLIENT KILL of the connection blocked in it), as a network
+  /// fault would after it popped something, and waits until the waker has noticed: its
+  /// listening waiters (the keeper) hear of it.
+  void cut_brpop() {
+    ASSERT_TRUE(wait_until([&] {
+      return admin_.command({"INFO", "clients"}).str.find("blocked_clients:1\r") !=
+             std::string::npos;
+    }));
+    const std::string clients = admin_.command({"CLIENT", "LIST"}).str;
+    const std::size_t brpop = clients.find(" cmd=brpop");
+    ASSERT_NE(brpop, std::string::npos) << clients;
+    const std::size_t line = clients.rfind("id=", brpop);
+    const std::string id = clients.substr(line + 3, clients.find(' ', line) - line - 3);
+    admin_.command({"CLIENT", "KILL", "ID", id});
+    ASSERT_TRUE(keeper_->wait_for(30s).interrupted) << "the waker did not notice the cut";
+    keeper_->rearm(conn_);
+  }
+
   /// Clients connected to the server, the one asking included.
   long long connected_clients() {
     const std::string info = admin_.command({"INFO", "clients"}).str;
@@ -104,6 +122,91 @@ TEST_F(WakerTest, AWakeUpPoppedBetweenTheLastOneAndRearmIsHandedToIt) {
   push_and_wait_handled("r", "promoted 2");
   sub->rearm(conn_);
   expect_woken(sub->take(), wake_prefix_ + "r", "promoted 2");
+}
+
+// A BRPOP cut off may have popped a promotion, lost with its reply: every waiter whose last
+// call was sent before the cut must poll at once, not a poll interval later. One whose poll was
+// out when the cut came (the poll may have run before the promotion) hears of it when it
+// listens again, whether the cut found it listening or not; so does one that subscribes after
+// a cut that came after its first call was sent.
+TEST_F(WakerTest, ABrpopCutOffWhileAPollWasOutInterruptsTheWaiterWhenItListensAgain) {
+  const auto sub = waker_->subscribe(-1, wake_prefix_, "r", conn_);
+  const auto poll_sent = std::chrono::steady_clock::now();
+  cut_brpop();
+  if (HasFatalFailure()) return;
+  sub->rearm(conn_, poll_sent);
+  EXPECT_TRUE(sub->take().interrupted) << "the poll's rearm forgot the cut that came after it";
+  // A cut before the poll was sent: the poll answered what it could have lost.
+  cut_brpop();
+  if (HasFatalFailure()) return;
+  sub->rearm(conn_, std::chrono::steady_clock::now());
+  EXPECT_FALSE(sub->take().interrupted);
+}
+
+TEST_F(WakerTest, ABrpopCutOffWhileAWaiterDidNotListenInterruptsItWhenItListensAgain) {
+  const auto sub = waker_->subscribe(-1, wake_prefix_, "r", conn_);
+  push_and_wait_handled("r", "promoted 1");
+  expect_woken(sub->wait_for(30s), wake_prefix_ + "r", "promoted 1");
+  // The wake-up ended its listening; its poll is out when the cut comes.
+  const auto poll_sent = std::chrono::steady_clock::now();
+  cut_brpop();
+  if (HasFatalFailure()) return;
+  sub->rearm(conn_, poll_sent);
+  EXPECT_TRUE(sub->take().interrupted) << "a waiter not listening at the cut never heard of it";
+}
+
+TEST_F(WakerTest, ARequestThatSubscribesAfterACutSinceItsCallWasSentIsInterrupted) {
+  const auto sent = std::chrono::steady_clock::now();
+  cut_brpop();
+  if (HasFatalFailure()) return;
+  std::atomic<int> hooked{0};
+  const auto late = waker_->subscribe(
+      -1, wake_prefix_, "late", conn_, [&] { ++hooked; }, sent);
+  EXPECT_TRUE(late->take().interrupted) << "its promotion may have been lost before it listened";
+  EXPECT_EQ(hooked.load(), 1) << "the asynchronous request's step was never posted";
+  const auto after =
+      waker_->subscribe(-1, wake_prefix_, "after", conn_, {}, std::chrono::steady_clock::now());
+  EXPECT_FALSE(after->take().interrupted);
+}
+
+// A slot's inbox in two BRPOPs of one Client (Runtime::waker: a slot forgotten as a waiter was
+// given its waker, then given to another after a failover): a wake-up one waker pops for a
+// request listening through the other reaches it at once, as does one it kept before that
+// request listened; not at the request's next poll.
+TEST_F(WakerTest, AWakeUpPoppedByAnotherWakerOfTheClientReachesItsRequest) {
+  auto group = std::make_shared<detail::WakerGroup>();
+  const auto idle = ClientOptions{}.idle_timeout;
+  const auto popping =
+      std::make_shared<Waker>(server_.options(), nullptr, "a", "5a5e", idle, group);
+  const auto other = std::make_shared<Waker>(server_.options(), nullptr, "b", "5a5e", idle, group);
+  group->add(popping);
+  group->add(other);
+  const auto keeper = popping->subscribe(-1, wake_prefix_, "keeper", conn_);
+  // Its request listens through the other waker, whose BRPOP is not under way (stopped here;
+  // reconnecting, or not yet sent, in the field): the popping one's BRPOP alone has the inbox.
+  other->stop();
+  const auto sub = other->subscribe(-1, wake_prefix_, "r", conn_);
+  admin_.command({"LPUSH", popping->inbox(wake_prefix_), "r promoted 1"});
+  expect_woken(sub->wait_for(30s), wake_prefix_ + "r", "promoted 1");
+}
+
+TEST_F(WakerTest, AWakeUpAnotherWakerOfTheClientKeptIsHandedToTheRequestWhenItListens) {
+  auto group = std::make_shared<detail::WakerGroup>();
+  const auto idle = ClientOptions{}.idle_timeout;
+  const auto popping =
+      std::make_shared<Waker>(server_.options(), nullptr, "a", "5a5e", idle, group);
+  const auto other = std::make_shared<Waker>(server_.options(), nullptr, "b", "5a5e", idle, group);
+  group->add(popping);
+  group->add(other);
+  const auto keeper = popping->subscribe(-1, wake_prefix_, "keeper", conn_);
+  // Popped (and kept) by the popping waker before the keeper's, which it hands over after.
+  admin_.command({"LPUSH", popping->inbox(wake_prefix_), "late promoted 2", "keeper sync"});
+  const WakeWait synced = keeper->wait_for(30s);
+  ASSERT_TRUE(synced.woken.has_value()) << "the waker never reached the keeper's wake-up";
+  std::atomic<int> hooked{0};
+  const auto sub = other->subscribe(-1, wake_prefix_, "late", conn_, [&] { ++hooked; });
+  expect_woken(sub->take(), wake_prefix_ + "late", "promoted 2");
+  EXPECT_EQ(hooked.load(), 1) << "the asynchronous request's step was never posted";
 }
 
 // (The keeper, listening all along, gets only its own: push_and_wait_handled checks.)

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "checker_record.hpp"
+#include "checker_wake.hpp"
 
 namespace fairsem::stress {
 namespace {
@@ -441,6 +442,7 @@ CheckResult check(const CheckInput& in) {
   check_slots(in, out);
   check_order(in, out);
   check_stopped_holders(in, out);
+  check_wake_ups(in, out);
   return out;
 }
 

@@ -48,6 +48,12 @@ struct Section {
   Mode mode = Mode::acquire;
   bool left = false;  // false: its process died inside (SIGKILL)
   bool lost = false;  // Permit::lost() when it ended
+  /// When its release call returned, having released (0: unknown: it failed, or the process
+  /// died first), and when its partial release's did (0: likewise): Redis had the units free
+  /// by then.
+  std::int64_t release_ns = 0;
+  std::int64_t partial_done_ns = 0;
+  bool previous = false;  // made by a client of the previous release
 };
 
 /// A try_acquire_for that gave up at its deadline without a permit. It was queued from soon
@@ -59,6 +65,16 @@ struct Timeout {
   std::int64_t deadline_ns = 0;  // wait_ns + the timeout
   std::int64_t end_ns = 0;       // the call returned
   int pid = 0;
+};
+
+/// A request that left the queue without a permit or a time-out: cancelled (its leave follows
+/// its callback), or ended by an error (its entry may stay a lease). Queued from `wait_ns`.
+struct Withdrawal {
+  long long units = 1;
+  std::int64_t wait_ns = 0;
+  std::int64_t end_ns = 0;
+  int pid = 0;
+  bool error = false;
 };
 
 /// A worker process SIGKILLed at `at_ns`.
@@ -89,6 +105,13 @@ struct CheckInput {
   std::vector<Kill> kills;
   std::vector<Stop> stops;
   std::vector<Window> disturbances;
+  std::vector<Withdrawal> withdrawals;
+  /// Every fault injected, each from its start until its recovery plus a lease (the wake-up
+  /// bound judges only grants whose units were free outside all of them).
+  std::vector<Window> fault_windows;
+  /// The longest a grant may come after its units were free, outside fault windows (0: not
+  /// checked). See check_wake_ups (checker_wake.hpp).
+  std::int64_t wake_bound_ns = 0;
   /// In units: the sum of the units of the valid permits may never exceed it.
   long long limit = 1;
   std::int64_t lease_ns = 0;
@@ -148,6 +171,16 @@ struct CheckResult {
   std::size_t stopped_holders_not_lost = 0;         // did not see Permit::lost() on waking
   std::size_t stopped_holders_passed_on = 0;        // someone entered while they were frozen
   std::size_t stopped_holders_token_not_older = 0;  // ...with a token not above theirs
+  /// Free before granted (checker_wake.hpp): blocking grants judged, the worst and the 99th
+  /// percentile delay of those outside fault windows and of those inside, and how many outside
+  /// exceeded the bound.
+  std::size_t wake_ups_out = 0;
+  std::size_t wake_ups_in = 0;
+  std::int64_t wake_worst_out_ns = 0;
+  std::int64_t wake_p99_out_ns = 0;
+  std::int64_t wake_worst_in_ns = 0;
+  std::int64_t wake_p99_in_ns = 0;
+  std::size_t wake_ups_late = 0;
   std::vector<std::string> failures;  // one line per broken promise; empty when all hold
   /// What the first of some broken promises looked like (the sections involved, the faults
   /// around them), to tell a broken library from a broken harness. Times in ms since the first
@@ -174,7 +207,9 @@ struct CheckResult {
 ///   granted before that waiter's deadline (a waiter that never got a permit, e.g. a big one
 ///   that small ones kept passing, leaves no grant to compare tokens with);
 /// - a holder frozen for longer than a lease saw lost() when it woke, and every section that
-///   began waiting after it entered and was granted while it was frozen carries a higher token.
+///   began waiting after it entered and was granted while it was frozen carries a higher token;
+/// - with a wake-up bound, every blocking grant whose units were free outside fault windows
+///   came within the bound of their being free (check_wake_ups, checker_wake.hpp).
 CheckResult check(const CheckInput& in);
 
 }  // namespace fairsem::stress

@@ -180,6 +180,7 @@ int Driver::run() {
   input_.limit = s_.limit;
   input_.lease_ns = ms_to_ns(s_.lease_ms);
   input_.order_slack_ns = ms_to_ns(s_.order_slack_ms);
+  input_.wake_bound_ns = ms_to_ns(s_.wake_bound_ms > 0 ? s_.wake_bound_ms : s_.lease_ms / 6);
   // A waker whose BRPOP failed during a freeze pauses 200 ms, then reconnects (connect timeout
   // 500 ms) before it listens again.
   input_.thaw_recovery_ns = ms_to_ns(1000);

@@ -67,6 +67,9 @@ struct Settings {
   std::uint64_t max_grants = 4'000'000;
   std::uint64_t grants = 0;  // end the load once this many were granted (0: run for --seconds)
   int order_slack_ms = kDefaultOrderSlackMs;
+  /// The longest a blocking grant may come after its units were free, outside fault windows
+  /// (checker_wake.hpp); 0: half a poll interval (lease / 6).
+  int wake_bound_ms = 0;
   std::uint64_t seed = 0;  // 0: random
   /// A 3-master Redis Cluster with a replica each, the workers on min_replicas 1.
   bool cluster = false;
@@ -177,6 +180,11 @@ class Driver {
   void disturb(std::int64_t from, std::int64_t to, bool proxied = false) {
     input_.disturbances.push_back({from, to, {}});
     if (proxied) proxy_windows_.push_back(input_.disturbances.size() - 1);
+  }
+  /// A fault on the server or the network, from its start until its recovery (the checker
+  /// adds a lease; kills and stops it takes from their own records).
+  void fault(std::int64_t from, std::int64_t recovered) {
+    input_.fault_windows.push_back({from, recovered, {}});
   }
   int finish();
   bool wait_for_workers(std::int64_t deadline_ns);

@@ -68,6 +68,7 @@ void Driver::resume_master() {
   const std::int64_t at = now_ns();
   // Its clients' calls timed out (1 s) and reconnect after it answers again.
   disturb(hang_->from_ns, at + ms_to_ns(2000));
+  fault(hang_->from_ns, at);
   recoveries_.push_back(at);
   hang_.reset();
   raw_.reset();

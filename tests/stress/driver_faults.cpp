@@ -266,21 +266,28 @@ void Driver::inject_once(const std::string& kind) {
     kill_master();
   } else if (kind == "failover") {
     fail_over();
+  }
+  if (kind == "restart" || kind == "client-kill" || kind == "waker-kill" || kind == "renew-kill" ||
+      kind == "script-flush" || kind == "master-kill" || kind == "failover") {
+    fault(at, now_ns());  // over once its injection returned
   } else if (kind == "delay") {
     const auto delay = milliseconds(20 + rng_() % 130);
     const auto duration = milliseconds(300 + rng_() % 700);
     proxy_->set_delay(delay);
     delay_ends_ns_ = at + ms_to_ns(duration.count());
     disturb(at, delay_ends_ns_ + ms_to_ns(delay.count() + 500), true);
+    fault(at, delay_ends_ns_ + ms_to_ns(delay.count()));
     ++injected_[kind];
   } else if (kind == "cut") {
     proxy_->cut_next_reply();
     disturb(at, at + ms_to_ns(2000), true);
+    fault(at, at + ms_to_ns(2000));  // the next reply through the proxy, whenever it comes
     ++injected_[kind];
   } else if (kind == "blackhole") {
     const auto duration = milliseconds(1200 + rng_() % 600);  // past the command timeout
     proxy_->blackhole(duration);
     disturb(at, at + ms_to_ns(duration.count() + 2500), true);
+    fault(at, at + ms_to_ns(duration.count()));
     recoveries_.push_back(at + ms_to_ns(duration.count()));
     ++injected_[kind];
   }

@@ -171,6 +171,10 @@ CheckInput Driver::collect() {
       in.timeouts.push_back({r.units, r.wait_ns, r.deadline_ns, r.enter_ns, r.pid});
       continue;
     }
+    if (state == withdrawn) {
+      in.withdrawals.push_back({r.units, r.wait_ns, r.enter_ns, r.pid, r.errored != 0});
+      continue;
+    }
     Section s;
     s.token = r.token;
     s.units = r.units;
@@ -194,6 +198,9 @@ CheckInput Driver::collect() {
     s.left = state == left;
     s.leave_ns = s.left ? r.leave_ns : 0;
     s.lost = r.lost != 0;
+    s.release_ns = s.left ? r.release_ns : 0;
+    s.partial_done_ns = r.partial_done_ns;
+    s.previous = r.previous != 0;
     in.sections.push_back(s);
   }
   return in;
@@ -330,6 +337,12 @@ void Driver::print_summary(const CheckInput& checked, const CheckResult& r, std:
   fmt::print("{:<44} {:.1f} ms (slack {:.0f} ms; {} over 10 ms)\n",
              "worst order inversion observed", ms(r.worst_inversion_ns), ms(input_.order_slack_ns),
              r.inversions_over_10ms);
+  fmt::print(
+      "{:<44} out of faults: {} grants, worst {:.1f} ms, p99 {:.1f} ms (bound {:.0f} ms, "
+      "{} over); in faults: {} grants, worst {:.1f} ms, p99 {:.1f} ms\n",
+      "free before granted (blocking grants)", r.wake_ups_out, ms(r.wake_worst_out_ns),
+      ms(r.wake_p99_out_ns), ms(input_.wake_bound_ns), r.wake_ups_late, r.wake_ups_in,
+      ms(r.wake_worst_in_ns), ms(r.wake_p99_in_ns));
   fmt::print("{:<44} {}\n", "leaked permits (after every worker stopped)", leaked);
   fmt::print("{:<44} {} (and {} wake lists and receipt keys expiring)\n",
              "keys left besides counter and meta", keys.size(), expiring_);

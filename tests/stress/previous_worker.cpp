@@ -248,6 +248,8 @@ class PreviousThread {
       if (!kept || kept->elements.empty() || kept->elements[0].integer != 1) {
         r.partial_failed = 1;
         ps_.release_errors.fetch_add(1);
+      } else {
+        r.partial_done_ns = now_ns();
       }
       std::this_thread::sleep_for(held_for - held_for / 2);
     } else if (held_for.count() > 0) {
@@ -262,6 +264,8 @@ class PreviousThread {
       ps_.release_errors.fetch_add(1);
     } else if (released->elements[0].integer == 0) {
       ps_.lost.fetch_add(1);  // expired before the release, as on_lost would have said
+    } else {
+      r.release_ns = now_ns();
     }
     return true;
   }

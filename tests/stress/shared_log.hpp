@@ -18,19 +18,26 @@ constexpr std::size_t kIdBytes = 64;
 constexpr int kMaxUnits = 8;
 
 /// timed_out: a request with a timeout that gave up without a permit (no token, no slots).
-enum RecordState : std::uint8_t { empty = 0, entered = 1, left = 2, timed_out = 3 };
+/// withdrawn: a request that left the queue otherwise: cancelled, or ended by an error.
+enum RecordState : std::uint8_t { empty = 0, entered = 1, left = 2, timed_out = 3, withdrawn = 4 };
 
 struct Record {
   std::int64_t token;
   std::int64_t slots[kMaxUnits];  // Permit::slots() when granted (the first kMaxUnits)
   std::int64_t kept[kMaxUnits];   // Permit::slots() after the partial release
   std::int64_t wait_ns;
-  std::int64_t enter_ns;  // timed_out: when the call returned
+  std::int64_t enter_ns;  // timed_out, withdrawn: when the call returned
   std::int64_t leave_ns;
   std::int64_t deadline_ns;  // timed_out: wait_ns + the timeout
   /// A partial release: when the holder stopped using the units it gave back (written before
   /// the call, with `kept` as meant; `kept` is then overwritten by what the permit kept).
   std::int64_t partial_ns;  // 0: none
+  /// When the partial release's call returned having given the units back (0: it did not, or
+  /// the process died in it): Redis had them free by then.
+  std::int64_t partial_done_ns;
+  /// When the release's call returned having released the permit (0: it failed, or the process
+  /// died first): Redis had its units free by then.
+  std::int64_t release_ns;
   std::int32_t pid;
   std::int32_t units;       // asked for
   std::int32_t slot_count;  // Permit::slots().size()
@@ -39,6 +46,7 @@ struct Record {
   std::uint8_t lost;
   std::uint8_t partial_failed;      // release(k) threw
   std::uint8_t previous;            // made by a client of the previous release
+  std::uint8_t errored;             // withdrawn: by an error (its entry may outlive it a lease)
   std::atomic<std::uint8_t> state;  // RecordState; written last, with release order
 };
 

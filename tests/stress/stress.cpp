@@ -75,6 +75,10 @@ int main(int argc, char** argv) {
   app.add_option("--order-slack-ms", s.order_slack_ms,
                  "how much later than a higher token a lower one may enter")
       ->check(CLI::Range(0, 60000));
+  app.add_option("--wake-bound-ms", s.wake_bound_ms,
+                 "how long after its units were free a blocking grant may come, outside faults "
+                 "(0: half a poll interval, lease / 6)")
+      ->check(CLI::Range(0, 60000));
   app.add_option("--seed", s.seed, "random seed (0: random)");
   app.add_flag("--cluster", s.cluster,
                fmt::format("run on a 3-master Redis Cluster with a replica each (workers on "

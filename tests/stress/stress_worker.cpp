@@ -81,6 +81,7 @@ void give_back(Record& r, ProcessSlot& ps, Permit& permit, const std::vector<lon
     ps.release_errors.fetch_add(1);
     return;
   }
+  r.partial_done_ns = now_ns();
   if (permit.held()) {
     const std::vector<long long> kept = permit.slots();
     write_kept(kept, kept.size());
@@ -182,6 +183,21 @@ bool log_timeout(SharedLog& log, const Request& req, std::int64_t end_ns) {
   return true;
 }
 
+/// Logs a request that left the queue without a permit or a time-out: cancelled, or ended by an
+/// error. Ahead of later waiters while it was queued. False when the log is full.
+bool log_withdrawal(SharedLog& log, const Request& req, std::int64_t end_ns, bool error) {
+  Record* r = next_record(log);
+  if (r == nullptr) return false;
+  r->units = static_cast<std::int32_t>(req.units);
+  r->wait_ns = req.wait_ns;
+  r->enter_ns = end_ns;
+  r->pid = static_cast<std::int32_t>(::getpid());
+  r->mode = static_cast<std::uint8_t>(req.mode);
+  r->errored = error ? 1 : 0;
+  r->state.store(withdrawn, std::memory_order_release);
+  return true;
+}
+
 /// The critical section of a granted permit, logged: enter, hold (sometimes giving units back
 /// half way through), leave, release. False when the log is full (the permit is then released
 /// by its destructor).
@@ -225,6 +241,7 @@ bool hold(SharedLog& log, ProcessSlot& ps, ThreadSlot& ts, Permit& permit, const
   ts.state.store(idle);
   try {
     (void)permit.release();
+    r.release_ns = now_ns();
   } catch (const Error&) {
     ps.release_errors.fetch_add(1);
   }
@@ -260,6 +277,7 @@ void worker_thread(SharedLog& log, ProcessSlot& ps, ThreadSlot& ts, FairSemaphor
       // Redis restarting, a connection cut or blackholed, an eviction: count and go on.
       ps.acquire_errors.fetch_add(1);
       ts.state.store(idle);
+      if (!log_withdrawal(log, req, now_ns(), true)) break;
       std::this_thread::sleep_for(milliseconds(10));
       continue;
     }
@@ -269,6 +287,7 @@ void worker_thread(SharedLog& log, ProcessSlot& ps, ThreadSlot& ts, FairSemaphor
       if (req.cancelled) {
         // Taken back: it may have been promoted at that instant and handed on, so it is no
         // timed-out waiter that nobody could pass.
+        if (!log_withdrawal(log, req, end_ns, false)) break;
         continue;
       }
       if (req.mode == Mode::try_acquire) {

@@ -81,12 +81,12 @@ FAIRSEM_INLINE AcquireEvent AcquireIo::perform(const AcquireAction& action) {
   try {
     switch (action.kind) {
       case Kind::subscribe:
-        wake_up_ = core_.subscribe(id_, conn(), hook_);
+        wake_up_ = core_.subscribe(id_, conn(), hook_, sent_);
         break;
       case Kind::rearm:
         // A wake-up delivered while the poll was out stays (WakeSubscription::rearm): the next
         // wait reads it, against the ticket the poll's reply gave.
-        wake_up_->rearm(conn());
+        wake_up_->rearm(conn(), sent_);
         break;
       case Kind::await_replicas:
         wake_up_.reset();
@@ -133,6 +133,7 @@ FAIRSEM_INLINE AcquireEvent AcquireIo::call(const AcquireAction& action) {
     } interruptible{**conn_};
     interruptible.c.set_interrupt(&interrupted_);
     const auto sent = Clock::now();
+    sent_ = sent;
     AcquireReply reply = core_.run_acquire(
         **conn_, id_, action.kind == AcquireAction::Kind::send_try ? "try" : "queue", units_,
         action.ticket, action.fresh);
@@ -274,9 +275,9 @@ FAIRSEM_INLINE void SemaphoreCore::check_units(long long units) const {
 }
 
 FAIRSEM_INLINE std::unique_ptr<WakeSubscription> SemaphoreCore::subscribe(
-    const std::string& id, Connection& conn, std::function<void()> hook) {
+    const std::string& id, Connection& conn, std::function<void()> hook, Clock::time_point since) {
   // A waiter's wake-ups come through its Client's inbox of this semaphore (waker.hpp).
-  return runtime_->waker(slot_)->subscribe(slot_, keys_[5], id, conn, std::move(hook));
+  return runtime_->waker(slot_)->subscribe(slot_, keys_[5], id, conn, std::move(hook), since);
 }
 
 FAIRSEM_INLINE long long SemaphoreCore::wait_replicas(Connection& conn) {

@@ -82,6 +82,7 @@ class AcquireIo {
   std::optional<AdmissionTurn> turn_;
   std::optional<SemaphoreCore::Borrowed> conn_;
   std::unique_ptr<WakeSubscription> wake_up_;
+  Clock::time_point sent_;  // when the last call was sent (subscribe and rearm act on its reply)
   std::atomic<bool> interrupted_{false};  // interrupt()
 };
 

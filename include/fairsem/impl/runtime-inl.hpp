@@ -139,7 +139,8 @@ FAIRSEM_INLINE std::shared_ptr<Waker> Runtime::waker(int slot) {
   // in use: a slot its waker no longer serves (its lane closed idle) is forgotten, and so is a
   // waker no slot uses whose thread has ended. (A slot forgotten just as a waiter of it was
   // given its waker, and given to another waker after a failover: both listen on its inbox
-  // for a while, and a wake-up the other pops reaches its waiter at its next poll.)
+  // for a while; a wake-up one pops for the other's waiter goes to it through their
+  // WakerGroup.)
   if (slot_wakers_.size() >= wakers_sweep_at_) {
     for (auto it = slot_wakers_.begin(); it != slot_wakers_.end();) {
       it = it->second->serves(it->first) ? std::next(it) : slot_wakers_.erase(it);
@@ -161,7 +162,8 @@ FAIRSEM_INLINE std::shared_ptr<Waker> Runtime::waker(int slot) {
   std::shared_ptr<Waker>& waker = wakers_[node];
   if (!waker) {
     waker = std::make_shared<Waker>(runtime_helpers::for_role(options_, "wake"), discovery_,
-                                    random_id(), client_id_, idle_timeout_);
+                                    random_id(), client_id_, idle_timeout_, waker_group_);
+    waker_group_->add(waker);
   }
   slot_wakers_.emplace(slot, waker);
   return waker;

@@ -135,6 +135,7 @@ class Runtime : public std::enable_shared_from_this<Runtime> {
   std::mutex wakers_mu_;
   std::unordered_map<std::string, std::shared_ptr<Waker>> wakers_;  // by node (see waker())
   std::unordered_map<int, std::shared_ptr<Waker>> slot_wakers_;     // by slot: the one given
+  const std::shared_ptr<WakerGroup> waker_group_ = std::make_shared<WakerGroup>();
   std::size_t wakers_sweep_at_ = 64;  // slots and wakers idle and unused are dropped then
 };
 

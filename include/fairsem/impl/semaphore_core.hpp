@@ -169,9 +169,9 @@ class SemaphoreCore : public std::enable_shared_from_this<SemaphoreCore> {
   AcquireReply run_acquire(Connection& conn, const std::string& id, std::string_view mode,
                            long long units, long long ticket = 0, bool fresh = false);
   /// Listens, through the Client's waker, for the wake-ups of the request `id` that `conn`
-  /// queued; `hook` as for Waker::subscribe.
+  /// queued with a call sent at `since`; `hook` and `since` as for Waker::subscribe.
   std::unique_ptr<WakeSubscription> subscribe(const std::string& id, Connection& conn,
-                                              std::function<void()> hook);
+                                              std::function<void()> hook, Clock::time_point since);
   /// WAIT for min_replicas replicas to have what this connection wrote; returns how many did.
   long long wait_replicas(Connection& conn);
   Permit make_permit(const std::string& id, const AcquireReply& reply, Clock::time_point sent);

@@ -37,16 +37,19 @@ FAIRSEM_INLINE WakeWait WakeSubscription::wait_for(std::chrono::milliseconds wai
   return result;
 }
 
-FAIRSEM_INLINE void WakeSubscription::rearm(Connection& conn) {
+FAIRSEM_INLINE void WakeSubscription::rearm(Connection& conn,
+                                            std::chrono::steady_clock::time_point since) {
   {
     std::lock_guard<std::mutex> lock(waker_->mu_);
     // A wake-up delivered meanwhile stays: it may be for the entry the poll just saw (promoted
-    // after the poll ran), and a stale one carries another ticket, which the waiter tells.
+    // after the poll ran), and a stale one carries another ticket, which the waiter tells. So
+    // does a cut-off BRPOP since the poll was sent: it may have lost a promotion that came
+    // after the poll ran.
     error_.clear();
-    interrupted_ = false;
+    if (interrupted_at_ < since) interrupted_ = false;
     if (listed_) return;
   }
-  waker_->list(*this, conn);
+  waker_->list(*this, conn, since);
 }
 
 }  // namespace fairsem::detail

@@ -28,13 +28,15 @@ namespace fairsem::detail {
 
 FAIRSEM_INLINE Waker::Waker(ConnectionOptions options, std::shared_ptr<Discovery> discovery,
                             std::string kick_id, std::string client,
-                            std::chrono::milliseconds idle_timeout)
+                            std::chrono::milliseconds idle_timeout,
+                            std::shared_ptr<WakerGroup> group)
     : options_(std::move(options)),
       discovery_(std::move(discovery)),
       kick_id_(std::move(kick_id)),
       client_(std::move(client)),
       inbox_suffix_(std::string(waker_helpers::kInboxMark) + client_),
-      idle_timeout_(idle_timeout) {
+      idle_timeout_(idle_timeout),
+      group_(std::move(group)) {
   if (::pipe2(poke_.data(), O_CLOEXEC | O_NONBLOCK) != 0) {
     throw std::system_error(errno, std::generic_category(), "fairsem: the waker's pipe");
   }
@@ -85,18 +87,17 @@ FAIRSEM_INLINE std::size_t Waker::lanes() const {
   return lanes_.size();
 }
 
-FAIRSEM_INLINE std::unique_ptr<WakeSubscription> Waker::subscribe(int slot,
-                                                                  const std::string& wake_prefix,
-                                                                  const std::string& id,
-                                                                  Connection& conn,
-                                                                  std::function<void()> hook) {
+FAIRSEM_INLINE std::unique_ptr<WakeSubscription> Waker::subscribe(
+    int slot, const std::string& wake_prefix, const std::string& id, Connection& conn,
+    std::function<void()> hook, std::chrono::steady_clock::time_point since) {
   std::unique_ptr<WakeSubscription> sub(new WakeSubscription(
       shared_from_this(), slot, wake_prefix + id, inbox(wake_prefix), std::move(hook)));
-  list(*sub, conn);
+  list(*sub, conn, since);
   return sub;
 }
 
-FAIRSEM_INLINE void Waker::list(WakeSubscription& sub, Connection& conn) {
+FAIRSEM_INLINE void Waker::list(WakeSubscription& sub, Connection& conn,
+                                std::chrono::steady_clock::time_point since) {
   bool kick = false;
   bool wake_thread = false;
   bool hook_due = false;
@@ -137,6 +138,13 @@ FAIRSEM_INLINE void Waker::list(WakeSubscription& sub, Connection& conn) {
       hook_due = hand_over(it, std::move(message));
       handed = true;
     } else {
+      // Not listening when its lane's BRPOP was cut off after the call it acts on was sent
+      // (notify_lane did not reach it): what that BRPOP lost may be its promotion.
+      if (lane.cut_at >= since && !sub.interrupted_) {
+        sub.interrupted_ = true;
+        sub.interrupted_at_ = lane.cut_at;
+        hook_due = static_cast<bool>(sub.hook_);
+      }
       // A BRPOP under way that lacks this inbox: end it with a push to the kick list, its
       // first key. Otherwise the BRPOP under way has it, or the lane's next one will: the
       // thread, perhaps waiting on other lanes, is told to send it.
@@ -151,17 +159,15 @@ FAIRSEM_INLINE void Waker::list(WakeSubscription& sub, Connection& conn) {
   }
   if (wake_thread) poke();
   if (retired.joinable()) retired.join();
-  if (handed) {
-    if (hook_due) {
-      try {
-        sub.hook_();
-      } catch (...) {
-        // As on the waker's thread: that waiter learns of it at its next poll.
-      }
+  if (hook_due) {
+    try {
+      sub.hook_();
+    } catch (...) {
+      // As on the waker's thread: that waiter learns of it at its next poll.
     }
-    return;
   }
-  if (!kick) return;
+  if (!handed) claim_from_group(sub);
+  if (handed || !kick) return;
   try {
     conn.eval(scripts::kick, {kick_key},
               {std::to_string(std::chrono::milliseconds(waker_helpers::kKickLifetime).count())});
@@ -239,16 +245,114 @@ FAIRSEM_INLINE void Waker::deliver(Reply reply) {
   std::string key = inbox.substr(0, inbox.size() - inbox_suffix_.size());
   key.append(pushed, 0, space);
   std::string message = pushed.substr(space + 1);
-  std::lock_guard<std::mutex> lock(mu_);
-  const auto it = subs_.find(key);
-  if (it == subs_.end()) {
-    // Its waiter is not listening: not yet (its call's reply and this promotion crossed), or
-    // between a wake-up and its next poll, or never again (it left; the entry is gone).
-    keep_unclaimed(std::move(key), std::move(message));
-    return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const auto it = subs_.find(key);
+    if (it != subs_.end()) {
+      WakeSubscription& sub = *it->second;
+      if (hand_over(it, std::move(message))) due_hooks_.push_back(sub.hook_);
+      return;
+    }
+    // Its waiter is not listening here: not yet (its call's reply and this promotion crossed),
+    // or between a wake-up and its next poll, or never again (it left; the entry is gone), or
+    // through another waker of the Client. Kept first, so that a subscription listing here
+    // meanwhile finds it.
+    keep_unclaimed(key, message);
   }
-  WakeSubscription& sub = *it->second;
-  if (hand_over(it, std::move(message))) due_hooks_.push_back(sub.hook_);
+  if (!group_ || !group_->offer(this, key, message)) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto kept = unclaimed_.find(key);
+  if (kept != unclaimed_.end() && kept->second.message == message) unclaimed_.erase(kept);
+}
+
+FAIRSEM_INLINE bool Waker::take_offer(const std::string& key, const std::string& message) {
+  bool hook_due = false;
+  std::function<void()> hook;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const auto it = subs_.find(key);
+    if (it == subs_.end()) return false;
+    hook = it->second->hook_;
+    hook_due = hand_over(it, message);
+  }
+  if (hook_due) {
+    try {
+      hook();
+    } catch (...) {
+      // As on this waker's thread: that waiter learns of it at its next poll.
+    }
+  }
+  return true;
+}
+
+FAIRSEM_INLINE std::optional<std::string> Waker::take_unclaimed(const std::string& key) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto kept = unclaimed_.find(key);
+  if (kept == unclaimed_.end()) return std::nullopt;
+  std::string message = std::move(kept->second.message);
+  unclaimed_.erase(kept);
+  return message;
+}
+
+FAIRSEM_INLINE void Waker::claim_from_group(WakeSubscription& sub) {
+  if (!group_) return;
+  std::optional<std::string> message = group_->claim(this, sub.key_);
+  if (!message) return;
+  bool hook_due = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!sub.listed_) return;  // woken meanwhile (this wake-up, offered by the other waker)
+    const auto range = subs_.equal_range(sub.key_);
+    for (auto it = range.first; it != range.second; ++it) {
+      if (it->second == &sub) {
+        hook_due = hand_over(it, std::move(*message));
+        break;
+      }
+    }
+  }
+  if (hook_due) {
+    try {
+      sub.hook_();
+    } catch (...) {
+      // As on the waker's thread: that waiter learns of it at its next poll.
+    }
+  }
+}
+
+// --- WakerGroup -----------------------------------------------------------------------------
+
+FAIRSEM_INLINE void WakerGroup::add(const std::shared_ptr<Waker>& waker) {
+  std::lock_guard<std::mutex> lock(mu_);
+  wakers_.erase(std::remove_if(wakers_.begin(), wakers_.end(),
+                               [](const std::weak_ptr<Waker>& w) { return w.expired(); }),
+                wakers_.end());
+  wakers_.push_back(waker);
+}
+
+FAIRSEM_INLINE std::vector<std::shared_ptr<Waker>> WakerGroup::others(const Waker* from) {
+  std::vector<std::shared_ptr<Waker>> out;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const std::weak_ptr<Waker>& weak : wakers_) {
+    std::shared_ptr<Waker> waker = weak.lock();
+    if (waker && waker.get() != from) out.push_back(std::move(waker));
+  }
+  return out;
+}
+
+FAIRSEM_INLINE bool WakerGroup::offer(const Waker* from, const std::string& key,
+                                      const std::string& message) {
+  for (const std::shared_ptr<Waker>& waker : others(from)) {
+    if (waker->take_offer(key, message)) return true;
+  }
+  return false;
+}
+
+FAIRSEM_INLINE std::optional<std::string> WakerGroup::claim(const Waker* from,
+                                                            const std::string& key) {
+  for (const std::shared_ptr<Waker>& waker : others(from)) {
+    if (std::optional<std::string> message = waker->take_unclaimed(key)) return message;
+  }
+  return std::nullopt;
 }
 
 FAIRSEM_INLINE bool Waker::hand_over(SubIt it, std::string message) {

@@ -52,6 +52,28 @@ inline constexpr auto kRetryPause = std::chrono::milliseconds(200);
 
 class Waker;
 
+/// The wakers of one Client (Runtime). A slot's inbox can be in two of their BRPOPs for a while
+/// (Runtime::waker: a slot forgotten while a waiter was being given its waker, then given to
+/// another waker after a failover), so a wake-up one of them pops can be for a subscription of
+/// the other: a waker that pops one no subscription of its own listens for offers it to the
+/// others, and a subscription takes one another waker kept for it. Holds the wakers weakly.
+class WakerGroup {
+ public:
+  void add(const std::shared_ptr<Waker>& waker);
+  /// Hands {`key`, `message`} to a subscription listening through another waker than `from`:
+  /// true if one took it.
+  bool offer(const Waker* from, const std::string& key, const std::string& message);
+  /// Takes the wake-up for `key` that another waker than `from` keeps unclaimed, if any.
+  std::optional<std::string> claim(const Waker* from, const std::string& key);
+
+ private:
+  /// The wakers but `from` (those still alive), without the group's lock held after.
+  std::vector<std::shared_ptr<Waker>> others(const Waker* from);
+
+  std::mutex mu_;
+  std::vector<std::weak_ptr<Waker>> wakers_;
+};
+
 /// What one wait for a wake-up found.
 struct WakeWait {
   /// The wake-up, as {its wake list's name, MESSAGE} (what decode_wake reads).
@@ -78,9 +100,12 @@ class WakeSubscription {
   /// After a poll that found the request still queued: forgets an error not yet waited for,
   /// and listens again if a wake-up had ended the listening. A wake-up already delivered is
   /// kept: it may be for the entry the poll saw (promoted just after the poll ran); one for an
-  /// earlier entry of the id carries another ticket, and the waiter drops it. `conn`: as for
-  /// Waker::subscribe.
-  void rearm(Connection& conn);
+  /// earlier entry of the id carries another ticket, and the waiter drops it. So is a cut-off
+  /// BRPOP since `since`, when the poll was sent (the poll may have run before the promotion
+  /// whose wake-up that BRPOP lost), whether it came while listening or not: as an
+  /// interruption, the next wait reports it. `conn`: as for Waker::subscribe.
+  void rearm(Connection& conn, std::chrono::steady_clock::time_point since =
+                                   std::chrono::steady_clock::time_point::max());
 
  private:
   friend class Waker;
@@ -97,6 +122,7 @@ class WakeSubscription {
   std::optional<Reply> woken_;
   std::string error_;
   bool interrupted_ = false;
+  std::chrono::steady_clock::time_point interrupted_at_;  // when its lane was cut off
   std::condition_variable cv_;
 };
 
@@ -108,8 +134,10 @@ class Waker : public std::enable_shared_from_this<Waker> {
   /// every waker of a Client, so that a waker made again routes as the one it replaces). A lane
   /// nobody has listened through for `idle_timeout` (ClientOptions::idle_timeout) closes its
   /// connection; with no lane left, the thread ends; the next subscription starts them again.
+  /// `group`: the Client's wakers, this one among them (null: none other).
   Waker(ConnectionOptions options, std::shared_ptr<Discovery> discovery, std::string kick_id,
-        std::string client, std::chrono::milliseconds idle_timeout);
+        std::string client, std::chrono::milliseconds idle_timeout,
+        std::shared_ptr<WakerGroup> group = nullptr);
   /// Stops the thread and joins it.
   ~Waker();
   Waker(const Waker&) = delete;
@@ -124,10 +152,13 @@ class Waker : public std::enable_shared_from_this<Waker> {
   /// which come through inbox(wake_prefix), in cluster slot `slot` (-1 outside a Cluster); when
   /// that inbox is new to a BRPOP under way, tells it so through `conn` (a pool connection in
   /// the same slot; if that fails, its next BRPOP, at most a second later, includes the inbox).
-  /// Throws std::system_error if the thread cannot start.
-  std::unique_ptr<WakeSubscription> subscribe(int slot, const std::string& wake_prefix,
-                                              const std::string& id, Connection& conn,
-                                              std::function<void()> hook = {});
+  /// A BRPOP of that lane cut off since `since` (when the call that queued the request was
+  /// sent) may have popped its promotion: the subscription starts interrupted, and its waiter
+  /// polls at once. Throws std::system_error if the thread cannot start.
+  std::unique_ptr<WakeSubscription> subscribe(
+      int slot, const std::string& wake_prefix, const std::string& id, Connection& conn,
+      std::function<void()> hook = {},
+      std::chrono::steady_clock::time_point since = std::chrono::steady_clock::time_point::max());
   /// Stops the thread (the destructor does); subscriptions left wait out their time.
   void stop() noexcept;
   /// Whether its thread runs (and holds connections): from the first subscription until every
@@ -140,6 +171,7 @@ class Waker : public std::enable_shared_from_this<Waker> {
 
  private:
   friend class WakeSubscription;
+  friend class WakerGroup;
   /// One semaphore's inbox: how many subscriptions listen through it, and since when none.
   struct Inbox {
     std::size_t listed = 0;
@@ -157,6 +189,8 @@ class Waker : public std::enable_shared_from_this<Waker> {
     // The inboxes of the BRPOP under way, and those it was kicked for (the next one has them).
     std::unordered_set<std::string> in_brpop;
     bool listening = false;  // a BRPOP is under way with the keys it had when it began
+    // When a BRPOP of this lane was last cut off (whatever it popped lost with its reply).
+    std::chrono::steady_clock::time_point cut_at;
     // The thread's own.
     std::unique_ptr<Connection> conn;
     std::vector<std::string> keys;  // of the BRPOP under way
@@ -175,8 +209,8 @@ class Waker : public std::enable_shared_from_this<Waker> {
   // waker-inl.hpp: the subscriptions.
   /// Adds `sub` to its lane's next BRPOP, and kicks a BRPOP under way that lacks its inbox (or
   /// wakes the thread for a lane not listening); or hands it the wake-up that came for it
-  /// before it listened.
-  void list(WakeSubscription& sub, Connection& conn);
+  /// before it listened, or else marks it interrupted if the lane was cut off since `since`.
+  void list(WakeSubscription& sub, Connection& conn, std::chrono::steady_clock::time_point since);
   /// With mu_ held: `sub` (at `it` in subs_) gets {its wake list, `message`} and stops listening;
   /// its waiter wakes. True when its hook is due.
   bool hand_over(SubIt it, std::string message);
@@ -188,8 +222,15 @@ class Waker : public std::enable_shared_from_this<Waker> {
   void unsubscribe(const WakeSubscription& sub) noexcept;
   /// With mu_ held: `sub` leaves subs_ (at `it`); its inbox is kept a while after its last.
   void unlist(SubIt it);
-  /// A BRPOP's reply {inbox, "ID MESSAGE"} to the subscription it is for, if any.
+  /// A BRPOP's reply {inbox, "ID MESSAGE"} to the subscription it is for, if any (of this
+  /// waker's, else of another of the group's); otherwise kept unclaimed.
   void deliver(Reply reply);
+  /// WakerGroup::offer, this waker's part: true if a subscription listening for `key` took it.
+  bool take_offer(const std::string& key, const std::string& message);
+  /// WakerGroup::claim, this waker's part.
+  std::optional<std::string> take_unclaimed(const std::string& key);
+  /// After list(): a wake-up for `sub` that another waker of the group kept is handed to it.
+  void claim_from_group(WakeSubscription& sub);
   /// Sets what `mark` sets on every subscription of lane `slot` and wakes their waiters; their
   /// hooks are due.
   void notify_lane(int slot, const std::function<void(WakeSubscription&)>& mark);
@@ -229,6 +270,7 @@ class Waker : public std::enable_shared_from_this<Waker> {
   const std::string client_;
   const std::string inbox_suffix_;  // "{inbox}" + client_
   const std::chrono::milliseconds idle_timeout_;
+  const std::shared_ptr<WakerGroup> group_;  // called without mu_ held
 
   mutable std::mutex mu_;  // guards subs_, lanes_ (and what a Lane says), unclaimed_, stop_,
                            // thread_, results

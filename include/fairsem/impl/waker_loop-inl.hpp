@@ -203,15 +203,23 @@ FAIRSEM_INLINE void Waker::failed(Lane& lane, bool cut) {
   lane.conn.reset();
   lane.sent = false;
   bool stopping = false;
+  const auto now = std::chrono::steady_clock::now();
   {
     std::lock_guard<std::mutex> lock(mu_);
     lane.listening = false;
     stopping = stop_;
+    // Also for the waiters not listening now (between a call's reply and their listening):
+    // list() tells them.
+    if (cut) lane.cut_at = now;
   }
   // A BRPOP cut off may have popped a wake-up whose reply is lost: its waiter (whichever it is)
   // polls at once.
-  if (cut && !stopping)
-    notify_lane(lane.slot, [](WakeSubscription& sub) { sub.interrupted_ = true; });
+  if (cut && !stopping) {
+    notify_lane(lane.slot, [now](WakeSubscription& sub) {
+      sub.interrupted_ = true;
+      sub.interrupted_at_ = now;
+    });
+  }
   // A BRPOP that was listening, cut off (its connection killed or reset), listens again at once
   // on a new connection: the waiters' polls just now found them queued, and the wake-up of a
   // promotion pushed during a pause would reach its waiter only after it (an acquire granted
@@ -219,8 +227,8 @@ FAIRSEM_INLINE void Waker::failed(Lane& lane, bool cut) {
   // server down) pauses.
   const bool pause = !cut || lane.failed_before;
   lane.failed_before = true;
-  lane.resume_at = pause ? std::chrono::steady_clock::now() + waker_helpers::kRetryPause
-                         : std::chrono::steady_clock::time_point();
+  lane.resume_at =
+      pause ? now + waker_helpers::kRetryPause : std::chrono::steady_clock::time_point();
 }
 
 FAIRSEM_INLINE void Waker::handle(Lane& lane, Reply reply) {
