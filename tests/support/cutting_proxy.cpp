@@ -16,6 +16,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string_view>
+#include <utility>
 
 namespace fairsem::test {
 namespace {
@@ -177,6 +178,22 @@ void CuttingProxy::disarm() {
   trigger_.reset();
 }
 
+void CuttingProxy::go_away_at_cut() {
+  std::lock_guard<std::mutex> lock(mu_);
+  away_at_cut_ = true;
+}
+
+void CuttingProxy::serve_again() {
+  std::lock_guard<std::mutex> lock(mu_);
+  away_at_cut_ = false;
+  away_ = false;
+}
+
+bool CuttingProxy::away() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return away_;
+}
+
 bool CuttingProxy::armed() const {
   std::lock_guard<std::mutex> lock(mu_);
   return trigger_.has_value();
@@ -276,6 +293,7 @@ void CuttingProxy::on_server_data(Link& link, const char* data, std::size_t size
       {
         std::lock_guard<std::mutex> lock(mu_);
         dropped_.push_back(link.replies.substr(used, end - used));
+        if (std::exchange(away_at_cut_, false)) away_ = true;
       }
       cv_.notify_all();
       link.close();
@@ -324,6 +342,14 @@ void CuttingProxy::run() {
         }
       }
     }
+    bool away = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      away = away_;
+    }
+    if (away) {
+      for (auto& link : links) link->close();  // the outage of go_away_at_cut()
+    }
     for (std::size_t k = links.size(); k-- > 0;) {
       if (!links[k]->open()) links.erase(links.begin() + static_cast<std::ptrdiff_t>(k));
     }
@@ -335,6 +361,10 @@ void CuttingProxy::run() {
         ++accepts_;
       }
       cv_.notify_all();
+      if (away) {
+        ::close(client);
+        continue;
+      }
       const int server = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
       sockaddr_in to = loopback(upstream_port_);
       if (server < 0 || ::connect(server, reinterpret_cast<sockaddr*>(&to), sizeof to) != 0) {

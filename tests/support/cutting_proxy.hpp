@@ -46,6 +46,13 @@ class CuttingProxy {
   void cut_reply_to(std::string command, std::string argument = {});
   /// Cancels an armed cut that has not fired.
   void disarm();
+  /// Makes the next cut an outage: when it fires, every connection is closed, and new ones are
+  /// accepted and closed at once (clients see the server hang up), until serve_again().
+  void go_away_at_cut();
+  /// Ends the outage go_away_at_cut() began: connections are forwarded again.
+  void serve_again();
+  /// True while that outage lasts.
+  bool away() const;
   /// True while a cut is armed and has not fired.
   bool armed() const;
 
@@ -82,6 +89,8 @@ class CuttingProxy {
   mutable std::mutex mu_;
   mutable std::condition_variable cv_;
   std::optional<Trigger> trigger_;
+  bool away_at_cut_ = false;
+  bool away_ = false;
   std::size_t accepts_ = 0;
   std::size_t requests_ = 0;
   std::vector<std::string> dropped_;

@@ -82,6 +82,7 @@ FAIRSEM_INLINE AcquireAction AcquireFsm::on_replied(const AcquireEvent& event) {
   const bool first = stage_ == Stage::calling;
   if (first) sent_first_ = true;
   answered_ = true;
+  lost_reply_ = false;
   // The server answers: whatever entry the id has now, it lasts a lease from here at most.
   unreachable_ = false;
   backoff_.reset();
@@ -125,6 +126,9 @@ FAIRSEM_INLINE AcquireAction AcquireFsm::on_failed(const AcquireEvent& event) {
     return left();
   }
   if (event.reached) entry_expiry_ = event.now + params_.lease;
+  // An acquire call that may have run unanswered: a poll that found the entry gone (expired,
+  // evicted) queued it again, under a ticket this request was not told.
+  if (event.reached && (stage_ == Stage::calling || stage_ == Stage::polling)) lost_reply_ = true;
   unreachable_ = event.transient;
   // A waiter's poll, or its listening (the first, right after it queued, or again after a
   // poll), that failed in a way that passes keeps the entry, and a wake-up kept meanwhile: the
@@ -142,10 +146,10 @@ FAIRSEM_INLINE AcquireAction AcquireFsm::on_failed(const AcquireEvent& event) {
     return retry(event.now);
   }
   kept_wake_.reset();
-  return end(AcquireOutcome::failed, leaves_after_error());
+  return end(AcquireOutcome::failed, must_leave());
 }
 
-FAIRSEM_INLINE bool AcquireFsm::leaves_after_error() const noexcept {
+FAIRSEM_INLINE bool AcquireFsm::must_leave() const noexcept {
   // Nothing sent, nothing to undo.
   if (!sent_first_) return false;
   // A try may have been granted with its reply lost, or its permit could not be set up: given
@@ -161,10 +165,10 @@ FAIRSEM_INLINE AcquireAction AcquireFsm::on_woken(const AcquireEvent& event) {
   switch (stage_) {
     case Stage::retrying:
       // Its first call not answered yet: no ticket to match a wake-up against; it is read
-      // once the call is answered, as while the call is out.
+      // once the call is answered, as while the call is out. The backoff goes on.
       if (!answered_) {
         kept_wake_ = event.wake;
-        return {};
+        return retry_step(event.now);
       }
       return wake_up(event.wake, event.now);
     case Stage::waiting:
@@ -260,8 +264,10 @@ FAIRSEM_INLINE AcquireAction AcquireFsm::on_cancelled() {
       return finish(AcquireOutcome::cancelled);
     default:
       // Queued (or granted by a reply or a wake-up not acted on yet): the entry, a permit or
-      // not, is given up, which passes a promotion on to the next waiter.
-      leave_after_finish_ = reply_.ticket != 0;
+      // not, is given up, which passes a promotion on to the next waiter. So is one that a
+      // call whose reply was lost may have made (queued, or granted at once): by ticket 0, now
+      // or, while the server is away, in the background until it would expire.
+      leave_after_finish_ = must_leave();
       return finish(AcquireOutcome::cancelled);
   }
 }
@@ -271,6 +277,11 @@ FAIRSEM_INLINE AcquireAction AcquireFsm::listen(Clock::time_point now) {
   if (kept_wake_) {
     WakeUp wake = std::move(*kept_wake_);
     kept_wake_.reset();
+    // A removal (it names no ticket) kept while a call was out may be of an entry before the
+    // one the reply describes: a first call sent again after a lost reply queues anew when the
+    // entry the lost one made was evicted meanwhile. The poll says which (the script finds the
+    // marker of an evicted entry).
+    if (wake.reason != WakeReason::promoted) return next_step(now, true);
     return wake_up(wake, now);
   }
   return next_step(now, false);
@@ -319,8 +330,9 @@ FAIRSEM_INLINE AcquireAction AcquireFsm::retry(Clock::time_point now) {
 }
 
 FAIRSEM_INLINE AcquireAction AcquireFsm::retry_step(Clock::time_point now) {
-  // Given up at the deadline (the leave goes to the background: the server is away).
-  if (past_deadline(now)) return end(AcquireOutcome::timed_out, true);
+  // Given up at the deadline (the leave goes to the background: the server is away). A first
+  // call not answered yet leaves its id only if that id is surely its own (must_leave()).
+  if (past_deadline(now)) return end(AcquireOutcome::timed_out, must_leave());
   if (now >= retry_at_ && !answered_) {
     stage_ = Stage::calling;
     return AcquireAction::of(AcquireAction::Kind::send_queue);
@@ -368,9 +380,12 @@ FAIRSEM_INLINE AcquireAction AcquireFsm::finish(AcquireOutcome outcome) {
 
 FAIRSEM_INLINE AcquireAction AcquireFsm::leave() {
   stage_ = Stage::leaving;
+  // Ticket 0 names whatever entry the id has: one a lost reply would have named, when the id
+  // is surely this request's own.
+  const long long ticket = lost_reply_ && !params_.chosen_id ? 0 : reply_.ticket;
   if (!unreachable_) {
     AcquireAction a = AcquireAction::of(AcquireAction::Kind::leave);
-    a.ticket = reply_.ticket;
+    a.ticket = ticket;
     return a;
   }
   // The server is away: waiting for it would hold the outcome up (a deadline would pass by
@@ -379,7 +394,7 @@ FAIRSEM_INLINE AcquireAction AcquireFsm::leave() {
   left_later_ = true;
   if (now_ >= entry_expiry_) return left();
   AcquireAction a = AcquireAction::of(AcquireAction::Kind::leave_later);
-  a.ticket = reply_.ticket;
+  a.ticket = ticket;
   a.until = entry_expiry_;
   return a;
 }

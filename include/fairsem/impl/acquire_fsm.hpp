@@ -242,8 +242,10 @@ class AcquireFsm {
   AcquireAction leave();
   /// After leaving (or handing the leave on): the outcome, or over.
   AcquireAction left();
-  /// After an error: whether this request may, and must, give its entry up.
-  bool leaves_after_error() const noexcept;
+  /// Ending without its permit (an error, a cancel, a give-up): whether this request may, and
+  /// must, give its entry up: one a reply named, or one a call that may have reached the
+  /// server made (its reply lost), when the id is surely this request's own.
+  bool must_leave() const noexcept;
   bool past_deadline(Clock::time_point now) const noexcept;
 
   const AcquireParams params_;
@@ -261,6 +263,7 @@ class AcquireFsm {
   bool left_later_ = false;  // the leave was handed to the background
   bool sent_first_ = false;  // the first call was sent (it may have queued even if it failed)
   bool answered_ = false;    // a reply came: the request has a ticket (and a subscription)
+  bool lost_reply_ = false;  // an acquire call since the last reply may have run unanswered
   AcquireReply reply_;
   Clock::time_point sent_;
   Clock::time_point next_poll_ = Clock::time_point::max();
