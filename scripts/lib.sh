@@ -6,7 +6,7 @@ FAIRSEM_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 # Debian packages fairsem needs to build, test and demo. Installed with apt-get when missing.
 FAIRSEM_PACKAGES=(g++ cmake ninja-build pkg-config libhiredis-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev redis-server redis-tools clang-format faketime
-  libcli11-dev nlohmann-json3-dev dpkg-dev libasio-dev python3)
+  libcli11-dev nlohmann-json3-dev dpkg-dev libasio-dev python3 librapidcheck-dev)
 
 fairsem_log() { printf '\033[1m==> %s %s\033[0m\n' "$(date +%T)" "$*" >&2; }
 

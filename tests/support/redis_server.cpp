@@ -107,6 +107,14 @@ RedisServer::RedisServer(std::vector<std::string> extra_args, std::function<int(
   launch(std::nullopt);
 }
 
+RedisServer::RedisServer(std::vector<std::string> extra_args, ServerEnvironment environment)
+    : extra_args_(std::move(extra_args)),
+      tls_(default_tls()),
+      environment_(std::move(environment.variables)),
+      binary_(find_redis_server()) {
+  launch(std::nullopt);
+}
+
 RedisServer::RedisServer(std::optional<ServerTls> tls, std::vector<std::string> extra_args)
     : extra_args_(std::move(extra_args)), tls_(std::move(tls)), binary_(find_redis_server()) {
   launch(std::nullopt);
@@ -213,6 +221,12 @@ bool RedisServer::try_start(bool until_loaded) {
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
+  // The environment, built before fork(): the child only calls exec.
+  std::vector<std::string> environment = environment_;
+  for (char** var = environ; *var != nullptr; ++var) environment.emplace_back(*var);
+  std::vector<char*> envp;
+  for (auto& var : environment) envp.push_back(var.data());
+  envp.push_back(nullptr);
   const std::string log_path = dir_ + "/redis.log";
 
   release_port();
@@ -230,7 +244,7 @@ bool RedisServer::try_start(bool until_loaded) {
       ::dup2(fd, STDERR_FILENO);
       ::close(fd);
     }
-    ::execv(argv[0], argv.data());
+    ::execve(argv[0], argv.data(), envp.data());
     _exit(127);
   }
   pid_ = pid;

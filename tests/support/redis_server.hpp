@@ -27,6 +27,11 @@ struct ServerTls {
   TlsOptions client;          // how the harness's own connections to it speak TLS
 };
 
+/// Variables ("NAME=VALUE") added to a server's environment, e.g. LD_PRELOAD of libfaketime.
+struct ServerEnvironment {
+  std::vector<std::string> variables;
+};
+
 /// A TCP port on 127.0.0.1 that was free a moment ago (bound to port 0, then released).
 int free_loopback_port();
 
@@ -58,6 +63,8 @@ class RedisServer {
   /// redis-server built with TLS, as Debian's is), or with nullopt, plaintext whatever
   /// FAIRSEM_TEST_TLS says.
   RedisServer(std::optional<ServerTls> tls, std::vector<std::string> extra_args);
+  /// As the first constructor, with `environment` added to the server's environment.
+  RedisServer(std::vector<std::string> extra_args, ServerEnvironment environment);
   ~RedisServer();
   RedisServer(const RedisServer&) = delete;
   RedisServer& operator=(const RedisServer&) = delete;
@@ -107,8 +114,9 @@ class RedisServer {
 
   std::vector<std::string> extra_args_;
   bool has_config_ = false;
-  std::function<int()> pick_port_;  // empty: free_loopback_port()
-  std::optional<ServerTls> tls_;    // empty: plaintext
+  std::function<int()> pick_port_;        // empty: free_loopback_port()
+  std::optional<ServerTls> tls_;          // empty: plaintext
+  std::vector<std::string> environment_;  // added to the server's environment
   std::string binary_;
   bool debug_command_option_ = false;  // --enable-debug-command local (Redis >= 7, Valkey)
   std::string dir_;

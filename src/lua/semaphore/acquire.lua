@@ -134,6 +134,7 @@ if ticket then
     if units > limit then
       -- A resize left it asking for more than can ever be free: it leaves, and is told.
       remove_entry(id)
+      promote(held)  -- (every removal of a waiter lets in those behind it that fit)
       return {4, 0, 0, 0, now, -1}
     end
     call('ZADD', TIME, int(deadline), id)

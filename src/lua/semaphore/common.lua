@@ -57,8 +57,10 @@
 -- the head of the queue), and after every run either nobody waits or the first waiter asks for
 -- more units than are free: strict FIFO for every weight, so a small request never overtakes
 -- a large one queued before it (which could otherwise starve). A holder that leaves (release,
--- reap, evict) hands its slots to the waiters its leaving promotes, or puts them back; an
--- acquire granted at once takes the lowest free slots. Since a waiter is promoted only behind
+-- reap, evict) hands its slots to the waiters its leaving promotes, or puts them back; a waiter
+-- that leaves (its own leave, ticket 0, an eviction, a removal as too large, a reap) lets in the
+-- waiters behind it that fit then, in the same run, with their wake-ups; an acquire granted at
+-- once takes the lowest free slots. Since a waiter is promoted only behind
 -- every holder, for one slot tickets strictly increase from holder to holder: the pair (slot,
 -- ticket) fences.
 --

@@ -1,6 +1,7 @@
 -- release: frees a holder's permit (its slots pass to the waiters that lets in; a receipt
 -- lets a retry after a lost reply tell "released" from "expired"), removes a waiter that gives
--- up ("leaving"), or gives back all but a holder's K lowest slots ("keep K").
+-- up ("leaving"; the waiters behind it that fit then are promoted), or gives back all but a
+-- holder's K lowest slots ("keep K").
 --   ARGV: release LIMIT LEASE_MS ID TICKET RECEIPT_MS [leaving | keep K]
 --   RECEIPT_MS: how long the receipt of a holder's release is kept (see Receipts in common.lua);
 --   every run of one release (a retry after a lost reply) passes the same.
@@ -98,7 +99,12 @@ if stored_slots then keep_receipt(id, score, receipt_ms) end
 if not stored_slots or ticket == 0 or how == 'leaving' then call('DEL', WAKE .. id) end
 call('ZREM', TIME, id)
 call('ZREM', OWNER, id)
-if not stored_slots then return {2} end
+if not stored_slots then
+  -- A waiter left: if it was the head, the waiters behind it may fit now (see Holders and
+  -- slots in common.lua).
+  promote(held)
+  return {2}
+end
 call('HDEL', SLOTS, id)
 pass_on(held - 1, mine or {})
 return {1}
