@@ -43,7 +43,7 @@ struct Ended {
 };
 
 template <class Acquire>
-Ended timed(Acquire acquire) {
+Ended time_acquire(Acquire acquire) {
   Ended e;
   const auto start = Clock::now();
   try {
@@ -86,21 +86,22 @@ class KilledServerTest : public ::testing::Test {
 };
 
 TEST_F(KilledServerTest, TryAcquireForReportsTheOutage) {
-  expect_connection_error(timed([&] { return sem_.try_acquire_for(2s); }), 2s);
+  expect_connection_error(time_acquire([&] { return sem_.try_acquire_for(2s); }), 2s);
   // And again, on the connection the first one found broken.
-  expect_connection_error(timed([&] { return sem_.try_acquire_for(300ms); }), 300ms);
+  expect_connection_error(time_acquire([&] { return sem_.try_acquire_for(300ms); }), 300ms);
 }
 
 TEST_F(KilledServerTest, TryAcquireUntilReportsTheOutage) {
-  expect_connection_error(timed([&] { return sem_.try_acquire_until(Clock::now() + 2s); }), 2s);
+  expect_connection_error(time_acquire([&] { return sem_.try_acquire_until(Clock::now() + 2s); }),
+                          2s);
 }
 
 TEST_F(KilledServerTest, TryAcquireForAsyncReportsTheOutage) {
-  expect_connection_error(timed([&] { return sem_.try_acquire_for_async(2s).get(); }), 2s);
+  expect_connection_error(time_acquire([&] { return sem_.try_acquire_for_async(2s).get(); }), 2s);
 }
 
 TEST_F(KilledServerTest, AcquireAsyncUntilReportsTheOutage) {
-  expect_connection_error(timed([&] {
+  expect_connection_error(time_acquire([&] {
                             std::promise<std::optional<Permit>> done;
                             AcquireRequest request = sem_.acquire_async_until(
                                 Clock::now() + 2s,
@@ -118,8 +119,8 @@ TEST_F(KilledServerTest, AcquireAsyncUntilReportsTheOutage) {
 
 TEST_F(KilledServerTest, AcquireAndTryAcquireReportTheOutageToo) {
   // No deadline: bounded by the reconnect attempts (about 1 s), not checked here.
-  expect_connection_error(timed([&] { return std::optional<Permit>(sem_.acquire()); }), 60s);
-  expect_connection_error(timed([&] { return sem_.try_acquire(); }), 60s);
+  expect_connection_error(time_acquire([&] { return std::optional<Permit>(sem_.acquire()); }), 60s);
+  expect_connection_error(time_acquire([&] { return sem_.try_acquire(); }), 60s);
 }
 
 // The pool's one connection carries a call the server holds back (CLIENT PAUSE WRITE): a timed
@@ -142,7 +143,7 @@ TEST(BusyPoolTest, TryAcquireForWaitsForAConnectionOnlyUntilItsDeadline) {
   ASSERT_TRUE(test::wait_until([&] { return proxy.requests() > before; }, 20s));
   const std::size_t sent = proxy.requests();
 
-  const Ended waited = timed([&] { return sem.try_acquire_for(300ms); });
+  const Ended waited = time_acquire([&] { return sem.try_acquire_for(300ms); });
   EXPECT_FALSE(waited.granted);
   EXPECT_FALSE(waited.error) << "a time-out is not an error";
   EXPECT_LT(waited.took, 300ms + kMargin);
