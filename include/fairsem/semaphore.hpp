@@ -95,9 +95,9 @@ class AcquireRequest {
 /// price of head-of-line blocking (the units left free while the head waits for more stay
 /// unused). Units below 1 or above the limit throw InvalidArgument.
 ///
-/// Timed calls: the deadline bounds the waiting in the queue. Talking to Redis is bounded by
-/// the connection's timeouts and retries, so when Redis is unreachable try_acquire_for can
-/// take longer than its timeout (a call under way gives up after the reconnect attempts).
+/// Timed calls: the deadline bounds the waiting in the queue, for a free connection of the
+/// pool and for connecting; a call already sent waits for its reply up to the command timeout.
+/// A first call that cannot reach the server throws ConnectionError, timed or not.
 ///
 /// Outages: a queued request rides out a server that is away (restarting, loading, failing
 /// over, a broken connection): it keeps its place and polls again with backoff until its

@@ -1019,6 +1019,45 @@ TEST_F(AcquireFsmTest, AKeptEvictionIsConfirmedByAPollBeforeItEndsTheRequest) {
   EXPECT_EQ(done().kind, Kind::wait);
 }
 
+// Issue 50, defects 5 and 6: a timed request's calls carry its deadline, which the driver's
+// wait for a connection and connecting must not outlast; a first call that could not leave by
+// then is a time-out, with nothing to leave. Before it, it is the error it was.
+TEST_F(AcquireFsmTest, AFirstCallThatFindsNoConnectionByTheDeadlineTimesOut) {
+  AcquireParams p = queue_params();
+  p.deadline = kT0 + 300ms;
+  make(p);
+  start();
+  const AcquireAction first = admitted();
+  ASSERT_EQ(first.kind, Kind::send_queue);
+  EXPECT_EQ(first.until, p.deadline);
+  now = *p.deadline;
+  expect_finish(failed_passing(/*reached=*/false), AcquireOutcome::timed_out);
+
+  now = kT0;
+  make(p);
+  start();
+  admitted();
+  now = kT0 + 100ms;  // refused before the deadline: the server is down
+  expect_finish(failed_passing(/*reached=*/false), AcquireOutcome::failed);
+}
+
+TEST_F(AcquireFsmTest, PollsCarryTheDeadlineAndATryNone) {
+  AcquireParams p = queue_params();
+  p.deadline = kT0 + 5s;
+  queue_up(p);
+  now = kT0 + kPoll;
+  const AcquireAction poll = tick();
+  ASSERT_EQ(poll.kind, Kind::poll);
+  EXPECT_EQ(poll.until, p.deadline);
+
+  p.wait = false;
+  make(p);
+  start();
+  const AcquireAction one_try = admitted();
+  ASSERT_EQ(one_try.kind, Kind::send_try);
+  EXPECT_FALSE(one_try.until);
+}
+
 TEST_F(AcquireFsmTest, AFirstCallThatNeverReachedTheServerLeavesNothing) {
   make(queue_params());
   start();

@@ -124,14 +124,16 @@ FAIRSEM_INLINE AcquireEvent AcquireIo::call(const AcquireAction& action) {
   bool reached = false;
   try {
     // A connection of the pool for each call, none while waiting: the wake-up comes through the
-    // Client's waker. Borrowed first, so that a failure to connect leaves nothing to undo.
-    if (!conn_) conn_.emplace(core_);
-    reached = true;
+    // Client's waker. Borrowed and connected first (an idle one to a server that went away,
+    // again), by the deadline, so that a failure to connect leaves nothing to undo.
+    if (!conn_) conn_.emplace(core_, action.until);
     struct Interruptible {
       Connection& c;
       ~Interruptible() { c.set_interrupt(nullptr); }
     } interruptible{**conn_};
     interruptible.c.set_interrupt(&interrupted_);
+    interruptible.c.connect_by(action.until);
+    reached = true;
     const auto sent = Clock::now();
     sent_ = sent;
     AcquireReply reply = core_.run_acquire(

@@ -69,8 +69,7 @@ FAIRSEM_INLINE AcquireAction AcquireFsm::on_admitted(Clock::time_point now) {
   // The turn came after the deadline (it was not checked in time): as if it passed in line.
   if (!tries_ && past_deadline(now)) return finish(AcquireOutcome::timed_out);
   stage_ = Stage::calling;
-  AcquireAction a =
-      AcquireAction::of(tries_ ? AcquireAction::Kind::send_try : AcquireAction::Kind::send_queue);
+  AcquireAction a = call(tries_ ? AcquireAction::Kind::send_try : AcquireAction::Kind::send_queue);
   // A random id drawn for this request has never been sent; a call sent again (retry_step())
   // may follow one that reached the server, and a caller-chosen id may have an entry already.
   a.fresh = !params_.chosen_id;
@@ -138,6 +137,12 @@ FAIRSEM_INLINE AcquireAction AcquireFsm::on_failed(const AcquireEvent& event) {
     return retry(event.now);
   }
   if (stage_ == Stage::calling) sent_first_ = sent_first_ || event.reached;
+  // The deadline passed before the first call could leave (no connection of the pool came
+  // free, or none could be made, in time): a time-out, with nothing to leave.
+  if (event.transient && stage_ == Stage::calling && !sent_first_ && !tries_ &&
+      past_deadline(event.now)) {
+    return finish(AcquireOutcome::timed_out);
+  }
   // So does a waiter's first call once it reached the server: it may have queued with its
   // reply lost (the server went away just after), and it is sent again, with the same id, until
   // the server is back; the script answers where that entry stands, or queues it then. One that
@@ -314,13 +319,19 @@ FAIRSEM_INLINE AcquireAction AcquireFsm::next_step(Clock::time_point now, bool p
   if (past_deadline(now)) return end(AcquireOutcome::timed_out, true);
   if (poll_now || now >= next_poll_) {
     stage_ = Stage::polling;
-    AcquireAction a = AcquireAction::of(AcquireAction::Kind::poll);
-    a.ticket = reply_.ticket;
-    return a;
+    return call(AcquireAction::Kind::poll);
   }
   stage_ = Stage::waiting;
   AcquireAction a = AcquireAction::of(AcquireAction::Kind::wait);
   a.until = params_.deadline ? std::min(next_poll_, *params_.deadline) : next_poll_;
+  return a;
+}
+
+FAIRSEM_INLINE AcquireAction AcquireFsm::call(AcquireAction::Kind kind) const {
+  AcquireAction a = AcquireAction::of(kind);
+  if (kind == AcquireAction::Kind::poll) a.ticket = reply_.ticket;
+  // A try's deadline, if any, has passed already: its one call goes as it would without.
+  if (!tries_) a.until = params_.deadline;
   return a;
 }
 
@@ -335,13 +346,11 @@ FAIRSEM_INLINE AcquireAction AcquireFsm::retry_step(Clock::time_point now) {
   if (past_deadline(now)) return end(AcquireOutcome::timed_out, must_leave());
   if (now >= retry_at_ && !answered_) {
     stage_ = Stage::calling;
-    return AcquireAction::of(AcquireAction::Kind::send_queue);
+    return call(AcquireAction::Kind::send_queue);
   }
   if (now >= retry_at_) {
     stage_ = Stage::polling;
-    AcquireAction a = AcquireAction::of(AcquireAction::Kind::poll);
-    a.ticket = reply_.ticket;
-    return a;
+    return call(AcquireAction::Kind::poll);
   }
   stage_ = Stage::retrying;
   AcquireAction a = AcquireAction::of(AcquireAction::Kind::backoff);

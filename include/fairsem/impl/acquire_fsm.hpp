@@ -157,8 +157,10 @@ struct AcquireAction {
   };
 
   Kind kind = Kind::none;
-  std::optional<Clock::time_point> until;  // wait_turn, wait, backoff, leave_later
-  long long ticket = 0;                    // poll, leave, leave_later
+  // wait_turn, wait, backoff, leave_later; send_queue, poll: the deadline, which the
+  // connection for the call (the pool's wait, connecting) must not outlast.
+  std::optional<Clock::time_point> until;
+  long long ticket = 0;  // poll, leave, leave_later
   // send_try, send_queue: the id's first call (a random id, never sent before).
   bool fresh = false;
   AcquireReply reply;                               // grant
@@ -227,6 +229,8 @@ class AcquireFsm {
   AcquireAction wake_up(const WakeUp& wake, Clock::time_point now);
   /// Waiting on: the deadline ends it; a poll comes now (`poll_now`) or when due.
   AcquireAction next_step(Clock::time_point now, bool poll_now);
+  /// An acquire call of `kind` (send_queue or poll), bounded by the deadline.
+  AcquireAction call(AcquireAction::Kind kind) const;
   /// A poll (or the rearm after it) failed in a way that passes: poll again after a backoff.
   AcquireAction retry(Clock::time_point now);
   /// Retrying: the deadline ends it; the next poll comes when due.

@@ -8,6 +8,8 @@
 #include <hiredis/hiredis.h>
 #include "fairsem/impl/config.hpp"
 
+#include <sys/socket.h>
+
 #include <cerrno>
 #include <new>
 #include <random>
@@ -252,6 +254,13 @@ FAIRSEM_INLINE void Connection::reconnect() {
   broken_ = true;
   auto delay = options_.reconnect_backoff_min;
   for (int attempt = 1;; ++attempt) {
+    const auto pause = connect_helpers::jittered(delay);
+    // The last attempt: the attempts are used up, or the next could not start before the
+    // deadline (its error is then the one to report, not the deadline's).
+    const auto last = [&] {
+      return attempt >= options_.reconnect_attempts || deadline_passed() ||
+             (deadline_ && std::chrono::steady_clock::now() + pause >= *deadline_);
+    };
     try {
       check_deadline("connecting");
       connect_once();
@@ -260,19 +269,41 @@ FAIRSEM_INLINE void Connection::reconnect() {
     } catch (const AuthError&) {
       throw;  // wrong credentials do not fix themselves
     } catch (const TimeoutError& e) {
-      if (attempt >= options_.reconnect_attempts || deadline_passed()) {
+      if (last()) {
         throw TimeoutError(fmt::format("fairsem: reconnecting gave up after {} attempts: {}",
                                        attempt, connect_helpers::strip_prefix(e.what())));
       }
     } catch (const ConnectionError& e) {
-      if (attempt >= options_.reconnect_attempts || deadline_passed()) {
+      if (last()) {
         throw ConnectionError(fmt::format("fairsem: reconnecting gave up after {} attempts: {}",
                                           attempt, connect_helpers::strip_prefix(e.what())));
       }
     }
-    std::this_thread::sleep_for(capped(connect_helpers::jittered(delay)));
+    std::this_thread::sleep_for(capped(pause));
     delay = std::min(delay * 2, options_.reconnect_backoff_max);
   }
+}
+
+FAIRSEM_INLINE void Connection::connect_by(
+    std::optional<std::chrono::steady_clock::time_point> deadline) {
+  if (!broken()) {
+    // A server that went away closed the idle socket: a command written now would be lost
+    // with no reply, as if it might have run. Peeked at, nothing read.
+    char byte = 0;
+    const ssize_t n = ::recv(ctx_->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    const bool closed =
+        n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+    if (!closed) return;
+    broken_ = true;
+  }
+  const std::optional<std::chrono::steady_clock::time_point> kept = deadline_;
+  if (deadline && (!kept || *deadline < *kept)) deadline_ = deadline;
+  struct Restore {
+    Connection& c;
+    std::optional<std::chrono::steady_clock::time_point> kept;
+    ~Restore() { c.deadline_ = kept; }
+  } restore{*this, kept};
+  reconnect();
 }
 
 }  // namespace fairsem::detail

@@ -133,8 +133,14 @@ class Connection {
   int socket_fd() const noexcept;
 
   /// Drops the socket and connects again: up to options().reconnect_attempts attempts with
-  /// exponential backoff between them. AuthError and InvalidArgument are not retried.
+  /// exponential backoff between them. AuthError and InvalidArgument are not retried. With a
+  /// deadline (or the interrupt raised), it gives up with the last attempt's error once no
+  /// further attempt could start before the deadline.
   void reconnect();
+  /// Connects now, as the next command would, if the connection is broken or the server has
+  /// closed it meanwhile (an idle connection to a server that went away), connecting no later
+  /// than `deadline` (none: as configured). Sends nothing: a failure here reached no server.
+  void connect_by(std::optional<std::chrono::steady_clock::time_point> deadline);
 
   /// From now on, until cleared (nullopt), nothing this connection does lasts past `deadline`:
   /// each connect and reply timeout is capped by the time left, no reconnect attempt starts

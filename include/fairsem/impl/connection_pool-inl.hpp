@@ -3,7 +3,11 @@
 #include "fairsem/impl/config.hpp"
 #include "fairsem/impl/connection_pool.hpp"
 
+#include <fmt/format.h>
+
 #include <utility>
+
+#include "fairsem/errors.hpp"
 
 namespace fairsem::detail {
 
@@ -28,7 +32,8 @@ FAIRSEM_INLINE bool ConnectionPool::this_thread_holds_a_connection() noexcept {
   return pool_helpers::held_by_this_thread > 0;
 }
 
-FAIRSEM_INLINE std::unique_ptr<Connection> ConnectionPool::take(int slot) {
+FAIRSEM_INLINE std::unique_ptr<Connection> ConnectionPool::take(
+    int slot, std::optional<std::chrono::steady_clock::time_point> deadline) {
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     const auto it = idle_.find(slot);
@@ -41,12 +46,19 @@ FAIRSEM_INLINE std::unique_ptr<Connection> ConnectionPool::take(int slot) {
     if (open_ < max_connections_ || pool_helpers::held_by_this_thread > 0) break;
     // At the bound: an idle connection of another slot makes room, else one comes back.
     if (close_an_idle_one()) continue;
-    cv_.wait(lock);
+    if (!deadline) {
+      cv_.wait(lock);
+    } else if (cv_.wait_until(lock, *deadline) == std::cv_status::timeout) {
+      throw TimeoutError(
+          fmt::format("fairsem: no connection came free before the deadline ({} of {} in use)",
+                      open_, max_connections_));
+    }
   }
   ++open_;
   lock.unlock();
   try {
-    auto conn = std::make_unique<Connection>(options_, discovery_, slot);
+    auto conn = std::make_unique<Connection>(options_, discovery_, slot, deadline);
+    conn->set_deadline(std::nullopt);  // the deadline was the connect's only
     ++pool_helpers::held_by_this_thread;
     return conn;
   } catch (...) {

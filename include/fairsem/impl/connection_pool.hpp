@@ -4,10 +4,12 @@
 // max_connections open at once, idle ones kept for reuse. A thread that holds one never waits
 // for another (it could wait for itself). Starts no thread. Internal.
 
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
@@ -28,8 +30,10 @@ class ConnectionPool {
 
   /// A connection for commands on cluster hash slot `slot`: an idle one, else a new one (which
   /// may throw what connecting throws), waiting while max_connections are taken unless this
-  /// thread holds one already. Give it back with give_back, on the same thread.
-  std::unique_ptr<Connection> take(int slot);
+  /// thread holds one already. Give it back with give_back, on the same thread. With
+  /// `deadline`, neither the wait nor connecting lasts past it: TimeoutError then.
+  std::unique_ptr<Connection> take(
+      int slot, std::optional<std::chrono::steady_clock::time_point> deadline = std::nullopt);
   /// Back to the pool (closed if its slot holds enough idle ones).
   void give_back(std::unique_ptr<Connection> conn) noexcept;
   /// True while this thread holds a connection of any pool: waiting then for work that needs

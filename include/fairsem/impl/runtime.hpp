@@ -49,9 +49,10 @@ class Runtime : public std::enable_shared_from_this<Runtime> {
   /// A pool connection for cluster hash slot `slot` (-1 standalone): ConnectionPool::take.
   /// In a child made by fork(), throws ForkedProcessError instead: every call to Redis takes
   /// one.
-  std::unique_ptr<Connection> take(int slot) {
+  std::unique_ptr<Connection> take(
+      int slot, std::optional<std::chrono::steady_clock::time_point> deadline = std::nullopt) {
     owner_.check("this Client");
-    return pool_.take(slot);
+    return pool_.take(slot, deadline);
   }
   /// ConnectionPool::give_back.
   void give_back(std::unique_ptr<Connection> conn) noexcept { pool_.give_back(std::move(conn)); }

@@ -119,8 +119,9 @@ FAIRSEM_INLINE void SemaphoreCore::log(LogLevel level, const std::string& messag
   write(message);
 }
 
-FAIRSEM_INLINE std::unique_ptr<Connection> SemaphoreCore::take_connection() {
-  auto conn = runtime_->take(slot_);
+FAIRSEM_INLINE std::unique_ptr<Connection> SemaphoreCore::take_connection(
+    std::optional<Clock::time_point> deadline) {
+  auto conn = runtime_->take(slot_, deadline);
   conn->count_reconnects(metrics_.reconnects);
   return conn;
 }

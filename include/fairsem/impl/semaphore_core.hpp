@@ -138,7 +138,9 @@ class SemaphoreCore : public std::enable_shared_from_this<SemaphoreCore> {
   /// A connection borrowed from the pool for one operation; returned by the destructor.
   class Borrowed {
    public:
-    explicit Borrowed(SemaphoreCore& core) : core_(core), conn_(core.take_connection()) {}
+    /// With `deadline`, waiting for the pool and connecting end there (TimeoutError).
+    explicit Borrowed(SemaphoreCore& core, std::optional<Clock::time_point> deadline = std::nullopt)
+        : core_(core), conn_(core.take_connection(deadline)) {}
     ~Borrowed() { core_.give_back(std::move(conn_)); }
     Borrowed(const Borrowed&) = delete;
     Borrowed& operator=(const Borrowed&) = delete;
@@ -214,7 +216,7 @@ class SemaphoreCore : public std::enable_shared_from_this<SemaphoreCore> {
 
  private:
   /// A connection of the Client's pool whose reconnects count in this semaphore's metrics.
-  std::unique_ptr<Connection> take_connection();
+  std::unique_ptr<Connection> take_connection(std::optional<Clock::time_point> deadline);
   void give_back(std::unique_ptr<Connection> conn) noexcept {
     runtime_->give_back(std::move(conn));
   }
