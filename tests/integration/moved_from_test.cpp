@@ -116,6 +116,13 @@ TEST_F(MovedFromTest, ASemaphoreLockKeepsWorkingAfterItsHandleMovesAndIsDestroye
   EXPECT_TRUE(taker.try_lock());
   EXPECT_THROW((void)taker.try_lock(), std::system_error);
   taker.unlock();
+
+  // The last handle of the semaphore destroyed: the lock still has what it needs.
+  { const FairSemaphore gone(std::move(emptied)); }
+  EXPECT_TRUE(taker.try_lock());
+  EXPECT_EQ(1u,
+            SemaphoreAdmin(test::redis_options(), "lock-moved", prefix_).status().holders.size());
+  taker.unlock();
 }
 
 TEST_F(MovedFromTest, AMovedFromSemaphoreAdminThrowsUsedAfterMoveAndHasNoName) {

@@ -18,6 +18,7 @@
 #include <chrono>
 #include <optional>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "fairsem/errors.hpp"
@@ -191,7 +192,16 @@ FAIRSEM_INLINE Reply Connection::command_in_place(const Args& argv,
         "fairsem: {} to {} not sent: the connection it is about was lost", argv[0], endpoint_));
   }
   last_reply_elsewhere_ = false;
-  return roundtrip(argv, reply_timeout);
+  // It waits on purpose (WAIT, for replicas, up to its own timeout): no stall to report.
+  const std::function<void()>* const report = std::exchange(stall_report_, nullptr);
+  try {
+    Reply reply = roundtrip(argv, reply_timeout);
+    stall_report_ = report;
+    return reply;
+  } catch (...) {
+    stall_report_ = report;
+    throw;
+  }
 }
 
 FAIRSEM_INLINE void Connection::send_in_place(const Args& argv) {

@@ -91,7 +91,8 @@ class Connection {
 
   /// Sends one command on the socket as it is: no reconnect (throws ConnectionError when the
   /// connection is broken) and no redirection. Error replies are returned, not thrown. For
-  /// WAIT, which only counts this socket's own writes.
+  /// WAIT, which only counts this socket's own writes (and waits on purpose: a stall report set
+  /// is not called meanwhile).
   Reply command_in_place(const Args& argv, std::chrono::milliseconds reply_timeout);
 
   /// Writes one command on the socket as it is (no reconnect, no redirection) and returns
