@@ -19,6 +19,7 @@
 
 #include "fairsem/fairsem.hpp"
 #include "fairsem/impl/connection.hpp"
+#include "key_expiry.hpp"
 #include "redis_server.hpp"
 #include "semaphore_fixture.hpp"
 #include "test_env.hpp"
@@ -29,21 +30,8 @@ namespace {
 
 using namespace std::chrono_literals;
 using detail::Connection;
+using test::keys_without_expiry;
 using test::wait_until;
-
-/// Every key matching `pattern` that has no expiry (PTTL -1).
-std::vector<std::string> keys_without_expiry(Connection& admin, const std::string& pattern) {
-  std::vector<std::string> out;
-  std::string cursor = "0";
-  do {
-    const detail::Reply page = admin.command({"SCAN", cursor, "MATCH", pattern, "COUNT", "1000"});
-    cursor = page.elements.at(0).str;
-    for (const detail::Reply& key : page.elements.at(1).elements) {
-      if (admin.command({"PTTL", key.str}).integer == -1) out.push_back(key.str);
-    }
-  } while (cursor != "0");
-  return out;
-}
 
 class IdleExpiryTest : public test::SemaphoreFixture {
  protected:

@@ -308,9 +308,13 @@ FAIRSEM_INLINE ResizeResult SemaphoreCore::resize(long long new_limit) {
                     where(), kMaxLimit, new_limit));
   }
   const std::string limit = std::to_string(new_limit);
+  // With an idle expiry, a semaphore that expired (whose first limit this stores again) gets it
+  // again too: its keys expire as they did.
+  Args args{limit};
+  if (options_.idle_expiry.count() > 0) args.push_back(expiry_arg_);
   Reply reply = [&] {
     Borrowed conn(*this);
-    return run(*conn, "resize", {limit});
+    return run(*conn, "resize", args);
   }();
   const detail::ResizeReply r = detail::decode_resize(reply);
   observed_.limit_set(r.new_limit);

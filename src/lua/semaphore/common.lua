@@ -47,9 +47,12 @@
 --   renew    ID TICKET ...        one call renews every permit of a process
 --   status
 --   evict    ID                   remove ID (holder or waiter) on an operator's request
---   resize   NEW_LIMIT            store a new limit (see "Limits" below)
+--   resize   NEW_LIMIT [IDLE_EXPIRY]  store a new limit (see "Limits" below)
 -- Limit 0 ("whatever is stored") is accepted by status, evict and resize only, for tools that
 -- do not know the limit; with no limit stored, status and evict neither reap nor promote.
+-- A semaphore that does not exist (no limit stored, nobody queued: never used, or its keys
+-- expired) is made by open and acquire only (and resize, which stores the limit it is given):
+-- status, evict, release and renew write nothing to it.
 --
 -- Holders and slots. A member of owner holds a permit iff it has a field in slots; its value
 -- lists the permit's slots, one per unit, numbers 0 .. limit-1 that no other holder has. The
@@ -108,7 +111,7 @@
 -- drops receipts up to D ms early.
 --
 -- Idle expiry. meta's `expiry` (ms; absent: 0, the keys never expire) is stored by the first
--- open or acquire that passes an IDLE_EXPIRY above 0 (one with 0 follows what is stored; an
+-- open, acquire or resize that passes an IDLE_EXPIRY above 0 (one with 0 follows what is stored; an
 -- open with another value above 0 is refused, {-6, stored}). With it, every key of the
 -- semaphore (counter and meta included) expires at meta's `expires`, ms of the server clock,
 -- so a semaphore nobody holds or waits on disappears. Only an acquire that writes a deadline
@@ -224,6 +227,8 @@ local slots_counted = false
 local promoted_count = 0
 -- meta's idle expiry in ms (0: none) and `expires`, when the keys expire (nil: not known).
 local expiry, expires = 0, nil
+-- Whether prepare() found no semaphore, for an operation that must not make one (see there).
+local absent = false
 -- } state
 
 -- The refusal for the error `err` that pcall_redis returned from a call on KEYS[i]: -2 naming

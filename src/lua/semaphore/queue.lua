@@ -216,10 +216,11 @@ end
 
 -- The checks every operation starts with, for operation `op`: refusals come first, before
 -- anything is written; then the limit is stored on first use (open and acquire) or followed
--- after a resize, and so is an idle expiry (`wanted`, open's and acquire's IDLE_EXPIRY; see
--- "Idle expiry" in common.lua), and the slot bookkeeping is set up on first use. `meta`: what
--- read_meta() returned, when the operation read it already (nil: prepare reads it). Returns a
--- refusal, or nil.
+-- after a resize, and so is an idle expiry (`wanted`, the IDLE_EXPIRY of open, acquire and
+-- resize; see "Idle expiry" in common.lua), and the slot bookkeeping is set up on first use
+-- (not by status, evict, release and renew of a semaphore that does not exist: `absent`).
+-- `meta`: what read_meta() returned, when the operation read it already (nil: prepare reads
+-- it). Returns a refusal, or nil.
 local function prepare(op, wanted, meta)
   -- meta first: a later data model is refused before any other key is looked at.
   if not meta then
@@ -260,6 +261,18 @@ local function prepare(op, wanted, meta)
     if op == 'open' then return {-1, stored} end
     limit = tonumber(stored)
   end
+  if not stored and op ~= 'open' and op ~= 'acquire' and op ~= 'resize' then
+    -- No limit stored and nobody queued: the semaphore does not exist (never used, or its keys
+    -- expired). Status, evict, release and renew then only read: a key they made would have no
+    -- expiry, for good (a monitor polling idle semaphores would bring each one back).
+    local count, bad = guarded(1, 'ZCARD')
+    if bad then return bad end
+    if count == 0 then
+      absent = true
+      held, free_count, top, slots_counted = 0, 0, 0, true
+      return nil
+    end
+  end
   if adopt then
     -- A new semaphore, or one without an expiry, gets one: from now on its keys expire when
     -- nobody holds or waits.
@@ -296,6 +309,7 @@ local function prepare_and_reap(op)
   local refused = prepare(op)
   if refused then return refused end
   local now, deadline = clock()
+  if absent then return nil, now, deadline end  -- nothing to reap
   local count, after = reap(now, true, held)
   if not count then return after end
   held = after

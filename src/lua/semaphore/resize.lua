@@ -1,14 +1,16 @@
 -- resize: stores a new limit for every client. Growing promotes the waiters it lets in;
 -- shrinking takes nothing from holders, and removes (TOO-LARGE) the waiters that ask for more
 -- units than the new limit.
---   ARGV: resize LIMIT LEASE_MS NEW_LIMIT (LIMIT 0: whatever is stored)
+--   ARGV: resize LIMIT LEASE_MS NEW_LIMIT [IDLE_EXPIRY] (LIMIT 0: whatever is stored)
+--   IDLE_EXPIRY: as open's (see "Idle expiry" in common.lua): a semaphore without one (one that
+--   expired, whose limit this resize stores anew) gets it.
 --   Reply {old_limit, new_limit, promoted}.
 
 local new = tonumber(ARGV[4])
 if not new or new < 1 or new ~= math.floor(new) then
   return redis.error_reply('fairsem semaphore script: resize needs a limit of at least 1')
 end
-local refused = prepare('resize')
+local refused = prepare('resize', ARGV[5])
 if refused then return refused end
 local now, deadline = clock()
 
