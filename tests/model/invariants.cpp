@@ -8,7 +8,7 @@ namespace fairsem::model {
 
 namespace {
 
-std::vector<long long> split(const std::string& stored) {
+std::vector<long long> slots_of(const std::string& stored) {
   std::vector<long long> out;
   std::stringstream in(stored);
   std::string part;
@@ -16,7 +16,7 @@ std::vector<long long> split(const std::string& stored) {
   return out;
 }
 
-std::string joined(const std::vector<long long>& slots) {
+std::string slot_list(const std::vector<long long>& slots) {
   std::string out;
   for (long long slot : slots) out += (out.empty() ? "" : ",") + std::to_string(slot);
   return out;
@@ -53,7 +53,7 @@ std::string check_invariants(const RawState& raw, History& history, bool shrunk)
       return "holders come first in ticket order: " + raw.owner[i].first + " holds behind a waiter";
     }
     ++holders;
-    for (long long slot : split(it->second)) {
+    for (long long slot : slots_of(it->second)) {
       if (slot < 0 || slot >= top || !used.insert(slot).second) {
         return "slots are unique and below meta's slots (" + std::to_string(top) +
                "): " + raw.owner[i].first + " has " + it->second;
@@ -145,7 +145,7 @@ std::string compare_state(const RawState& raw, const Model& model,
     if (!e.holder() && e.units != 1) info["{units}" + e.id] = std::to_string(e.units);
     if (!e.client.empty()) info["{inbox}" + e.id] = e.client;
     if (e.queued) info["{queued}" + e.id] = std::to_string(*e.queued);
-    if (e.holder()) slots[e.id] = joined(e.slots);
+    if (e.holder()) slots[e.id] = slot_list(e.slots);
   }
   std::sort(time.begin(), time.end(), [](const auto& a, const auto& b) {
     return a.second != b.second ? a.second < b.second : a.first < b.first;
@@ -164,8 +164,8 @@ std::string compare_state(const RawState& raw, const Model& model,
     return "slots is " + show_map(raw.slots) + ", the model has " + show_map(slots);
   }
   if (raw.free != std::vector<long long>(s.free.begin(), s.free.end())) {
-    return "free is " + joined(raw.free) + ", the model has " +
-           joined(std::vector<long long>(s.free.begin(), s.free.end()));
+    return "free is " + slot_list(raw.free) + ", the model has " +
+           slot_list(std::vector<long long>(s.free.begin(), s.free.end()));
   }
   for (const std::string& id : ids) {
     const auto it = raw.markers.find(id);
@@ -194,7 +194,7 @@ std::string show(const RawState& raw) {
   out << "} time {";
   for (const auto& [id, deadline] : raw.time) out << id << ':' << deadline << ' ';
   out << "} info " << show_map(raw.info) << " slots " << show_map(raw.slots) << " free {"
-      << joined(raw.free) << "} ttl " << show_map(raw.ttl) << " other keys' ttl "
+      << slot_list(raw.free) << "} ttl " << show_map(raw.ttl) << " other keys' ttl "
       << show_map(raw.other_ttl) << " markers " << show_map(raw.markers);
   return out.str();
 }
@@ -207,7 +207,7 @@ std::string describe(const Model& model) {
       << s.later_model << " counter " << s.counter.value_or(-1) << " free " << s.free.size();
   for (const Entry& e : s.entries) {
     out << " | " << e.id << ' ' << e.ticket << ' ' << e.deadline << ' ' << e.units << " ["
-        << joined(e.slots) << "] " << e.client << ' ' << e.queued.value_or(-1);
+        << slot_list(e.slots) << "] " << e.client << ' ' << e.queued.value_or(-1);
   }
   for (const auto& [id, marker] : model.markers()) {
     out << " | " << id << ' ' << marker.first << ' ' << marker.second;

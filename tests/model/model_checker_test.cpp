@@ -5,7 +5,7 @@
 // every script run: the reply equals the model's, the keys hold what the model says, and the
 // invariants (invariants.hpp) hold. RapidCheck generates the sequences and shrinks a failing
 // one; it prints the seed and the reproduce string (RC_PARAMS="reproduce=...").
-// Budget: FAIRSEM_MODEL_CASES sequences (default 40), or RC_PARAMS="max_success=N".
+// Budget: FAIRSEM_MODEL_CASES sequences (default 100), or RC_PARAMS="max_success=N".
 
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
@@ -13,6 +13,7 @@
 
 #include <cstdlib>
 #include <iostream>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -56,6 +57,7 @@ struct State {
 struct Sut {
   Driver& driver;
   History history;
+  std::map<std::string, long long>* seen = nullptr;  // replies by operation and first element
 };
 
 enum class Kind {
@@ -90,7 +92,8 @@ struct Step : rc::state::Command<State, Sut> {
                                             {3, Kind::open},
                                             {12, Kind::advance},
                                             {6, Kind::retry},
-                                            {1, Kind::gate}});
+                                            // set once in a while, soon cleared
+                                            {s.later_model ? 30u : 1u, Kind::gate}});
     const bool need_permit = kind == Kind::poll || kind == Kind::release;
     if ((need_permit && s.permits.empty()) || (kind == Kind::retry && !s.last)) {
       kind = Kind::acquire;
@@ -173,6 +176,7 @@ struct Step : rc::state::Command<State, Sut> {
       case Kind::resize:
         k.op = "resize";
         k.new_limit = value;
+        k.idle_expiry = admin ? 0 : c.idle_expiry;  // SemaphoreAdmin has none
         break;
       case Kind::status:
         k.op = "status";
@@ -234,6 +238,12 @@ struct Step : rc::state::Command<State, Sut> {
       const bool refusal = std::get<long long>(expected.at(0)) < 0;
       const auto before = refusal ? sut.driver.dump() : std::map<std::string, std::string>{};
       const fairsem::model::Reply got = sut.driver.run(k);
+      if (sut.seen != nullptr) {
+        const bool clock =
+            (k.op == "renew" || k.op == "status") && std::get<long long>(got.at(0)) > 0;
+        ++(*sut.seen)[k.op + (kind == Kind::retry ? " (again) " : " ") +
+                      (clock ? std::string("[now]") : fairsem::model::show({got.at(0)}))];
+      }
       if (fairsem::model::show(got) != fairsem::model::show(expected)) {
         std::ostringstream args;
         for (const std::string& a : Driver::argv(k)) args << a << ' ';
@@ -326,17 +336,20 @@ rc::detail::TestParams params() {
     return p;
   }
   const char* cases = std::getenv("FAIRSEM_MODEL_CASES");
-  p.maxSuccess = cases != nullptr ? std::atoi(cases) : 40;
+  p.maxSuccess = cases != nullptr ? std::atoi(cases) : 100;
   return p;
 }
 
 TEST(ModelCheckerTest, EveryScriptRunMatchesTheModelAndKeepsTheInvariants) {
   Driver driver;
-  const auto property = [&driver] {
+  // FAIRSEM_MODEL_STATS=1: how often each operation got each kind of reply (its first element).
+  std::map<std::string, long long> seen;
+  const bool stats = std::getenv("FAIRSEM_MODEL_STATS") != nullptr;
+  const auto property = [&driver, &seen, stats] {
     const long long limit = *rc::gen::inRange<long long>(1, 5);
     const auto clients = *rc::gen::container<std::vector<Client>>(3, client_gen(limit));
     State initial{Model(driver.new_case()), clients, {}, 0, std::nullopt, false};
-    Sut sut{driver, {}};
+    Sut sut{driver, {}, stats ? &seen : nullptr};
     std::ostringstream shown;
     for (const Client& c : clients) shown << c << ' ';
     RC_LOG() << "clients " << shown.str() << '\n';
@@ -347,6 +360,7 @@ TEST(ModelCheckerTest, EveryScriptRunMatchesTheModelAndKeepsTheInvariants) {
   metadata.description = "semaphore scripts against the model";
   const auto result =
       rc::detail::checkProperty(rc::detail::toProperty(property), metadata, params());
+  for (const auto& [reply, count] : seen) std::cout << reply << ": " << count << "\n";
   if (!result.template is<rc::detail::SuccessResult>()) {
     std::ostringstream ss;
     rc::detail::printResultMessage(result, ss);

@@ -97,7 +97,11 @@ std::string Driver::server_name() const { return server_->binary(); }
 long long Driver::new_case() {
   prefix_ = "m" + std::to_string(++cases_);
   keys_ = detail::semaphore_keys(prefix_, "s");
-  set_clock(latest_ms_ + 1000);
+  // Each case starts at a multiple of 8,192 s, of every receipts bucket width it meets (4,096
+  // or 8,192 ms) and of a second: a sequence run again (shrinking, a reproduce string) meets
+  // the same bucket boundaries, so it does what it did.
+  constexpr long long kAlign = 8'192'000;
+  set_clock((latest_ms_ / kAlign + 1) * kAlign);
   return latest_ms_;
 }
 
@@ -148,6 +152,7 @@ std::vector<std::string> Driver::argv(const Call& c) {
     add({c.id});
   } else if (c.op == "resize") {
     add({std::to_string(c.new_limit)});
+    if (c.idle_expiry > 0) add({std::to_string(c.idle_expiry)});
   }
   return a;
 }

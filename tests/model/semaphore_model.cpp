@@ -256,7 +256,7 @@ Reply Model::evict(const Call& c) {
 }
 
 Reply Model::resize(const Call& c) {
-  if (auto refused = prepare(c, 0)) return *refused;
+  if (auto refused = prepare(c, c.idle_expiry)) return *refused;
   const long long old = limit_;
   s_.limit = c.new_limit;
   limit_ = c.new_limit;

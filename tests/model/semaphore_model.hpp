@@ -39,7 +39,7 @@ struct Call {
   long long lease = 1000;
   // acquire
   std::string id, mode = "queue", info, client;
-  long long ticket = 0, units = 1, max_waiters = 0, idle_expiry = 0;
+  long long ticket = 0, units = 1, max_waiters = 0, idle_expiry = 0;  // (open, resize too)
   bool fresh = false;
   // release: how "" | "leaving" | "keep" (keep K = units); receipt_ms
   std::string how;
