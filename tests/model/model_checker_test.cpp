@@ -5,7 +5,7 @@
 // every script run: the reply equals the model's, the keys hold what the model says, and the
 // invariants (invariants.hpp) hold. RapidCheck generates the sequences and shrinks a failing
 // one; it prints the seed and the reproduce string (RC_PARAMS="reproduce=...").
-// Budget: FAIRSEM_MODEL_CASES sequences (default 100), or RC_PARAMS="max_success=N".
+// Budget: FAIRSEM_MODEL_CASES sequences (default 200), or RC_PARAMS="max_success=N".
 
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
@@ -282,7 +282,9 @@ struct Step : rc::state::Command<State, Sut> {
         os << " permit " << permit;
         break;
       case Kind::release:
-        os << " permit " << permit << ' ' << (how.empty() ? "holder" : how);
+        // (plain: with its ticket, as Permit::release() sends it)
+        os << " permit " << permit << (how.empty() ? "" : " ")
+           << (how == "ticket0" ? "ticket 0" : how);
         if (how == "keep") os << ' ' << value;
         break;
       case Kind::renew:
@@ -336,7 +338,7 @@ rc::detail::TestParams params() {
     return p;
   }
   const char* cases = std::getenv("FAIRSEM_MODEL_CASES");
-  p.maxSuccess = cases != nullptr ? std::atoi(cases) : 100;
+  p.maxSuccess = cases != nullptr ? std::atoi(cases) : 200;
   return p;
 }
 
