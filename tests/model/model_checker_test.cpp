@@ -79,7 +79,8 @@ struct Step : rc::state::Command<State, Sut> {
   std::size_t client = 0, permit = 0;
   long long units = 1, value = 0;  // value: keep K, a new limit, ms to move the clock on
   std::string mode = "queue", how;
-  bool admin = false;  // status, evict, resize as a tool that passes limit 0
+  bool admin = false;   // status, evict, resize as a tool that passes limit 0
+  bool chosen = false;  // acquire with the client's own permit id (SemaphoreOptions::permit_id)
 
   explicit Step(const State& s) {
     kind = *rc::gen::weightedElement<Kind>({{20, Kind::acquire},
@@ -105,6 +106,7 @@ struct Step : rc::state::Command<State, Sut> {
     how = *rc::gen::weightedElement<std::string>(
         {{8, ""}, {3, "ticket0"}, {3, "leaving"}, {3, "keep"}});
     admin = *rc::gen::weightedElement<bool>({{3, false}, {1, true}});
+    chosen = kind == Kind::acquire && *rc::gen::weightedElement<bool>({{4, false}, {1, true}});
     if (kind == Kind::release) value = *rc::gen::inRange<long long>(1, 3);
     if (kind == Kind::resize) value = *rc::gen::inRange<long long>(1, 5);
     if (kind == Kind::advance) {
@@ -139,7 +141,9 @@ struct Step : rc::state::Command<State, Sut> {
         k.op = "acquire";
         k.limit = owner.limit;
         k.lease = owner.lease;
-        k.id = polling ? p->id : "p" + std::to_string(s.next_id);
+        k.id = polling  ? p->id
+               : chosen ? "chosen" + std::to_string(client)
+                        : "p" + std::to_string(s.next_id);
         k.mode = polling ? "queue" : mode;
         k.units = polling ? p->units : units;
         k.ticket = polling ? p->ticket : 0;
@@ -147,7 +151,7 @@ struct Step : rc::state::Command<State, Sut> {
         k.client = k.mode == "queue" ? "inbox" + k.info : "";
         k.max_waiters = owner.max_waiters;
         k.idle_expiry = owner.idle_expiry;
-        k.fresh = !polling;
+        k.fresh = !polling && !chosen;  // a random id is fresh, a chosen one never
         return k;
       }
       case Kind::release: {
@@ -276,7 +280,8 @@ struct Step : rc::state::Command<State, Sut> {
     os << names[static_cast<int>(kind)];
     switch (kind) {
       case Kind::acquire:
-        os << " client " << client << ' ' << mode << " units " << units;
+        os << " client " << client << ' ' << mode << " units " << units
+           << (chosen ? " (its chosen id)" : "");
         break;
       case Kind::poll:
         os << " permit " << permit;
