@@ -47,16 +47,18 @@ TEST_F(CliTest, StatusJsonAndTableShowHoldersAndWaitersInOrder) {
   const auto j = nlohmann::json::parse(json.out);
   EXPECT_EQ("shown", j.at("name"));
   EXPECT_EQ(1, j.at("limit"));
-  EXPECT_EQ(3, j.at("counter"));
+  // Tokens: a new counter starts at the server's clock times 1024, then one each.
+  const long long first = j.at("holders").at(0).at("token").get<long long>();
+  EXPECT_GT(first, 1000000000000000LL);
+  EXPECT_EQ(first + 2, j.at("counter"));
   ASSERT_EQ(1u, j.at("holders").size());
   const auto& h = j.at("holders").at(0);
-  EXPECT_EQ(1, h.at("token"));
   EXPECT_EQ(0, h.at("slot"));
   EXPECT_GT(h.at("lease_left_ms").get<long long>(), 0);
   EXPECT_NE(std::string::npos, h.at("owner").get<std::string>().find("sh -c")) << json;
   ASSERT_EQ(2u, j.at("waiters").size());
-  EXPECT_EQ(2, j.at("waiters").at(0).at("token"));
-  EXPECT_EQ(3, j.at("waiters").at(1).at("token"));
+  EXPECT_EQ(first + 1, j.at("waiters").at(0).at("token"));
+  EXPECT_EQ(first + 2, j.at("waiters").at(1).at("token"));
   EXPECT_TRUE(j.at("waiters").at(0).at("slot").is_null()) << json;  // waiters have no slot
   EXPECT_TRUE(h.at("waited_ms").is_null()) << json;                 // a holder waits no more
   // The first waiter queued first: it has waited at least as long as the second, by the one
@@ -78,7 +80,8 @@ TEST_F(CliTest, StatusJsonAndTableShowHoldersAndWaitersInOrder) {
   const Outcome table = run(cmd({"status"}, {}, "shown"));
   ASSERT_EQ(0, table.code) << table;
   EXPECT_NE(std::string::npos,
-            table.out.find("limit 1, 1 holding 1 unit, 2 waiting, newest token 3"))
+            table.out.find("limit 1, 1 holding 1 unit, 2 waiting, newest token " +
+                           std::to_string(first + 2)))
       << table;
   // The holder's row starts with its slot, under SLOT; the waiters' with their place in line.
   const std::string holder_id = h.at("id");

@@ -1,7 +1,8 @@
 // A semaphore whose keys expired (SemaphoreOptions::idle_expiry) stays gone until someone
 // acquires or opens it: status, evict, a release or renewal of a lost permit and a waiter's leave
 // bring back no key (before, meta came back without a TTL, for good); a resize by its handle
-// stores the limit with the expiry.
+// stores the limit with the expiry. Fencing tokens of the life after an expiry exceed every
+// earlier one whoever starts it.
 
 #include <gtest/gtest.h>
 
@@ -113,6 +114,20 @@ TEST_F(ExpiredSemaphoreTest, AResizeOfAnExpiredSemaphoreByItsHandleExpiresAgain)
   EXPECT_EQ(admin_.command({"HGET", key("resized", "meta"), "limit"}).str, "4");
   EXPECT_EQ(keys_without_expiry(admin_, prefix_ + ":{resized}:*"), std::vector<std::string>{});
   EXPECT_TRUE(gone("resized"));
+}
+
+TEST_F(ExpiredSemaphoreTest, ANewCounterStartsAboveEveryEarlierTokenWhoeverMakesIt) {
+  // Opened before anyone stored an expiry, this handle knows of none.
+  FairSemaphore unaware(client_, "unaware", options(2, 1s));
+  long long newest = 0;
+  {
+    FairSemaphore expiring_one(client_, "unaware", expiring(2));
+    for (int i = 0; i < 3; ++i) {
+      newest = std::max(newest, expiring_one.acquire().fencing_token());
+    }
+  }
+  ASSERT_TRUE(gone("unaware"));
+  EXPECT_GT(unaware.acquire().fencing_token(), newest);
 }
 
 }  // namespace

@@ -101,12 +101,14 @@ class HotPathTest : public test::SemaphoreFixture {
     return renamed(inline_reply, inline_name);
   }
 
-  /// Opens `name` (limit 2), acquires `holders` permits of 1 unit (ids h0, h1, ...; tickets 1,
-  /// 2, ...), runs `setup`, then releases h0 with ticket `ticket`, passing limit `limit`.
+  /// Opens `name` (limit 2), acquires `holders` permits of 1 unit (ids h0, h1, ...; tickets
+  /// 1001, 1002, ..., from a counter set first), runs `setup`, then releases h0 with ticket
+  /// `ticket`, passing limit `limit`.
   std::string release(const std::string& name, int holders, const std::string& ticket,
                       const std::string& limit,
                       const std::function<void(const std::string&)>& setup) {
     run_op(conn_, name, {"open"}, "2", "60000");
+    admin_.command({"SET", key(name, "counter"), "1000"});
     for (int i = 0; i < holders; ++i) {
       run_op(conn_, name,
              {"acquire", "h" + std::to_string(i), "try", "host 1", "0", "1", "", "0", "0", "1"},
@@ -134,13 +136,14 @@ class HotPathTest : public test::SemaphoreFixture {
 };
 
 TEST_F(HotPathTest, AGrantIsTheGeneralPathsGrant) {
-  EXPECT_EQ(acquire_both_ways({"one", nothing}), "[1][1][T][0][T][0]");
+  // A new counter starts at the server's clock times 1024: a time, T.
+  EXPECT_EQ(acquire_both_ways({"one", nothing}), "[1][T][T][0][T][0]");
   Case two{"two", nothing};
   two.args[4] = "2";
-  EXPECT_EQ(acquire_both_ways(two), "[1][1][T][0][T][0][1]");
+  EXPECT_EQ(acquire_both_ways(two), "[1][T][T][0][T][0][1]");
   Case queue{"queue", nothing};
   queue.args[1] = "queue";
-  EXPECT_EQ(acquire_both_ways(queue), "[1][1][T][0][T][0]");
+  EXPECT_EQ(acquire_both_ways(queue), "[1][T][T][0][T][0]");
   // The counter goes on from where it is.
   EXPECT_EQ(acquire_both_ways({"counter",
                                [this](const auto& key) {
@@ -172,12 +175,12 @@ TEST_F(HotPathTest, ARefusalUndoesWhatTheGeneralPathUndoes) {
             "[-3]");
 }
 
-TEST_F(HotPathTest, ACounterSetBackStartsAgainAtOne) {
+TEST_F(HotPathTest, ACounterSetBackStartsAgainFromTheClock) {
   EXPECT_EQ(acquire_both_ways({"counter-negative",
                                [this](const auto& key) {
                                  admin_.command({"SET", key("counter"), "-7"});
                                }}),
-            "[1][1][T][0][T][0]");
+            "[1][T][T][0][T][0]");
 }
 
 TEST_F(HotPathTest, EveryOtherCaseIsTheGeneralPathsToo) {
@@ -187,7 +190,7 @@ TEST_F(HotPathTest, EveryOtherCaseIsTheGeneralPathsToo) {
   Case other_limit{"other-limit", nothing};
   other_limit.limit = "3";  // the stored limit, 2, is followed
   other_limit.args[4] = "2";
-  EXPECT_EQ(acquire_both_ways(other_limit), "[1][1][T][0][T][0][1]");
+  EXPECT_EQ(acquire_both_ways(other_limit), "[1][T][T][0][T][0][1]");
   Case idle_expiry{"idle-expiry", nothing};
   idle_expiry.args[7] = "60000";
   acquire_both_ways(idle_expiry);
@@ -223,24 +226,25 @@ TEST_F(HotPathTest, EveryOtherCaseIsTheGeneralPathsToo) {
 }
 
 TEST_F(HotPathTest, TheLastHolderOutLeavesAsTheGeneralPathLetsIt) {
-  EXPECT_EQ(release_both_ways("last", 1, "1"), "[1]");
-  EXPECT_EQ(release_both_ways("not-last", 2, "1"), "[1]");
+  EXPECT_EQ(release_both_ways("last", 1, "1001"), "[1]");
+  EXPECT_EQ(release_both_ways("not-last", 2, "1001"), "[1]");
   EXPECT_EQ(release_both_ways("other-ticket", 1, "7"), "[0]");
   // A release run again after its reply was lost finds its receipt.
-  EXPECT_EQ(release_both_ways("again", 1, "1",
-                              [this](const std::string& name) {
-                                run_op(conn_, name, {"release", "h0", "1", "60000"}, "2", "60000");
-                              }),
-            "[3]");
+  EXPECT_EQ(
+      release_both_ways("again", 1, "1001",
+                        [this](const std::string& name) {
+                          run_op(conn_, name, {"release", "h0", "1001", "60000"}, "2", "60000");
+                        }),
+      "[3]");
   EXPECT_EQ(release_both_ways(
-                "model-3", 1, "1",
+                "model-3", 1, "1001",
                 [this](const std::string& name) {
                   admin_.command({"HSET", key(name, "meta"), "model", "3", "model_by", "9.9.9"});
                 }),
             "[-7][3][2][9.9.9]");
   for (const std::string suffix : {"owner", "time", "info", "slots"}) {
     const std::string reply =
-        release_both_ways("foreign-" + suffix, 1, "1", [this, suffix](const std::string& name) {
+        release_both_ways("foreign-" + suffix, 1, "1001", [this, suffix](const std::string& name) {
           admin_.command({"DEL", key(name, suffix)});
           admin_.command({"SET", key(name, suffix), "x"});
         });

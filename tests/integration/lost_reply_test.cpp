@@ -141,7 +141,16 @@ class LostReplyTest : public ::testing::Test {
   LostReplyTest()
       : admin_(redis_options()),
         prefix_(unique_prefix()),
-        script_keys_(fairsem::detail::semaphore_keys(prefix_, kName)) {}
+        script_keys_(fairsem::detail::semaphore_keys(prefix_, kName)) {
+    // A new counter starts at the server's clock times 1024; one set before the first acquire
+    // makes the tickets t(1), t(2), ... that these tests name.
+    admin_.command({"SET", key("counter"), std::to_string(kBase)});
+  }
+
+  /// The n-th ticket handed out, and as a script argument.
+  static constexpr long long kBase = 1000;
+  static long long t(long long n) { return kBase + n; }
+  static std::string ts(long long n) { return std::to_string(t(n)); }
 
   std::string key(std::string_view suffix) const {
     return prefix_ + ":{" + kName + "}:" + std::string(suffix);
@@ -182,7 +191,7 @@ class LostReplyTest : public ::testing::Test {
   /// `permit` is the only permit in Redis, under its own id and ticket, and it was the only
   /// ticket ever handed out.
   void expect_sole_holder(const Permit& permit) {
-    EXPECT_EQ(counter(), 1) << "a second ticket was handed out";
+    EXPECT_EQ(counter(), t(1)) << "a second ticket was handed out";
     EXPECT_THAT(owners(), ElementsAre(Pair(permit.id(), permit.fencing_token())));
     EXPECT_EQ(cardinality("ZCARD", "time"), 1);
     EXPECT_EQ(cardinality("HLEN", "info"), 1);
@@ -314,12 +323,12 @@ TEST_F(LostReplyTest, TryAcquireWhoseReplyIsLostReturnsTheSamePermit) {
   std::optional<Permit> permit = sem.try_acquire();
   ASSERT_TRUE(permit.has_value());
   expect_acquire_reply_was_cut(proxy, *permit);
-  EXPECT_EQ(permit->fencing_token(), 1);
+  EXPECT_EQ(permit->fencing_token(), t(1));
   expect_sole_holder(*permit);
 
   EXPECT_EQ(permit->release(), ReleaseResult::released);
   EXPECT_THAT(owners(), IsEmpty());
-  EXPECT_EQ(counter(), 1);
+  EXPECT_EQ(counter(), t(1));
 }
 
 TEST_F(LostReplyTest, AcquireWhoseReplyIsLostReturnsTheSamePermit) {
@@ -331,7 +340,7 @@ TEST_F(LostReplyTest, AcquireWhoseReplyIsLostReturnsTheSamePermit) {
   Permit permit = sem.acquire();
   ASSERT_TRUE(permit.held());
   expect_acquire_reply_was_cut(proxy, permit);
-  EXPECT_EQ(permit.fencing_token(), 1);
+  EXPECT_EQ(permit.fencing_token(), t(1));
   expect_sole_holder(permit);
 
   EXPECT_EQ(permit.release(), ReleaseResult::released);
@@ -350,7 +359,7 @@ TEST_F(LostReplyTest, AWeightedAcquireAndAPartialReleaseWhoseRepliesAreLostHappe
   EXPECT_FALSE(proxy.armed());
   ASSERT_EQ(proxy.cuts(), 1u);
   // {state 1 (granted), ticket, deadline, position, now, slot, slot, slot}
-  EXPECT_THAT(proxy.dropped_replies()[0], StartsWith("*8\r\n:1\r\n:1\r\n"));
+  EXPECT_THAT(proxy.dropped_replies()[0], StartsWith("*8\r\n:1\r\n:" + ts(1) + "\r\n"));
   EXPECT_EQ(permit.slots(), (std::vector<long long>{0, 1, 2}));
   expect_sole_holder(permit);
 
@@ -401,15 +410,15 @@ TEST_F(LostReplyTest, WaiterWhoseWakeUpIsLostKeepsItsTicket) {
 
   ASSERT_EQ(waiter.error, "");
   ASSERT_TRUE(granted.has_value()) << "the waiter was not granted";
-  EXPECT_EQ(granted->fencing_token(), 2);
+  EXPECT_EQ(granted->fencing_token(), t(2));
   EXPECT_FALSE(proxy.armed());
   ASSERT_EQ(proxy.cuts(), 1u);
   // {inbox, "ID TICKET:SLOT"}: the wake-up went to this waiter and was lost; its next call
   // found it.
-  EXPECT_THAT(proxy.dropped_replies()[0], HasSubstr(granted->id() + " 2:0"));
+  EXPECT_THAT(proxy.dropped_replies()[0], HasSubstr(granted->id() + " " + ts(2) + ":0"));
   EXPECT_GE(proxy.accepts(), 2u);
-  EXPECT_EQ(counter(), 2) << "the waiter took a second ticket";
-  EXPECT_THAT(owners(), ElementsAre(Pair(granted->id(), 2)));
+  EXPECT_EQ(counter(), t(2)) << "the waiter took a second ticket";
+  EXPECT_THAT(owners(), ElementsAre(Pair(granted->id(), t(2))));
   EXPECT_EQ(granted->release(), ReleaseResult::released);
 }
 
@@ -437,13 +446,13 @@ TEST_F(LostReplyTest, ReleaseWhoseReplyIsLostReportsReleasedAndPromotesTheWaiter
   EXPECT_GE(proxy.accepts(), 2u);
   ASSERT_EQ(waiter.error, "");
   ASSERT_TRUE(granted.has_value()) << "the waiter was not granted";
-  EXPECT_EQ(granted->fencing_token(), 2);
+  EXPECT_EQ(granted->fencing_token(), t(2));
   // The release run again found nothing to free; the waiter it promoted keeps its permit.
-  EXPECT_THAT(owners(), ElementsAre(Pair(granted->id(), 2)));
-  EXPECT_EQ(counter(), 2);
+  EXPECT_THAT(owners(), ElementsAre(Pair(granted->id(), t(2))));
+  EXPECT_EQ(counter(), t(2));
 
   EXPECT_EQ(held->release(), ReleaseResult::already_released);
-  EXPECT_THAT(owners(), ElementsAre(Pair(granted->id(), 2)));
+  EXPECT_THAT(owners(), ElementsAre(Pair(granted->id(), t(2))));
   EXPECT_EQ(granted->release(), ReleaseResult::released);
   EXPECT_THAT(owners(), IsEmpty());
 }
@@ -458,26 +467,26 @@ TEST_F(LostReplyTest, ConnectionsKilledBetweenCallsGrantNothingTwice) {
   std::optional<Permit> first = sem.try_acquire();
   expect_reconnected(killed);
   ASSERT_TRUE(first.has_value());
-  EXPECT_EQ(first->fencing_token(), 1);
+  EXPECT_EQ(first->fencing_token(), t(1));
   expect_sole_holder(*first);
 
   killed = kill_other_clients();
   Permit second = sem.acquire();
   expect_reconnected(killed);
-  EXPECT_EQ(second.fencing_token(), 2);
-  EXPECT_EQ(counter(), 2);
-  EXPECT_THAT(owners(), ElementsAre(Pair(first->id(), 1), Pair(second.id(), 2)));
+  EXPECT_EQ(second.fencing_token(), t(2));
+  EXPECT_EQ(counter(), t(2));
+  EXPECT_THAT(owners(), ElementsAre(Pair(first->id(), t(1)), Pair(second.id(), t(2))));
 
   killed = kill_other_clients();
   EXPECT_EQ(first->release(), ReleaseResult::released);
   expect_reconnected(killed);
-  EXPECT_THAT(owners(), ElementsAre(Pair(second.id(), 2)));
+  EXPECT_THAT(owners(), ElementsAre(Pair(second.id(), t(2))));
 
   killed = kill_other_clients();
   EXPECT_EQ(second.release(), ReleaseResult::released);
   expect_reconnected(killed);
   EXPECT_THAT(owners(), IsEmpty());
-  EXPECT_EQ(counter(), 2);
+  EXPECT_EQ(counter(), t(2));
   EXPECT_EQ(cardinality("ZCARD", "time"), 0);
   EXPECT_EQ(cardinality("HLEN", "info"), 0);
 }
@@ -503,14 +512,14 @@ TEST_F(LostReplyTest, ConnectionsKilledWhileTheScriptIsInFlightGrantNothingTwice
   std::optional<Permit> permit;
   ASSERT_EQ(with_connection_killed_in_script([&] { permit = sem.try_acquire(); }), "");
   ASSERT_TRUE(permit.has_value());
-  EXPECT_EQ(permit->fencing_token(), 1);
+  EXPECT_EQ(permit->fencing_token(), t(1));
   expect_sole_holder(*permit);
 
   std::optional<ReleaseResult> released;
   ASSERT_EQ(with_connection_killed_in_script([&] { released = permit->release(); }), "");
   EXPECT_EQ(released, ReleaseResult::released);
   EXPECT_THAT(owners(), IsEmpty());
-  EXPECT_EQ(counter(), 1);
+  EXPECT_EQ(counter(), t(1));
 }
 
 // --- The script on its own -------------------------------------------------------------------
@@ -526,20 +535,20 @@ TEST_F(LostReplyTest, ScriptAcquireRunTwiceForOneIdReturnsTheSameTicket) {
   };
 
   Reply first = acquire("a", "try");
-  EXPECT_EQ(first.elements[0].integer, 1);  // granted
-  EXPECT_EQ(first.elements[1].integer, 1);  // ticket
+  EXPECT_EQ(first.elements[0].integer, 1);     // granted
+  EXPECT_EQ(first.elements[1].integer, t(1));  // ticket
   for (const char* mode : {"try", "queue"}) {
     Reply again = acquire("a", mode);
     EXPECT_EQ(again.elements[0].integer, 1) << mode;
-    EXPECT_EQ(again.elements[1].integer, 1) << mode;
+    EXPECT_EQ(again.elements[1].integer, t(1)) << mode;
     EXPECT_EQ(again.elements[3].integer, 0) << mode;
   }
-  EXPECT_EQ(counter(), 1);
-  EXPECT_THAT(owners(), ElementsAre(Pair("a", 1)));
+  EXPECT_EQ(counter(), t(1));
+  EXPECT_THAT(owners(), ElementsAre(Pair("a", t(1))));
 
   // Another id is another ticket: the checks above would have seen a duplicate.
-  EXPECT_EQ(acquire("b", "try").elements[1].integer, 2);
-  EXPECT_EQ(counter(), 2);
+  EXPECT_EQ(acquire("b", "try").elements[1].integer, t(2));
+  EXPECT_EQ(counter(), t(2));
 }
 
 TEST_F(LostReplyTest, ScriptReleaseRunTwiceForOneIdIsHarmless) {
@@ -551,42 +560,42 @@ TEST_F(LostReplyTest, ScriptReleaseRunTwiceForOneIdIsHarmless) {
   for (int i = 0; i < 2; ++i) {
     Reply queued = run({"acquire", "b", "queue", "o"});
     ASSERT_EQ(queued.elements.size(), 6u);
-    EXPECT_EQ(queued.elements[0].integer, 2);  // queued
-    EXPECT_EQ(queued.elements[1].integer, 2);  // ticket
-    EXPECT_EQ(queued.elements[3].integer, 1);  // first in line
+    EXPECT_EQ(queued.elements[0].integer, 2);     // queued
+    EXPECT_EQ(queued.elements[1].integer, t(2));  // ticket
+    EXPECT_EQ(queued.elements[3].integer, 1);     // first in line
   }
-  EXPECT_EQ(counter(), 2);
+  EXPECT_EQ(counter(), t(2));
 
-  Reply released = run({"release", "a", "1", "60000"});
+  Reply released = run({"release", "a", ts(1), "60000"});
   ASSERT_EQ(released.elements.size(), 1u);
   EXPECT_EQ(released.elements[0].integer, 1);
   EXPECT_EQ(admin_.command({"LLEN", key("wake:b")}).integer, 1);  // b was woken once
 
   // The repeat finds the receipt the first run left: 3, "released earlier", not 0 ("expired").
-  Reply again = run({"release", "a", "1", "60000"});
+  Reply again = run({"release", "a", ts(1), "60000"});
   ASSERT_EQ(again.elements.size(), 1u);
   EXPECT_EQ(again.elements[0].integer, 3);
   // The repeat neither removed nor woke anyone else.
-  EXPECT_THAT(owners(), ElementsAre(Pair("b", 2)));
+  EXPECT_THAT(owners(), ElementsAre(Pair("b", t(2))));
   EXPECT_EQ(admin_.command({"LLEN", key("wake:b")}).integer, 1);
 
   Reply promoted = run({"acquire", "b", "queue", "o"});
   EXPECT_EQ(promoted.elements[0].integer, 1);
-  EXPECT_EQ(promoted.elements[1].integer, 2);
-  EXPECT_EQ(run({"release", "b", "2", "60000"}).elements[0].integer, 1);
-  EXPECT_EQ(run({"release", "b", "2", "60000"}).elements[0].integer, 3);
+  EXPECT_EQ(promoted.elements[1].integer, t(2));
+  EXPECT_EQ(run({"release", "b", ts(2), "60000"}).elements[0].integer, 1);
+  EXPECT_EQ(run({"release", "b", ts(2), "60000"}).elements[0].integer, 3);
   EXPECT_THAT(owners(), IsEmpty());
   // An id that never held anything has no receipt.
-  EXPECT_EQ(run({"release", "never-held", "1", "60000"}).elements[0].integer, 0);
-  EXPECT_EQ(counter(), 2);
+  EXPECT_EQ(run({"release", "never-held", ts(1), "60000"}).elements[0].integer, 0);
+  EXPECT_EQ(counter(), t(2));
 
   // A permit is its id and its ticket: once "a" names a later permit (ticket 3), a stale
   // release or renew of ticket 1 (a paused holder resuming, or a late retry) leaves it alone.
-  EXPECT_EQ(run({"acquire", "a", "try", "o"}).elements[1].integer, 3);
-  EXPECT_EQ(run({"renew", "a", "1"}).elements.at(2).integer, 0);  // ticket 1: lost
-  EXPECT_EQ(run({"release", "a", "1", "60000"}).elements[0].integer, 3);
-  EXPECT_THAT(owners(), ElementsAre(Pair("a", 3)));
-  EXPECT_EQ(run({"renew", "a", "3"}).elements.at(2).integer, 1);  // ticket 3: holder
+  EXPECT_EQ(run({"acquire", "a", "try", "o"}).elements[1].integer, t(3));
+  EXPECT_EQ(run({"renew", "a", ts(1)}).elements.at(2).integer, 0);  // ticket 1: lost
+  EXPECT_EQ(run({"release", "a", ts(1), "60000"}).elements[0].integer, 3);
+  EXPECT_THAT(owners(), ElementsAre(Pair("a", t(3))));
+  EXPECT_EQ(run({"renew", "a", ts(3)}).elements.at(2).integer, 1);  // ticket 3: holder
 }
 
 // A promoted waiter takes its grant from the wake-up alone, so a wake-up must never outlive the
@@ -598,21 +607,21 @@ TEST_F(LostReplyTest, ScriptWaiterQueueingAgainDoesNotInheritAnOldWakeUp) {
   const std::string wake = key("wake:w");
 
   EXPECT_EQ(run({"acquire", "h", "try", "o"}).elements[0].integer, 1);
-  EXPECT_EQ(run({"acquire", "w", "queue", "o"}).elements[1].integer, 2);  // w waits, ticket 2
-  EXPECT_EQ(run({"release", "h", "1", "60000"}).elements[0].integer, 1);  // promotes w
+  EXPECT_EQ(run({"acquire", "w", "queue", "o"}).elements[1].integer, t(2));  // w waits
+  EXPECT_EQ(run({"release", "h", ts(1), "60000"}).elements[0].integer, 1);   // promotes w
   ASSERT_EQ(admin_.command({"LLEN", wake}).integer, 1);
   // w never popped its wake-up, and its lease ran out: its deadline is in the past.
   admin_.command({"ZADD", key("time"), "1", "w"});
   // The next asker finds every permit taken, reaps w and takes the permit.
   EXPECT_EQ(run({"acquire", "x", "try", "o"}).elements[0].integer, 1);
-  EXPECT_THAT(owners(), ElementsAre(Pair("x", 3)));
+  EXPECT_THAT(owners(), ElementsAre(Pair("x", t(3))));
 
   // w polls with its old ticket, finds its entry gone and queues again behind x.
-  Reply again = run({"acquire", "w", "queue", "o", "2"});
+  Reply again = run({"acquire", "w", "queue", "o", ts(2)});
   EXPECT_EQ(again.elements[0].integer, 2);  // queued, not granted
-  EXPECT_EQ(again.elements[1].integer, 4);
+  EXPECT_EQ(again.elements[1].integer, t(4));
   EXPECT_EQ(admin_.command({"LLEN", wake}).integer, 0) << "the old wake-up would grant w";
-  EXPECT_THAT(owners(), ElementsAre(Pair("x", 3), Pair("w", 4)));
+  EXPECT_THAT(owners(), ElementsAre(Pair("x", t(3)), Pair("w", t(4))));
 }
 
 }  // namespace

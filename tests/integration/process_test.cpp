@@ -222,8 +222,11 @@ TEST_F(ProcessTest, ManyProcessesAndThreadsNeverExceedTheLimit) {
   const std::string observer = prefix_ + ":observer";
   const std::string violations_key = prefix_ + ":violations";
 
-  // Opened first so the limit is stored before the workers race to open it.
+  // Opened first so the limit is stored before the workers race to open it; the counter is set
+  // so that tickets count the grants (a new one starts at the server's clock times 1024).
   FairSemaphore sem = open(kLimit, lease, "test-observer");
+  constexpr long long kFirstTicket = 1000;
+  raw().command({"SET", key("counter"), std::to_string(kFirstTicket - 1)});
 
   std::vector<std::unique_ptr<Worker>> workers;
   for (int i = 0; i < kProcesses; ++i) {
@@ -273,7 +276,7 @@ TEST_F(ProcessTest, ManyProcessesAndThreadsNeverExceedTheLimit) {
   EXPECT_TRUE(s.holders.empty()) << describe(s);
   EXPECT_TRUE(s.waiters.empty()) << describe(s);
   // One ticket per grant: no acquire took two, none was lost.
-  EXPECT_EQ(s.last_ticket, grants);
+  EXPECT_EQ(s.last_ticket, kFirstTicket - 1 + grants);
 }
 
 // --- 2. Liveness: a killed holder -------------------------------------------------------------

@@ -247,19 +247,24 @@ TEST_F(ReceiptsTest, ALongLifetimeHasWideBucketsAndALookThatStaysShort) {
 // A receipt is for one permit, its id and its ticket: a later permit of the same id, or
 // another id with the same ticket, is not taken for it.
 TEST_F(ReceiptsTest, AReceiptNamesTheIdAndTheTicket) {
-  ASSERT_EQ(run({"acquire", "a", "try", "o"}, "60000").elements.at(0).integer, 1);
-  ASSERT_EQ(run({"release", "a", "1", "60000"}, "60000").elements.at(0).integer, 1);
+  const Reply granted = run({"acquire", "a", "try", "o"}, "60000");
+  ASSERT_EQ(granted.elements.at(0).integer, 1);
+  const std::string ticket = std::to_string(granted.elements.at(1).integer);
+  const std::string later = std::to_string(granted.elements.at(1).integer + 1);
+  ASSERT_EQ(run({"release", "a", ticket, "60000"}, "60000").elements.at(0).integer, 1);
   ASSERT_EQ(buckets().size(), 1U);
-  EXPECT_EQ(buckets().begin()->second, std::vector<std::string>{"a:1"});
-  EXPECT_EQ(run({"release", "a", "1", "60000"}, "60000").elements.at(0).integer, 3);
-  EXPECT_EQ(run({"release", "a", "2", "60000"}, "60000").elements.at(0).integer, 0);
-  EXPECT_EQ(run({"release", "b", "1", "60000"}, "60000").elements.at(0).integer, 0);
+  EXPECT_EQ(buckets().begin()->second, std::vector<std::string>{"a:" + ticket});
+  EXPECT_EQ(run({"release", "a", ticket, "60000"}, "60000").elements.at(0).integer, 3);
+  EXPECT_EQ(run({"release", "a", later, "60000"}, "60000").elements.at(0).integer, 0);
+  EXPECT_EQ(run({"release", "b", ticket, "60000"}, "60000").elements.at(0).integer, 0);
 }
 
 // A release whose ticket or receipt time is not an integer (a client's bug, another program)
 // is refused with an error that names them, before anything is written.
 TEST_F(ReceiptsTest, AGarbledTicketOrReceiptTimeIsRefusedWithNothingWritten) {
-  ASSERT_EQ(run({"acquire", "a", "try", "o"}, "60000").elements.at(0).integer, 1);
+  const Reply granted = run({"acquire", "a", "try", "o"}, "60000");
+  ASSERT_EQ(granted.elements.at(0).integer, 1);
+  const std::string ticket = std::to_string(granted.elements.at(1).integer);
   const auto before = snapshot();
   for (const Args& bad :
        {Args{"release", "a", "1", "sixty"}, Args{"release", "a", "1"},
@@ -274,21 +279,23 @@ TEST_F(ReceiptsTest, AGarbledTicketOrReceiptTimeIsRefusedWithNothingWritten) {
     }
   }
   EXPECT_EQ(snapshot(), before);
-  EXPECT_EQ(run({"release", "a", "1", "60000"}, "60000").elements.at(0).integer, 1);
+  EXPECT_EQ(run({"release", "a", ticket, "60000"}, "60000").elements.at(0).integer, 1);
 }
 
 // A key of another type where a receipt goes costs only the receipt: the release frees the
 // permit, leaves the key alone, and a retry is told "not there" rather than "released".
 TEST_F(ReceiptsTest, AForeignKeyInABucketsPlaceCostsOnlyTheReceipt) {
-  ASSERT_EQ(run({"acquire", "a", "try", "o"}, "60000").elements.at(0).integer, 1);
+  const Reply granted = run({"acquire", "a", "try", "o"}, "60000");
+  ASSERT_EQ(granted.elements.at(0).integer, 1);
+  const std::string ticket = std::to_string(granted.elements.at(1).integer);
   // Every bucket that the release, and the retry's look, can reach in the next 10 s.
   const long long from = (server_ms() / kBucketMs + 1) * kBucketMs;
   const long long to = ((server_ms() + 70000) / kBucketMs + 2) * kBucketMs;
   for (long long e = from; e <= to; e += kBucketMs) {
     admin_.command({"SET", bucket("r", e), "not fairsem's"});
   }
-  EXPECT_EQ(run({"release", "a", "1", "60000"}, "60000").elements.at(0).integer, 1);
-  EXPECT_EQ(run({"release", "a", "1", "60000"}, "60000").elements.at(0).integer, 0);
+  EXPECT_EQ(run({"release", "a", ticket, "60000"}, "60000").elements.at(0).integer, 1);
+  EXPECT_EQ(run({"release", "a", ticket, "60000"}, "60000").elements.at(0).integer, 0);
   for (long long e = from; e <= to; e += kBucketMs) {
     EXPECT_EQ(admin_.command({"GET", bucket("r", e)}).str, "not fairsem's");
     EXPECT_EQ(integer({"PTTL", bucket("r", e)}), -1);

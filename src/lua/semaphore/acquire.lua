@@ -70,10 +70,11 @@ do
         call('HSET', META, 'slots', '0')
         return bad
       end
-      if ticket < 1 then
-        -- A counter set back behind the semaphore's back (see the general path).
-        ticket = 1
-        call('SET', COUNTER, '1')
+      if ticket <= 1 then
+        -- A new counter, or one set back behind the semaphore's back: from the server's clock
+        -- (see the general path).
+        ticket = now * TICKETS_PER_MS
+        call('SET', COUNTER, int(ticket))
       end
       call('ZADD', OWNER, int(ticket), id)
       reply[2] = ticket
@@ -217,12 +218,13 @@ if type(counted) == 'table' then
   return refuse(refused_counter)
 end
 ticket = counted
--- Tickets must only grow. If the counter was lost (evicted, deleted) or set back, continue
--- after the newest ticket still queued rather than sort a newcomer ahead of (or level
--- with) those queued. With an idle expiry, a new counter starts from the server's clock,
--- above every ticket the semaphore handed out before its keys expired.
+-- Tickets must only grow. A new counter (a new semaphore, one whose keys expired, a counter
+-- lost) or one set back starts from the server's clock, above every ticket of the semaphore's
+-- earlier lives, whether or not this run knows of an expiry (a client that passes none may make
+-- again a semaphore that had one). A counter behind the newest ticket still queued continues
+-- after it rather than sort a newcomer ahead of (or level with) those queued.
 local lowest, counter_set = 1, counted == 1
-if expiry > 0 and counted == 1 then lowest = now * TICKETS_PER_MS end
+if counted <= 1 then lowest = now * TICKETS_PER_MS end
 if count > 0 or ticket < lowest then
   local newest = tonumber(call('ZRANGE', OWNER, '-1', '-1', 'WITHSCORES')[2] or '0')
   if ticket <= newest or ticket < lowest then

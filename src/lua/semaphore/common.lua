@@ -123,8 +123,9 @@
 -- after the last acquire or renew, and the seven PEXPIREATs are paid at most once per E / 2.
 -- A key a run creates (owner, time, info and slots of a semaphore nobody used, free, counter,
 -- or owner and time rebuilt by a reap) is given the same `expires` at once (born()).
--- Tickets go on across an expiry: a new counter of a semaphore with an expiry starts at
--- now * TICKETS_PER_MS, above every ticket of its earlier life (docs/guarantees.md proves it).
+-- Tickets go on across an expiry: every new counter starts at now * TICKETS_PER_MS, above
+-- every ticket of the semaphore's earlier lives (docs/guarantees.md proves it), whether or not
+-- the run that makes it knows of an expiry.
 --
 -- Reaping removes members whose deadline has passed and promotes the waiters their removal
 -- lets in, waking each through its own wake list. It runs wherever someone could be kept
@@ -192,8 +193,8 @@ local MODEL = 2  -- the data model these scripts read and write (see Data model 
 local UNITS = '{units}'  -- info's field {units}ID: the units waiter ID asks for, when above 1
 local INBOX = '{inbox}'  -- info's field {inbox}ID: the Client whose inbox wakes ID
 local QUEUED = '{queued}'  -- info's field {queued}ID: when ID queued, ms of the server clock
--- A new counter of a semaphore with an idle expiry starts at the server's clock in ms times
--- this: 2^53 (where Lua's numbers and ZSET scores stop being exact) / 1024 ms is the year 2248.
+-- A new counter starts at the server's clock in ms times this: 2^53 (where Lua's numbers and
+-- ZSET scores stop being exact) / 1024 ms is the year 2248.
 local TICKETS_PER_MS = 1024
 -- A receipts bucket holds the receipts that may go in the same this many ms, doubled until a
 -- receipt's lifetime is at most RECEIPT_BUCKETS of them (see Receipts).
