@@ -134,7 +134,7 @@ void decode_all(const Reply& reply) {
   using fairsem::detail::ReleaseState;
   using fairsem::detail::RenewReply;
   check_refusals(reply);
-  decode([&] { fairsem::detail::decode_open(reply); });
+  decode([&] { require(fairsem::detail::decode_open(reply) >= 0); });
   decode([&] {
     const AcquireReply r = fairsem::detail::decode_acquire(reply);
     if (r.state == AcquireState::granted || r.state == AcquireState::queued) {

@@ -2,7 +2,8 @@
 // acquires or opens it: status, evict, a release or renewal of a lost permit and a waiter's leave
 // bring back no key (before, meta came back without a TTL, for good); a resize by its handle
 // stores the limit with the expiry. Fencing tokens of the life after an expiry exceed every
-// earlier one whoever starts it.
+// earlier one whoever starts it, and the keys a handle that followed the stored expiry makes
+// again expire again.
 
 #include <gtest/gtest.h>
 
@@ -114,6 +115,23 @@ TEST_F(ExpiredSemaphoreTest, AResizeOfAnExpiredSemaphoreByItsHandleExpiresAgain)
   EXPECT_EQ(admin_.command({"HGET", key("resized", "meta"), "limit"}).str, "4");
   EXPECT_EQ(keys_without_expiry(admin_, prefix_ + ":{resized}:*"), std::vector<std::string>{});
   EXPECT_TRUE(gone("resized"));
+}
+
+TEST_F(ExpiredSemaphoreTest, AHandleThatFollowedTheStoredExpiryStartsANewLifeAboveItAndExpiring) {
+  long long newest = 0;
+  {
+    FairSemaphore first(client_, "follow", expiring(2));
+    for (int i = 0; i < 3; ++i) newest = std::max(newest, first.acquire().fencing_token());
+  }
+  // Opened while the expiry is stored: it follows it.
+  FairSemaphore follower(client_, "follow", options(2, 1s));
+  ASSERT_TRUE(gone("follow"));
+  Permit p = follower.acquire();
+  EXPECT_GT(p.fencing_token(), newest);
+  EXPECT_GT(follower.acquire().fencing_token(), p.fencing_token());
+  EXPECT_EQ(keys_without_expiry(admin_, prefix_ + ":{follow}:*"), std::vector<std::string>{});
+  p.release();
+  EXPECT_TRUE(gone("follow")) << "the keys it made again never expire";
 }
 
 TEST_F(ExpiredSemaphoreTest, ANewCounterStartsAboveEveryEarlierTokenWhoeverMakesIt) {

@@ -283,12 +283,16 @@ TEST(ScriptReplyTest, MalformedRepliesAndRefusalsThrowProtocolError) {
   EXPECT_THROW((void)check_script_reply(array({integer(LLONG_MIN)}), ctx), ProtocolError);
 }
 
-TEST(OpenReplyTest, AcceptsOnlyOne) {
+TEST(OpenReplyTest, AcceptsOnlyOneAndTheStoredExpiry) {
   using fairsem::detail::decode_open;
-  EXPECT_NO_THROW(decode_open(array({integer(1)})));
-  EXPECT_THROW(decode_open(array({integer(2)})), ProtocolError);
-  EXPECT_THROW(decode_open(array({integer(1), integer(1)})), ProtocolError);
-  EXPECT_THROW(decode_open(array({bulk("1")})), ProtocolError);
+  EXPECT_EQ(decode_open(array({integer(1), integer(0)})), 0);
+  EXPECT_EQ(decode_open(array({integer(1), integer(20000)})), 20000);
+  EXPECT_THROW(decode_open(array({integer(1)})), ProtocolError);
+  EXPECT_THROW(decode_open(array({integer(2), integer(0)})), ProtocolError);
+  EXPECT_THROW(decode_open(array({integer(1), integer(-1)})), ProtocolError);
+  EXPECT_THROW(decode_open(array({integer(1), bulk("0")})), ProtocolError);
+  EXPECT_THROW(decode_open(array({integer(1), integer(0), integer(0)})), ProtocolError);
+  EXPECT_THROW(decode_open(array({bulk("1"), integer(0)})), ProtocolError);
   EXPECT_THROW(decode_open(integer(1)), ProtocolError);
 }
 

@@ -229,7 +229,7 @@ FAIRSEM_INLINE AcquireReply SemaphoreCore::run_acquire(Connection& conn, const s
                                                        std::string_view mode, long long units,
                                                        long long ticket, bool fresh) {
   Reply reply;
-  if (mode == "queue" || options_.idle_expiry.count() > 0 || fresh) {
+  if (mode == "queue" || idle_expiry_ms_ > 0 || fresh) {
     // A waiter's wake-ups come through its Client's inbox of this semaphore (waker.hpp); a
     // request that never queues has none.
     static const std::string no_inbox;
@@ -241,10 +241,10 @@ FAIRSEM_INLINE AcquireReply SemaphoreCore::run_acquire(Connection& conn, const s
     const std::string units_arg = std::to_string(units);
     const std::string max_waiters = std::to_string(options_.max_waiters);
     Args args{id, mode, owner_info_, ticket_arg, units_arg, client};
-    if (options_.max_waiters > 0 || options_.idle_expiry.count() > 0 || fresh) {
+    if (options_.max_waiters > 0 || idle_expiry_ms_ > 0 || fresh) {
       args.push_back(max_waiters);
     }
-    if (options_.idle_expiry.count() > 0 || fresh) args.push_back(expiry_arg_);
+    if (idle_expiry_ms_ > 0 || fresh) args.push_back(expiry_arg_);
     if (fresh) args.push_back("1");
     reply = run(conn, "acquire", args, units, fresh);
   } else if (units != 1) {

@@ -161,12 +161,13 @@ FAIRSEM_INLINE void throw_refusal(const std::vector<Reply>& items, const Refusal
                                   context.where, code));
 }
 
-FAIRSEM_INLINE void decode_open(const Reply& reply) {
-  const auto& items = replies_helpers::expect_elements(reply, "the open reply", 1);
+FAIRSEM_INLINE long long decode_open(const Reply& reply) {
+  const auto& items = replies_helpers::expect_elements(reply, "the open reply", 2);
   if (expect_integer(items[0], "the open state") != 1) {
     throw ProtocolError(
         fmt::format("fairsem: unknown state {} in the open reply", items[0].integer));
   }
+  return replies_helpers::expect_at_least(items[1], "the stored idle expiry", 0);
 }
 
 FAIRSEM_INLINE std::vector<long long> parse_slots(std::string_view text, std::string_view what) {

@@ -49,8 +49,8 @@ const std::vector<Reply>& check_script_reply(const Reply& reply, const RefusalCo
 /// model) DataModelError. Anything else throws ProtocolError.
 [[noreturn]] void throw_refusal(const std::vector<Reply>& items, const RefusalContext& context);
 
-/// The open reply, {1}.
-void decode_open(const Reply& reply);
+/// The open reply, {1, expiry}: returns the idle expiry stored after the open, in ms (0: none).
+long long decode_open(const Reply& reply);
 
 enum class AcquireState {
   full,

@@ -53,7 +53,8 @@ FAIRSEM_INLINE SemaphoreCore::SemaphoreCore(std::shared_ptr<Runtime> runtime, st
       owner_info_(options_.owner_info.empty() ? default_owner_info() : options_.owner_info),
       limit_arg_(admin ? std::string("0") : std::to_string(options_.limit)),
       lease_arg_(std::to_string(options_.lease.count())),
-      expiry_arg_(std::to_string(options_.idle_expiry.count())),
+      idle_expiry_ms_(options_.idle_expiry.count()),
+      expiry_arg_(std::to_string(idle_expiry_ms_)),
       receipt_arg_(std::to_string(
           semaphore_core_helpers::receipt_lifetime(connection_, options_.lease).count())),
       min_replicas_arg_(std::to_string(options_.min_replicas)),
@@ -194,7 +195,12 @@ FAIRSEM_INLINE void SemaphoreCore::open() {
                     where()));
   }
   Borrowed conn(*this);
-  detail::decode_open(run(*conn, "open", {expiry_arg_}));  // idle_expiry 0: none asked
+  // idle_expiry 0: none asked; then the one stored is followed, and passed on from now on.
+  const long long stored = detail::decode_open(run(*conn, "open", {expiry_arg_}));
+  if (idle_expiry_ms_ == 0 && stored > 0) {
+    idle_expiry_ms_ = stored;
+    expiry_arg_ = std::to_string(stored);
+  }
   observed_.limit_set(options_.limit);
   // Run as a function, open has loaded the whole library. Run as a script, it is in the
   // server's cache now, and the others go there in one round trip, so that no acquire or
@@ -311,7 +317,7 @@ FAIRSEM_INLINE ResizeResult SemaphoreCore::resize(long long new_limit) {
   // With an idle expiry, a semaphore that expired (whose first limit this stores again) gets it
   // again too: its keys expire as they did.
   Args args{limit};
-  if (options_.idle_expiry.count() > 0) args.push_back(expiry_arg_);
+  if (idle_expiry_ms_ > 0) args.push_back(expiry_arg_);
   Reply reply = [&] {
     Borrowed conn(*this);
     return run(*conn, "resize", args);

@@ -125,7 +125,9 @@
 -- or owner and time rebuilt by a reap) is given the same `expires` at once (born()).
 -- Tickets go on across an expiry: every new counter starts at now * TICKETS_PER_MS, above
 -- every ticket of the semaphore's earlier lives (docs/guarantees.md proves it), whether or not
--- the run that makes it knows of an expiry.
+-- the run that makes it knows of an expiry. A client that opened the semaphore with 0 passes
+-- the expiry open found stored (open's reply) to its acquires and resizes, so that the keys it
+-- makes again after an expiry expire too.
 --
 -- Reaping removes members whose deadline has passed and promotes the waiters their removal
 -- lets in, waking each through its own wake list. It runs wherever someone could be kept
@@ -165,7 +167,7 @@
 --   {-6, stored_expiry}                   open: another IDLE_EXPIRY is stored
 --   {-7, model, MODEL, model_by}          the semaphore is in a later data model
 -- Otherwise:
---   open     {1}
+--   open     {1, expiry}            expiry: meta's idle expiry in ms after the open (0: none)
 --   acquire  {state, ticket, deadline, position, now, slot...}
 --                                         state 1 granted (one slot per unit, ascending), 2
 --                                         queued, 0 full, 3 the polling waiter was evicted, 4 it
