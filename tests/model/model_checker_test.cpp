@@ -46,6 +46,13 @@ struct State {
   int next_id = 0;
   std::optional<Call> last;  // the last script call: run again after a "lost reply"
   bool later_model = false;
+  // Per client: the idle expiry its open found stored, which a handle opened with 0 passes on
+  // to its acquires and resizes (FairSemaphore does since open replies it).
+  std::vector<long long> followed = std::vector<long long>(3, 0);
+
+  long long expiry(std::size_t client) const {
+    return clients[client].idle_expiry > 0 ? clients[client].idle_expiry : followed[client];
+  }
 
   std::vector<std::string> ids() const {
     std::vector<std::string> out;
@@ -150,7 +157,7 @@ struct Step : rc::state::Command<State, Sut> {
         k.info = "c" + std::to_string(polling ? p->client : client);
         k.client = k.mode == "queue" ? "inbox" + k.info : "";
         k.max_waiters = owner.max_waiters;
-        k.idle_expiry = owner.idle_expiry;
+        k.idle_expiry = s.expiry(polling ? p->client : client);
         k.fresh = !polling && !chosen;  // a random id is fresh, a chosen one never
         return k;
       }
@@ -180,14 +187,15 @@ struct Step : rc::state::Command<State, Sut> {
       case Kind::resize:
         k.op = "resize";
         k.new_limit = value;
-        k.idle_expiry = admin ? 0 : c.idle_expiry;  // SemaphoreAdmin has none
+        k.idle_expiry = admin ? 0 : s.expiry(client);  // SemaphoreAdmin has none
         break;
       case Kind::status:
         k.op = "status";
         break;
       case Kind::open:
         k.op = "open";
-        k.idle_expiry = c.idle_expiry;
+        k.info = "c" + std::to_string(client);  // (not sent: whose open it is)
+        k.idle_expiry = s.expiry(client);
         return k;
       default:
         throw std::logic_error("no call");
@@ -223,6 +231,10 @@ struct Step : rc::state::Command<State, Sut> {
       }
       // The client whose permit it is, from its owner info ("c0"): a retry's own is another.
       if (!known) s.permits.push_back({k.id, std::stoul(k.info.substr(1)), ticket, k.units});
+    }
+    if (k.op == "open" && r[0] == fairsem::model::Value(1LL) && std::get<long long>(r[1]) > 0) {
+      const std::size_t who = std::stoul(k.info.substr(1));
+      if (s.clients[who].idle_expiry == 0) s.followed[who] = std::get<long long>(r[1]);
     }
     if (kind != Kind::retry) s.last = k;
     return std::make_pair(k, r);

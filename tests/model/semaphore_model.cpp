@@ -100,7 +100,7 @@ std::optional<Reply> Model::prepare(const Call& c, long long wanted) {
 
 Reply Model::open(const Call& c) {
   if (auto refused = prepare(c, c.idle_expiry)) return *refused;
-  return {1LL};
+  return {1LL, s_.expiry.value_or(0)};  // the expiry a handle that passed 0 follows
 }
 
 Reply Model::acquire(const Call& c) {
