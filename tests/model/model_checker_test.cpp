@@ -5,7 +5,7 @@
 // every script run: the reply equals the model's, the keys hold what the model says, and the
 // invariants (invariants.hpp) hold. RapidCheck generates the sequences and shrinks a failing
 // one; it prints the seed and the reproduce string (RC_PARAMS="reproduce=...").
-// Budget: FAIRSEM_MODEL_CASES sequences (default 100), or RC_PARAMS="max_success=N".
+// Budget: FAIRSEM_MODEL_CASES sequences (default 200), or RC_PARAMS="max_success=N".
 
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
@@ -46,6 +46,13 @@ struct State {
   int next_id = 0;
   std::optional<Call> last;  // the last script call: run again after a "lost reply"
   bool later_model = false;
+  // Per client: the idle expiry its open found stored, which a handle opened with 0 passes on
+  // to its acquires and resizes (FairSemaphore does since open replies it).
+  std::vector<long long> followed = std::vector<long long>(3, 0);
+
+  long long expiry(std::size_t client) const {
+    return clients[client].idle_expiry > 0 ? clients[client].idle_expiry : followed[client];
+  }
 
   std::vector<std::string> ids() const {
     std::vector<std::string> out;
@@ -79,7 +86,8 @@ struct Step : rc::state::Command<State, Sut> {
   std::size_t client = 0, permit = 0;
   long long units = 1, value = 0;  // value: keep K, a new limit, ms to move the clock on
   std::string mode = "queue", how;
-  bool admin = false;  // status, evict, resize as a tool that passes limit 0
+  bool admin = false;   // status, evict, resize as a tool that passes limit 0
+  bool chosen = false;  // acquire with the client's own permit id (SemaphoreOptions::permit_id)
 
   explicit Step(const State& s) {
     kind = *rc::gen::weightedElement<Kind>({{20, Kind::acquire},
@@ -105,6 +113,7 @@ struct Step : rc::state::Command<State, Sut> {
     how = *rc::gen::weightedElement<std::string>(
         {{8, ""}, {3, "ticket0"}, {3, "leaving"}, {3, "keep"}});
     admin = *rc::gen::weightedElement<bool>({{3, false}, {1, true}});
+    chosen = kind == Kind::acquire && *rc::gen::weightedElement<bool>({{4, false}, {1, true}});
     if (kind == Kind::release) value = *rc::gen::inRange<long long>(1, 3);
     if (kind == Kind::resize) value = *rc::gen::inRange<long long>(1, 5);
     if (kind == Kind::advance) {
@@ -139,15 +148,17 @@ struct Step : rc::state::Command<State, Sut> {
         k.op = "acquire";
         k.limit = owner.limit;
         k.lease = owner.lease;
-        k.id = polling ? p->id : "p" + std::to_string(s.next_id);
+        k.id = polling  ? p->id
+               : chosen ? "chosen" + std::to_string(client)
+                        : "p" + std::to_string(s.next_id);
         k.mode = polling ? "queue" : mode;
         k.units = polling ? p->units : units;
         k.ticket = polling ? p->ticket : 0;
         k.info = "c" + std::to_string(polling ? p->client : client);
         k.client = k.mode == "queue" ? "inbox" + k.info : "";
         k.max_waiters = owner.max_waiters;
-        k.idle_expiry = owner.idle_expiry;
-        k.fresh = !polling;
+        k.idle_expiry = s.expiry(polling ? p->client : client);
+        k.fresh = !polling && !chosen;  // a random id is fresh, a chosen one never
         return k;
       }
       case Kind::release: {
@@ -176,14 +187,15 @@ struct Step : rc::state::Command<State, Sut> {
       case Kind::resize:
         k.op = "resize";
         k.new_limit = value;
-        k.idle_expiry = admin ? 0 : c.idle_expiry;  // SemaphoreAdmin has none
+        k.idle_expiry = admin ? 0 : s.expiry(client);  // SemaphoreAdmin has none
         break;
       case Kind::status:
         k.op = "status";
         break;
       case Kind::open:
         k.op = "open";
-        k.idle_expiry = c.idle_expiry;
+        k.info = "c" + std::to_string(client);  // (not sent: whose open it is)
+        k.idle_expiry = s.expiry(client);
         return k;
       default:
         throw std::logic_error("no call");
@@ -219,6 +231,10 @@ struct Step : rc::state::Command<State, Sut> {
       }
       // The client whose permit it is, from its owner info ("c0"): a retry's own is another.
       if (!known) s.permits.push_back({k.id, std::stoul(k.info.substr(1)), ticket, k.units});
+    }
+    if (k.op == "open" && r[0] == fairsem::model::Value(1LL) && std::get<long long>(r[1]) > 0) {
+      const std::size_t who = std::stoul(k.info.substr(1));
+      if (s.clients[who].idle_expiry == 0) s.followed[who] = std::get<long long>(r[1]);
     }
     if (kind != Kind::retry) s.last = k;
     return std::make_pair(k, r);
@@ -276,13 +292,16 @@ struct Step : rc::state::Command<State, Sut> {
     os << names[static_cast<int>(kind)];
     switch (kind) {
       case Kind::acquire:
-        os << " client " << client << ' ' << mode << " units " << units;
+        os << " client " << client << ' ' << mode << " units " << units
+           << (chosen ? " (its chosen id)" : "");
         break;
       case Kind::poll:
         os << " permit " << permit;
         break;
       case Kind::release:
-        os << " permit " << permit << ' ' << (how.empty() ? "holder" : how);
+        // (plain: with its ticket, as Permit::release() sends it)
+        os << " permit " << permit << (how.empty() ? "" : " ")
+           << (how == "ticket0" ? "ticket 0" : how);
         if (how == "keep") os << ' ' << value;
         break;
       case Kind::renew:
@@ -336,7 +355,7 @@ rc::detail::TestParams params() {
     return p;
   }
   const char* cases = std::getenv("FAIRSEM_MODEL_CASES");
-  p.maxSuccess = cases != nullptr ? std::atoi(cases) : 100;
+  p.maxSuccess = cases != nullptr ? std::atoi(cases) : 200;
   return p;
 }
 

@@ -100,7 +100,7 @@ std::optional<Reply> Model::prepare(const Call& c, long long wanted) {
 
 Reply Model::open(const Call& c) {
   if (auto refused = prepare(c, c.idle_expiry)) return *refused;
-  return {1LL};
+  return {1LL, s_.expiry.value_or(0)};  // the expiry a handle that passed 0 follows
 }
 
 Reply Model::acquire(const Call& c) {
@@ -162,7 +162,9 @@ Reply Model::acquire(const Call& c) {
   }
   const long long counted = s_.counter.value_or(0) + 1;
   long long ticket = counted;
-  const long long lowest = counted == 1 ? now_ * kTicketsPerMs : 1;  // TEMP
+  // A new counter starts from the server's clock, above every ticket of the semaphore's
+  // earlier lives, whether or not this call knows of an expiry.
+  const long long lowest = counted <= 1 ? now_ * kTicketsPerMs : 1;
   if (count > 0 || ticket < lowest) {
     const long long newest = s_.entries.empty() ? 0 : s_.entries.back().ticket;
     if (ticket <= newest || ticket < lowest) ticket = std::max(newest + 1, lowest);

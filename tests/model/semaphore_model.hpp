@@ -84,8 +84,8 @@ class Model {
   /// Sets or clears meta's `model` (a later data model's semaphore, or back to this one).
   void set_later_model(bool later);
 
-  /// What the first ticket of a new counter is: see common.lua's "Tickets go on across an
-  /// expiry".
+  /// A new counter's first ticket is the server's clock (ms) times this: see common.lua's
+  /// "Tickets go on across an expiry".
   static constexpr long long kTicketsPerMs = 1024;
 
  private:

@@ -109,7 +109,6 @@ RedisServer::RedisServer(std::vector<std::string> extra_args, std::function<int(
 
 RedisServer::RedisServer(std::vector<std::string> extra_args, ServerEnvironment environment)
     : extra_args_(std::move(extra_args)),
-      tls_(default_tls()),
       environment_(std::move(environment.variables)),
       binary_(find_redis_server()) {
   launch(std::nullopt);
