@@ -254,8 +254,9 @@ TEST_F(MigrationJobExample, MachinesRunningOneAfterAnotherEachWriteWithANewerTok
 }
 
 TEST_F(MigrationJobExample, AJobWhoseTokenIsOlderThanTheStoredOneIsRefused) {
-  // A newer permit (one granted after this job's) already wrote.
-  const std::string newer = "1000000 gamma\n";
+  // A newer permit (one granted after this job's) already wrote: tokens start at 1024 times
+  // the server's clock in ms, so this one is above any this job can draw (below 2^53).
+  const std::string newer = "8000000000000000 gamma\n";
   {
     std::ofstream out(state_);
     out << newer;
@@ -265,7 +266,7 @@ TEST_F(MigrationJobExample, AJobWhoseTokenIsOlderThanTheStoredOneIsRefused) {
   const std::string token = field(o.last_line(), "token");
   EXPECT_EQ(field(o.last_line(), "machine"), "alpha") << o.describe();
   EXPECT_EQ(field(o.last_line(), "wrote"), "no") << o.describe();
-  EXPECT_NE(o.err.find("refused: token " + token + " is older than stored 1000000"),
+  EXPECT_NE(o.err.find("refused: token " + token + " is older than stored 8000000000000000"),
             std::string::npos)
       << o.describe();
   EXPECT_EQ(state_text(), newer);
