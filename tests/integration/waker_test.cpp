@@ -82,6 +82,25 @@ class WakerTest : public ::testing::Test {
     keeper_->rearm(conn_);
   }
 
+  /// Two wakers of one Client (one WakerGroup) on the same inbox: `popping`, whose BRPOP has
+  /// the inbox (a keeper listens through it), and `other`.
+  struct TwoWakers {
+    std::shared_ptr<Waker> popping;
+    std::shared_ptr<Waker> other;
+    std::unique_ptr<WakeSubscription> keeper;
+  };
+  TwoWakers two_wakers() {
+    auto group = std::make_shared<detail::WakerGroup>();
+    const auto idle = ClientOptions{}.idle_timeout;
+    TwoWakers w;
+    w.popping = std::make_shared<Waker>(server_.options(), nullptr, "a", "5a5e", idle, group);
+    w.other = std::make_shared<Waker>(server_.options(), nullptr, "b", "5a5e", idle, group);
+    group->add(w.popping);
+    group->add(w.other);
+    w.keeper = w.popping->subscribe(-1, wake_prefix_, "keeper", conn_);
+    return w;
+  }
+
   /// Clients connected to the server, the one asking included.
   long long connected_clients() {
     const std::string info = admin_.command({"INFO", "clients"}).str;
@@ -174,37 +193,23 @@ TEST_F(WakerTest, ARequestThatSubscribesAfterACutSinceItsCallWasSentIsInterrupte
 // request listening through the other reaches it at once, as does one it kept before that
 // request listened; not at the request's next poll.
 TEST_F(WakerTest, AWakeUpPoppedByAnotherWakerOfTheClientReachesItsRequest) {
-  auto group = std::make_shared<detail::WakerGroup>();
-  const auto idle = ClientOptions{}.idle_timeout;
-  const auto popping =
-      std::make_shared<Waker>(server_.options(), nullptr, "a", "5a5e", idle, group);
-  const auto other = std::make_shared<Waker>(server_.options(), nullptr, "b", "5a5e", idle, group);
-  group->add(popping);
-  group->add(other);
-  const auto keeper = popping->subscribe(-1, wake_prefix_, "keeper", conn_);
+  const TwoWakers w = two_wakers();
   // Its request listens through the other waker, whose BRPOP is not under way (stopped here;
   // reconnecting, or not yet sent, in the field): the popping one's BRPOP alone has the inbox.
-  other->stop();
-  const auto sub = other->subscribe(-1, wake_prefix_, "r", conn_);
-  admin_.command({"LPUSH", popping->inbox(wake_prefix_), "r promoted 1"});
+  w.other->stop();
+  const auto sub = w.other->subscribe(-1, wake_prefix_, "r", conn_);
+  admin_.command({"LPUSH", w.popping->inbox(wake_prefix_), "r promoted 1"});
   expect_woken(sub->wait_for(30s), wake_prefix_ + "r", "promoted 1");
 }
 
 TEST_F(WakerTest, AWakeUpAnotherWakerOfTheClientKeptIsHandedToTheRequestWhenItListens) {
-  auto group = std::make_shared<detail::WakerGroup>();
-  const auto idle = ClientOptions{}.idle_timeout;
-  const auto popping =
-      std::make_shared<Waker>(server_.options(), nullptr, "a", "5a5e", idle, group);
-  const auto other = std::make_shared<Waker>(server_.options(), nullptr, "b", "5a5e", idle, group);
-  group->add(popping);
-  group->add(other);
-  const auto keeper = popping->subscribe(-1, wake_prefix_, "keeper", conn_);
+  const TwoWakers w = two_wakers();
   // Popped (and kept) by the popping waker before the keeper's, which it hands over after.
-  admin_.command({"LPUSH", popping->inbox(wake_prefix_), "late promoted 2", "keeper sync"});
-  const WakeWait synced = keeper->wait_for(30s);
+  admin_.command({"LPUSH", w.popping->inbox(wake_prefix_), "late promoted 2", "keeper sync"});
+  const WakeWait synced = w.keeper->wait_for(30s);
   ASSERT_TRUE(synced.woken.has_value()) << "the waker never reached the keeper's wake-up";
   std::atomic<int> hooked{0};
-  const auto sub = other->subscribe(-1, wake_prefix_, "late", conn_, [&] { ++hooked; });
+  const auto sub = w.other->subscribe(-1, wake_prefix_, "late", conn_, [&] { ++hooked; });
   expect_woken(sub->take(), wake_prefix_ + "late", "promoted 2");
   EXPECT_EQ(hooked.load(), 1) << "the asynchronous request's step was never posted";
 }

@@ -66,19 +66,8 @@ FAIRSEM_INLINE void Connection::set_socket_timeout(std::chrono::milliseconds tim
 FAIRSEM_INLINE void Connection::await_reply(std::string_view command_name,
                                             std::chrono::milliseconds timeout) {
   if (stall_report_ == nullptr || !ctx_) return;
-  {
-    // What redisGetReply would write first: nothing can answer before it is sent.
-    SigpipeGuard guard;
-    int done = 0;
-    while (done == 0) {
-      errno = 0;
-      if (redisBufferWrite(ctx_.get(), &done) != REDIS_OK) {
-        const int saved_errno = errno;
-        broken_ = true;
-        throw_error(*ctx_, saved_errno, {false, command_name, endpoint_, timeout});
-      }
-    }
-  }
+  // What redisGetReply would write first: nothing can answer before it is sent.
+  flush(command_name, timeout);
   // Read already (with an earlier reply): nothing to wait for.
   if (ctx_->reader != nullptr && ctx_->reader->pos < ctx_->reader->len) return;
   using std::chrono::steady_clock;
@@ -212,6 +201,11 @@ FAIRSEM_INLINE void Connection::send_in_place(const Args& argv) {
   }
   last_reply_elsewhere_ = false;
   send(argv);
+  flush(argv[0], options_.command_timeout);
+}
+
+FAIRSEM_INLINE void Connection::flush(std::string_view command_name,
+                                      std::chrono::milliseconds timeout) {
   SigpipeGuard guard;
   int done = 0;
   while (done == 0) {
@@ -219,7 +213,7 @@ FAIRSEM_INLINE void Connection::send_in_place(const Args& argv) {
     if (redisBufferWrite(ctx_.get(), &done) != REDIS_OK) {
       const int saved_errno = errno;
       broken_ = true;
-      throw_error(*ctx_, saved_errno, {false, argv[0], endpoint_, options_.command_timeout});
+      throw_error(*ctx_, saved_errno, {false, command_name, endpoint_, timeout});
     }
   }
 }

@@ -228,6 +228,9 @@ class Connection {
   void check_master_role();
   void ensure_connected();
   void send(const Args& argv);
+  /// Writes everything hiredis holds for the socket (ConnectionError, marking the connection
+  /// broken, when it cannot), `timeout` being the one the error names.
+  void flush(std::string_view command_name, std::chrono::milliseconds timeout);
   Reply receive(std::string_view command_name);
   Reply receive(std::string_view command_name, std::chrono::milliseconds timeout);
   /// With a stall report set: writes what is pending and waits up to `timeout` for the socket to
