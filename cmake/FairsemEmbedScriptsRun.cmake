@@ -114,6 +114,11 @@ if(LIBRARY)
   string(APPEND _library "\n-- Sets the state of a call (the block above), before the function runs.\n")
   string(APPEND _library "local function begin(keys, args)\n  KEYS, ARGV = keys, args\n${_assigned}end\n")
   string(APPEND _library "${_functions}")
+  # The comments (each line that is one) stay in src/lua: the library is sent to the server and
+  # compiled into every program, where a string literal of more than 65,536 characters is
+  # beyond what C++ compilers must support (clang's -Woverlength-strings). Each becomes an empty
+  # line, so that a line number in a Lua error still points into the generated file.
+  string(REGEX REPLACE "\n[ \t]*--[^\n]*" "\n" _library "${_library}")
   string(SHA1 _library_sha "${_library}")
   string(SUBSTRING "${_library_sha}" 0 12 _library_sha)
   set(_library_name "${_library_prefix}_${_library_sha}")

@@ -137,7 +137,7 @@ build_config() {
 }
 
 # Tests that only make sense in plaintext: a proxy that reads the RESP stream, fake servers.
-FAIRSEM_TLS_PLAINTEXT_ONLY='LostReplyTest|LostWakeUpTest|SecurityAclTest\.ConnectionAuthAndPermissionErrorsNeverShowThePassword|SecurityAclTest\.LogsNeverShowThePasswordWhenAReconnectReachesAWrongHost'
+FAIRSEM_TLS_PLAINTEXT_ONLY='LostReplyTest|LostWakeUpTest|BusyPoolTest|SecurityAclTest\.ConnectionAuthAndPermissionErrorsNeverShowThePassword|SecurityAclTest\.LogsNeverShowThePasswordWhenAReconnectReachesAWrongHost'
 # The packaging tests that build fairsem (or the examples) from source in a consumer: what they
 # add to the build itself (which finds hiredis the same way) does not depend on the hiredis, so
 # they run once, in asan, and not again in compat; the consumers of the installed package (and

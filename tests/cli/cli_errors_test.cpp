@@ -169,11 +169,10 @@ TEST_F(CliTest, UnreachableRedisExits69WithoutShowingThePassword) {
 // waited three command timeouts (6 s) for nothing.
 TEST_F(CliTest, LostToAHungServerWithOnLostKillExits75WithoutWaitingForTheServer) {
   test::RedisServer server;
-  auto p =
-      start(cmd({"run"}, {"--url", "redis://127.0.0.1:" + std::to_string(server.port()), "--limit",
-                          "1", "--lease", "1s", "--on-lost", "kill", "--", "sh", "-c",
-                          "trap 'echo got-TERM; exit 0' TERM; echo ready; "
-                          "i=0; while [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done"}));
+  auto p = start(cmd({"run"}, {"--url", server.url(), "--limit", "1", "--lease", "1s", "--on-lost",
+                               "kill", "--", "sh", "-c",
+                               "trap 'echo got-TERM; exit 0' TERM; echo ready; "
+                               "i=0; while [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done"}));
   ASSERT_TRUE(p->expect("ready")) << p->transcript();
   const test::Stopped hung(server.pid());
   ASSERT_TRUE(p->expect("got-TERM")) << p->transcript() << p->stderr_text();

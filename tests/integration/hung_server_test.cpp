@@ -76,6 +76,11 @@ TEST_F(HungServerTest, ARenewalThatIsNotAnsweredIsReportedBeforeThePermitIsLost)
   o.logger = lines.logger();
   FairSemaphore sem(connection(), "hung-renewal", o);
   Permit permit = sem.acquire();
+  // The renewals' connection is up (the first renewal was answered): what hangs is a call on
+  // it. (A connect, a TLS handshake say, to a hung server is reported when it fails, not while
+  // it lasts.)
+  const auto first = permit.deadline();
+  ASSERT_TRUE(wait_until([&] { return permit.deadline() > first; }, 20s));
   {
     const test::Stopped hung(server_.pid());
     ASSERT_TRUE(wait_until([&] { return permit.lost(); }, 20s));

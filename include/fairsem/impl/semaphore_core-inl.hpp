@@ -23,6 +23,8 @@ constexpr int kScriptAttempts = 3;
 // A release is retried once (Permit::release): the caller waits for it, and a permit whose
 // release fails expires with its lease all the same.
 constexpr int kReleaseAttempts = 2;
+// How often a call whose caller asked for `asked` attempts (0: the default) is run.
+constexpr int script_attempts(int asked) { return asked > 0 ? asked : kScriptAttempts; }
 // Transient refusals (is_transient) are retried with backoff this often.
 constexpr int kTransientAttempts = 12;
 constexpr auto kTransientBackoffMax = std::chrono::milliseconds(500);
@@ -129,7 +131,7 @@ FAIRSEM_INLINE std::unique_ptr<Connection> SemaphoreCore::take_connection(
 
 FAIRSEM_INLINE Reply SemaphoreCore::run(Connection& conn, std::string_view op, const Args& extra,
                                         long long units, bool fresh, int attempts) {
-  if (attempts <= 0) attempts = semaphore_core_helpers::kScriptAttempts;
+  attempts = semaphore_core_helpers::script_attempts(attempts);
   Args args;
   args.reserve(3 + extra.size());
   args.push_back(op);

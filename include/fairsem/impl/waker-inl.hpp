@@ -341,10 +341,10 @@ FAIRSEM_INLINE std::vector<std::shared_ptr<Waker>> WakerGroup::others(const Wake
 
 FAIRSEM_INLINE bool WakerGroup::offer(const Waker* from, const std::string& key,
                                       const std::string& message) {
-  for (const std::shared_ptr<Waker>& waker : others(from)) {
-    if (waker->take_offer(key, message)) return true;
-  }
-  return false;
+  const std::vector<std::shared_ptr<Waker>> wakers = others(from);
+  return std::any_of(wakers.begin(), wakers.end(), [&](const std::shared_ptr<Waker>& waker) {
+    return waker->take_offer(key, message);
+  });
 }
 
 FAIRSEM_INLINE std::optional<std::string> WakerGroup::claim(const Waker* from,
