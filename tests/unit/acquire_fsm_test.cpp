@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "acquire_fsm_names.hpp"
+#include "acquire_fsm_peer.hpp"
 #include "fairsem/impl/acquire_fsm.hpp"
 
 namespace fairsem::detail {
@@ -274,7 +275,7 @@ TEST_F(AcquireFsmTest, DeadlineAlreadyPassedAtStartTries) {
   AcquireParams p = queue_params();
   p.deadline = kT0 - 1ms;
   make(p);
-  EXPECT_TRUE(fsm->tries());
+  EXPECT_TRUE(AcquireFsmPeer::tries(*fsm));
   const AcquireAction turn = start();
   ASSERT_EQ(turn.kind, Kind::wait_turn);
   EXPECT_FALSE(turn.until);  // a try waits for its turn however long
@@ -287,7 +288,7 @@ TEST_F(AcquireFsmTest, TryRejected) {
   AcquireParams p = queue_params();
   p.wait = false;
   make(p);
-  EXPECT_TRUE(fsm->tries());
+  EXPECT_TRUE(AcquireFsmPeer::tries(*fsm));
   start();
   EXPECT_EQ(admitted().kind, Kind::send_try);
   expect_finish(reply(in_state(AcquireState::full)), AcquireOutcome::rejected);
