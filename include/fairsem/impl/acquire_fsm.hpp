@@ -6,7 +6,7 @@
 // when a wake-up is the grant, when to give up, what to leave behind after an error or a
 // cancel. The blocking acquire (acquire-inl.hpp) and AsyncAcquire (async_acquire-inl.hpp) both
 // drive it, one doing the I/O on the calling thread, the other a step at a time on the Client's
-// executor; the unit tests drive it with no server at all (tests/unit/acquire_fsm_test.cpp).
+// executor; the unit tests drive it with no server at all (tests/unit/acquire_fsm_*test.cpp).
 // Internal.
 //
 // A driver starts with resume(start), then performs each action and resumes with what came of
