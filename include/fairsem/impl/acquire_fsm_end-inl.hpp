@@ -38,11 +38,12 @@ FAIRSEM_INLINE AcquireAction AcquireFsm::on_cancelled() {
   kept_wake_.reset();
   // The outcome first: the caller should not wait for a round trip (or, with Redis unreachable,
   // a command timeout). The entry is given up right after.
-  // Decided, not delivered yet: the cancel wins over whatever it was (a permit made is
+  //
+  // Finishing: decided, not delivered yet: the cancel wins over whatever it was (a permit made is
   // dropped, which releases it; an eviction or an error is not reported), since cancel()
   // promised a CancelledError. Left already if it had to be.
   if (in<Finishing>()) return finish(AcquireOutcome::cancelled);
-  // The leave dropped for the cancel comes after the outcome.
+  // Leaving: the leave dropped for the cancel comes after the outcome.
   if (in<Leaving>()) return finish(AcquireOutcome::cancelled, true);
   // Queued (or granted by a reply or a wake-up not acted on yet): the entry, a permit or not,
   // is given up, which passes a promotion on to the next waiter. So is one that a call whose
