@@ -29,6 +29,7 @@
 #include "fairsem/impl/acquire-inl.hpp"
 #include "fairsem/impl/acquire_event-inl.hpp"
 #include "fairsem/impl/acquire_fsm-inl.hpp"
+#include "fairsem/impl/acquire_fsm_end-inl.hpp"
 #include "fairsem/impl/acquire_retry-inl.hpp"
 #include "fairsem/impl/admission-inl.hpp"
 #include "fairsem/impl/async_acquire-inl.hpp"
