@@ -396,7 +396,18 @@ FAIRSEM_INLINE void SemaphoreCore::count_outcome(AcquireOutcome outcome,
       MetricCounters::add(metrics_.cancellations);
       break;
     default:
-      MetricCounters::add(metrics_.errors);
+      // The error as the observer is told it: a full queue (QueueFullError) is a refusal by
+      // the server, as a rejection is, which a count of back-pressure takes in.
+      switch (Observation::result_of(outcome, error)) {
+        case AcquireResult::refused:
+          MetricCounters::add(metrics_.rejections);
+          break;
+        case AcquireResult::cancelled:
+          MetricCounters::add(metrics_.cancellations);
+          break;
+        default:
+          MetricCounters::add(metrics_.errors);
+      }
   }
 }
 
