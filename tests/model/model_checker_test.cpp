@@ -119,6 +119,13 @@ struct Step : rc::state::Command<State, Sut> {
     if (kind == Kind::advance) {
       value = *rc::gen::weightedElement<long long>(
           {{4, 1000}, {3, 2000}, {2, 3000}, {1, 5000}, {1, 10000}});
+      // Now and then to the keys' last millisecond, when it is a whole second (the clock's
+      // step): a run there must keep every key it makes with the others.
+      const auto& expires = s.model.semaphore().expires;
+      if (expires && *expires > s.model.now() && (*expires - s.model.now()) % 1000 == 0 &&
+          *rc::gen::weightedElement<bool>({{1, true}, {1, false}})) {
+        value = *expires - s.model.now();
+      }
     }
     if (kind == Kind::evict &&
         (s.permits.empty() || !*rc::gen::weightedElement<bool>({{5, true}, {1, false}}))) {

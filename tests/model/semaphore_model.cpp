@@ -207,6 +207,10 @@ Reply Model::release(const Call& c) {
     promote(nullptr);
     return {2LL};
   }
+  if (s_.entries.empty() && static_cast<long long>(gone.slots.size()) == s_.top()) {
+    settle();  // the only entry, holding every slot: release.lua starts over, making no key
+    return {1LL};
+  }
   pass_on(gone.slots);
   return {1LL};
 }
@@ -263,6 +267,7 @@ Reply Model::resize(const Call& c) {
   s_.limit = c.new_limit;
   limit_ = c.new_limit;
   s_.slots_field = s_.top();
+  if (!s_.free.empty()) born();  // repair() makes the free set again
   if (c.new_limit < old) {
     std::vector<std::string> removed;
     for (const Entry& e : s_.entries) {
