@@ -100,7 +100,9 @@ std::string exposition(const fairsem::Metrics& m, const std::string& semaphore) 
       {"acquire_attempts", "Calls of try_acquire, acquire and the timed acquires.",
        m.acquire_attempts},
       {"grants", "Acquire calls that returned a permit.", m.grants},
-      {"rejections", "try_acquire calls (or timed ones with no time left) that found no permit.",
+      {"rejections",
+       "try_acquire calls (or timed ones with no time left) that found no permit, and acquires "
+       "refused with a full queue.",
        m.rejections},
       {"timeouts", "Timed acquire calls that gave up waiting.", m.timeouts},
       {"evictions_seen", "Acquire calls ended by an eviction of the waiter.", m.evictions_seen},

@@ -36,13 +36,15 @@ struct Metrics {
   /// Attempts that returned a permit.
   std::uint64_t grants = 0;
   /// try_acquire (or a timed acquire whose deadline had already passed) that found no free
-  /// permit.
+  /// permit, and acquires refused because the queue was full (QueueFullError): the server's
+  /// refusals, as MetricsObserver is told them (AcquireResult::refused).
   std::uint64_t rejections = 0;
   /// Timed acquires that gave up waiting.
   std::uint64_t timeouts = 0;
   /// Acquires ended by EvictedError (the waiter was evicted).
   std::uint64_t evictions_seen = 0;
-  /// Acquires that threw anything else (ConnectionError, ReplicationError...).
+  /// Acquires that threw anything else (ConnectionError, ReplicationError...; not
+  /// QueueFullError, a rejection).
   std::uint64_t errors = 0;
   /// Asynchronous requests ended by CancelledError: cancelled (AcquireRequest::cancel, an Asio
   /// cancellation slot), or their FairSemaphore destroyed or assigned to while they waited.

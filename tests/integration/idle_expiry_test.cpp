@@ -3,8 +3,8 @@
 // of a semaphore in use is ever without its expiry, a holder and a waiter keep theirs alive for
 // many idle times, fencing tokens keep increasing across an expiry, a semaphore that expired is
 // a new one (its old limit forgotten), the first client's value is stored and another one
-// refused, a refused acquire writes nothing, and bad values are refused before anything is
-// sent.
+// refused, a refused acquire writes nothing, a key made in the keys' last millisecond lives
+// with the others, and bad values are refused before anything is sent.
 
 #include <gtest/gtest.h>
 
@@ -227,6 +227,27 @@ TEST_F(IdleExpiryTest, ARefusedAcquireWritesNothingNotEvenTheExpirysPush) {
   ASSERT_TRUE(granted.has_value());
   EXPECT_GE(std::stoll(admin_.command({"HGET", key("refused-push", "meta"), "expires"}).str),
             now_ms + 20000);
+}
+
+TEST_F(IdleExpiryTest, AKeyMadeInTheKeysLastMillisecondLivesWithTheOthers) {
+  SemaphoreOptions o = expiring(2, 20s, 10s);
+  o.auto_renew = false;  // nothing but the release runs
+  FairSemaphore sem(client_, "last-ms", o);
+  Permit first = sem.acquire();
+  Permit second = sem.acquire();
+  // The keys' last millisecond as a script sees it: meta's `expires` is the server's clock,
+  // while the keys themselves still live (as Redis keeps them through that millisecond).
+  const detail::Reply time = admin_.command({"TIME"});
+  const long long now_ms =
+      std::stoll(time.elements.at(0).str) * 1000 + std::stoll(time.elements.at(1).str) / 1000;
+  admin_.command({"HSET", key("last-ms", "meta"), "expires", std::to_string(now_ms)});
+  // The release makes `free` (another holder stays): it must not be deleted at once.
+  first.release();
+  EXPECT_EQ(admin_.command({"EXISTS", key("last-ms", "free")}).integer, 1) << left("last-ms");
+  EXPECT_EQ(keys_without_expiry(admin_, prefix_ + ":{last-ms}:*"), std::vector<std::string>{});
+  EXPECT_GT(std::stoll(admin_.command({"HGET", key("last-ms", "meta"), "expires"}).str), now_ms);
+  // One unit is free: the slot bookkeeping says so.
+  EXPECT_TRUE(sem.try_acquire().has_value()) << left("last-ms");
 }
 
 TEST_F(IdleExpiryTest, AnExpiryShorterThanTheLeaseOrNegativeIsRefusedBeforeAnythingIsSent) {

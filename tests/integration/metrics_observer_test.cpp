@@ -132,6 +132,9 @@ TEST_F(MetricsObserverTest, TellsCancelledAndFullQueueRequestsAndALostPermit) {
   // Behind one waiter with max_waiters 1: refused.
   EXPECT_THROW((void)sem.acquire(), QueueFullError);
   EXPECT_EQ((Events{"s: started 1", "s: ended refused 1"}), observer_->take());
+  // Metrics count it as the observer is told it: a refusal, not an error.
+  EXPECT_EQ(1u, sem.metrics().rejections);
+  EXPECT_EQ(0u, sem.metrics().errors);
   ASSERT_TRUE(request.cancel());
   EXPECT_NE(nullptr, cancelled.get_future().get());
   EXPECT_EQ((Events{"s: ended cancelled 1"}), observer_->take());
@@ -162,7 +165,7 @@ TEST_F(MetricsObserverTest, MetricsOutcomesAddUpToTheAttemptsWithCancelsAmongThe
   AcquireRequest b = sem.acquire_async(
       [&](std::exception_ptr error, std::optional<Permit>) { second.set_value(error); });
   ASSERT_TRUE(wait_until([&] { return sem.status().waiters.size() == 2; }));
-  EXPECT_THROW((void)sem.acquire(), QueueFullError);  // an error
+  EXPECT_THROW((void)sem.acquire(), QueueFullError);  // rejected too
   ASSERT_TRUE(a.cancel());
   EXPECT_NE(nullptr, first.get_future().get());                               // cancelled
   ASSERT_TRUE(wait_until([&] { return sem.status().waiters.size() == 1; }));  // a has left
@@ -182,10 +185,10 @@ TEST_F(MetricsObserverTest, MetricsOutcomesAddUpToTheAttemptsWithCancelsAmongThe
 
   const Metrics m = sem.metrics();
   EXPECT_EQ(8u, m.acquire_attempts);
-  EXPECT_EQ(1u, m.rejections);
+  EXPECT_EQ(2u, m.rejections);
   EXPECT_EQ(1u, m.timeouts);
   EXPECT_EQ(1u, m.evictions_seen);
-  EXPECT_EQ(1u, m.errors);
+  EXPECT_EQ(0u, m.errors);
   EXPECT_EQ(m.grants + m.cancellations, 4u) << "c was granted or cancelled, once";
   EXPECT_GE(m.cancellations, 1u);
   EXPECT_EQ(m.acquire_attempts,

@@ -207,6 +207,10 @@ Reply Model::release(const Call& c) {
     promote(nullptr);
     return {2LL};
   }
+  if (s_.entries.empty() && static_cast<long long>(gone.slots.size()) == s_.top()) {
+    settle();  // the only entry, holding every slot: release.lua starts over, making no key
+    return {1LL};
+  }
   pass_on(gone.slots);
   return {1LL};
 }
@@ -263,6 +267,7 @@ Reply Model::resize(const Call& c) {
   s_.limit = c.new_limit;
   limit_ = c.new_limit;
   s_.slots_field = s_.top();
+  if (!s_.free.empty()) born();  // repair() makes the free set again
   if (c.new_limit < old) {
     std::vector<std::string> removed;
     for (const Entry& e : s_.entries) {
@@ -327,6 +332,7 @@ void Model::promote(std::vector<long long>* freed) {
       continue;
     }
     if (w.units > room) return;
+    if (held_count() == 0) born();  // the slots hash
     w.slots = take_slots(w.units, freed);
     room -= w.units;
     ++promoted_;
@@ -335,17 +341,17 @@ void Model::promote(std::vector<long long>* freed) {
 }
 
 void Model::pass_on(std::vector<long long> slots) {
-  std::vector<long long> below;
-  for (long long slot : slots) {
-    if (slot < limit_) {
-      below.push_back(slot);
-    } else {
-      s_.free.insert(slot);
-    }
-  }
+  std::vector<long long> below, above;
+  for (long long slot : slots) (slot < limit_ ? below : above).push_back(slot);
+  give_back(above);
   promote(&below);
   if (held_count() == 0) return settle();
-  s_.free.insert(below.begin(), below.end());
+  give_back(below);
+}
+
+void Model::give_back(const std::vector<long long>& slots) {
+  if (s_.free.empty() && !slots.empty()) born();  // the free set
+  s_.free.insert(slots.begin(), slots.end());
 }
 
 void Model::settle() {
@@ -391,6 +397,11 @@ void Model::keep_alive() {
 void Model::refresh_expiry() {
   const long long e = std::max(s_.expiry.value_or(0), lease_);
   s_.expires = now_ + e + e / 2;
+}
+
+void Model::born() {
+  // A key made in the keys' last millisecond lives with the others: the expiry moves on.
+  if (s_.expiry.value_or(0) > 0 && (!s_.expires || *s_.expires <= now_)) refresh_expiry();
 }
 
 void Model::keep_receipt(const std::string& id, long long ticket, long long receipt_ms) {

@@ -105,11 +105,13 @@ class Model {
   void reap();
   void promote(std::vector<long long>* freed);
   void pass_on(std::vector<long long> slots);
+  void give_back(const std::vector<long long>& slots);
   void settle();
   std::vector<long long> take_slots(long long n, std::vector<long long>* freed);
   void remove(const std::string& id, const std::string& marker, long long keep_ms);
   void keep_alive();
   void refresh_expiry();
+  void born();
   void keep_receipt(const std::string& id, long long ticket, long long receipt_ms);
   bool was_released(const std::string& id, long long ticket) const;
 

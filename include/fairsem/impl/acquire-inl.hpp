@@ -232,7 +232,8 @@ FAIRSEM_INLINE AcquireReply SemaphoreCore::run_acquire(Connection& conn, const s
                                                        std::string_view mode, long long units,
                                                        long long ticket, bool fresh) {
   Reply reply;
-  if (mode == "queue" || idle_expiry_ms_ > 0 || fresh) {
+  const long long expiry = idle_expiry_ms_.load();
+  if (mode == "queue" || expiry > 0 || fresh) {
     // A waiter's wake-ups come through its Client's inbox of this semaphore (waker.hpp); a
     // request that never queues has none.
     static const std::string no_inbox;
@@ -243,11 +244,10 @@ FAIRSEM_INLINE AcquireReply SemaphoreCore::run_acquire(Connection& conn, const s
     const std::string ticket_arg = std::to_string(ticket);
     const std::string units_arg = std::to_string(units);
     const std::string max_waiters = std::to_string(options_.max_waiters);
+    const std::string expiry_arg = std::to_string(expiry);
     Args args{id, mode, owner_info_, ticket_arg, units_arg, client};
-    if (options_.max_waiters > 0 || idle_expiry_ms_ > 0 || fresh) {
-      args.push_back(max_waiters);
-    }
-    if (idle_expiry_ms_ > 0 || fresh) args.push_back(expiry_arg_);
+    if (options_.max_waiters > 0 || expiry > 0 || fresh) args.push_back(max_waiters);
+    if (expiry > 0 || fresh) args.push_back(expiry_arg);
     if (fresh) args.push_back("1");
     reply = run(conn, "acquire", args, units, fresh);
   } else if (units != 1) {
@@ -396,7 +396,18 @@ FAIRSEM_INLINE void SemaphoreCore::count_outcome(AcquireOutcome outcome,
       MetricCounters::add(metrics_.cancellations);
       break;
     default:
-      MetricCounters::add(metrics_.errors);
+      // The error as the observer is told it: a full queue (QueueFullError) is a refusal by
+      // the server, as a rejection is, which a count of back-pressure takes in.
+      switch (Observation::result_of(outcome, error)) {
+        case AcquireResult::refused:
+          MetricCounters::add(metrics_.rejections);
+          break;
+        case AcquireResult::cancelled:
+          MetricCounters::add(metrics_.cancellations);
+          break;
+        default:
+          MetricCounters::add(metrics_.errors);
+      }
   }
 }
 

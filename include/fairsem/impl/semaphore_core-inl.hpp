@@ -59,7 +59,6 @@ FAIRSEM_INLINE SemaphoreCore::SemaphoreCore(std::shared_ptr<Runtime> runtime, st
       limit_arg_(admin ? std::string("0") : std::to_string(options_.limit)),
       lease_arg_(std::to_string(options_.lease.count())),
       idle_expiry_ms_(options_.idle_expiry.count()),
-      expiry_arg_(std::to_string(idle_expiry_ms_)),
       receipt_arg_(std::to_string(
           semaphore_core_helpers::receipt_lifetime(connection_, options_.lease).count())),
       min_replicas_arg_(std::to_string(options_.min_replicas)),
@@ -202,12 +201,11 @@ FAIRSEM_INLINE void SemaphoreCore::open() {
                     where()));
   }
   Borrowed conn(*this);
+  const std::string asked = std::to_string(idle_expiry_ms_.load());
+  const long long stored = detail::decode_open(run(*conn, "open", {asked}));
   // idle_expiry 0: none asked; then the one stored is followed, and passed on from now on.
-  const long long stored = detail::decode_open(run(*conn, "open", {expiry_arg_}));
-  if (idle_expiry_ms_ == 0 && stored > 0) {
-    idle_expiry_ms_ = stored;
-    expiry_arg_ = std::to_string(stored);
-  }
+  long long none = 0;
+  if (stored > 0) idle_expiry_ms_.compare_exchange_strong(none, stored);
   observed_.limit_set(options_.limit);
   // Run as a function, open has loaded the whole library. Run as a script, it is in the
   // server's cache now, and the others go there in one round trip, so that no acquire or
@@ -331,8 +329,10 @@ FAIRSEM_INLINE ResizeResult SemaphoreCore::resize(long long new_limit) {
   const std::string limit = std::to_string(new_limit);
   // With an idle expiry, a semaphore that expired (whose first limit this stores again) gets it
   // again too: its keys expire as they did.
+  const long long expiry = idle_expiry_ms_.load();
+  const std::string expiry_arg = std::to_string(expiry);
   Args args{limit};
-  if (idle_expiry_ms_ > 0) args.push_back(expiry_arg_);
+  if (expiry > 0) args.push_back(expiry_arg);
   Reply reply = [&] {
     Borrowed conn(*this);
     return run(*conn, "resize", args);

@@ -270,10 +270,11 @@ class SemaphoreCore : public std::enable_shared_from_this<SemaphoreCore> {
   const std::string limit_arg_;
   const std::string lease_arg_;
   // The idle expiry its acquires and resizes pass, in ms: SemaphoreOptions::idle_expiry, or
-  // with 0 the one open() found stored (set there, before the handle is shared), so that the
-  // keys it makes again after an expiry expire too.
-  long long idle_expiry_ms_;
-  std::string expiry_arg_;
+  // with 0 the one open() found stored, so that the keys it makes again after an expiry expire
+  // too. The one member written after construction (by open(), once) and read on other
+  // threads (asynchronous acquires on the executor, retries): an atomic, so that no reader
+  // depends on open() having run before the core was shared.
+  std::atomic<long long> idle_expiry_ms_;
   const std::string receipt_arg_;  // how long a release receipt outlives the release, in ms
   const std::string min_replicas_arg_;
   const std::string replica_timeout_arg_;

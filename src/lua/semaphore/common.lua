@@ -122,7 +122,11 @@
 -- before `expires`, the keys stay while anyone holds or waits, they go between E and 1.5 E
 -- after the last acquire or renew, and the seven PEXPIREATs are paid at most once per E / 2.
 -- A key a run creates (owner, time, info and slots of a semaphore nobody used, free, counter,
--- or owner and time rebuilt by a reap) is given the same `expires` at once (born()).
+-- or owner and time rebuilt by a reap) is given the same `expires` at once (born()). Redis
+-- keeps a key through the millisecond its expiry names but deletes at once one whose
+-- PEXPIREAT names now: so a run that creates a key when `expires` is now (or past, by the
+-- clock it reads) pushes `expires` on for every key instead, as an acquire would, and the key
+-- lives with the others.
 -- Tickets go on across an expiry: every new counter starts at now * TICKETS_PER_MS, above
 -- every ticket of the semaphore's earlier lives (docs/guarantees.md proves it), whether or not
 -- the run that makes it knows of an expiry. A client that opened the semaphore with 0 passes
@@ -230,6 +234,8 @@ local slots_counted = false
 local promoted_count = 0
 -- meta's idle expiry in ms (0: none) and `expires`, when the keys expire (nil: not known).
 local expiry, expires = 0, nil
+-- Whether `expires` is known to be ahead of the clock (keep_alive() ran: born() need not look).
+local expires_ahead = false
 -- Whether prepare() found no semaphore, for an operation that must not make one (see there).
 local absent = false
 -- } state
@@ -356,11 +362,16 @@ local function keep_alive(now)
   if expiry > 0 and (not expires or expires - now <= math.max(expiry, lease)) then
     refresh_expiry(now)
   end
+  expires_ahead = true  -- at least E ms ahead now
 end
 
--- KEYS[i], which this run may just have created, expires with the others.
+-- KEYS[i], which this run may just have created, expires with the others (in their last
+-- millisecond, a PEXPIREAT at `expires` would delete it at once: see Idle expiry).
 local function born(i)
   if expiry == 0 then return end
-  if not expires then return refresh_expiry(server_ms()) end
+  if not expires or (not expires_ahead and expires <= server_ms()) then
+    expires_ahead = true
+    return refresh_expiry(server_ms())
+  end
   call('PEXPIREAT', KEYS[i], int(expires))
 end
