@@ -375,6 +375,7 @@ void check_order(const CheckInput& in, CheckResult& out) {
     if (s.mode != Mode::try_acquire) blocking.push_back(&s);
   }
   out.fifo_checked = blocking.size();
+  record::count_lease_used(blocking, in.lease_ns, out);
   out.token_order_checked = all.size();
   std::int64_t worst = 0;
   const OrderCount fifo = count_order_violations(blocking, in.order_slack_ns, worst);

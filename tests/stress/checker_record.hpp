@@ -39,6 +39,15 @@ std::int64_t partial_until(const Section& s, std::int64_t end);
 /// The units a section gave back in its partial release (none if it made none).
 long long given_back(const Section& s);
 
+/// How much of its lease `s` had used up when its client entered (see
+/// CheckResult::lease_used_worst_ns); -1 when its deadline at the enter was not recorded.
+inline std::int64_t lease_used(const Section& s, std::int64_t lease_ns) {
+  return s.granted_deadline_ns == 0 ? -1 : s.enter_ns - (s.granted_deadline_ns - lease_ns);
+}
+/// Fills CheckResult's lease_used figures from `sections`.
+void count_lease_used(const std::vector<const Section*>& sections, std::int64_t lease_ns,
+                      CheckResult& out);
+
 /// The time of the first request: details give times relative to it.
 std::int64_t origin(const CheckInput& in);
 /// `t` in ms since `origin`, or "never".

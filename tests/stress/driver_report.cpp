@@ -188,6 +188,8 @@ CheckInput Driver::collect() {
     s.wait_ns = r.wait_ns;
     s.enter_ns = r.enter_ns;
     s.deadline_ns = r.deadline_ns;
+    s.granted_deadline_ns = r.granted_deadline_ns;
+    s.cpu_wait_ns = r.cpu_wait_ns;
     s.partial_ns = r.partial_ns;
     if (s.partial_ns != 0) {
       s.kept = kept_slots(r.kept, r.kept_count);
@@ -343,6 +345,13 @@ void Driver::print_summary(const CheckInput& checked, const CheckResult& r, std:
       "free before granted (blocking grants)", r.wake_ups_out, ms(r.wake_worst_out_ns),
       ms(r.wake_p99_out_ns), ms(input_.wake_bound_ns), r.wake_ups_late, r.wake_ups_in,
       ms(r.wake_worst_in_ns), ms(r.wake_p99_in_ns));
+  fmt::print("{:<44} worst {:.1f} ms (token {}, {} ms of it waiting for a CPU), p99 {:.1f} ms\n",
+             "lease used up at the enter (undisturbed)", ms(r.lease_used_worst_ns),
+             r.lease_used_worst_token,
+             r.lease_used_worst_cpu_wait_ns < 0
+                 ? std::string("?")
+                 : fmt::format("{:.1f}", ms(r.lease_used_worst_cpu_wait_ns)),
+             ms(r.lease_used_p99_ns));
   fmt::print("{:<44} {}\n", "leaked permits (after every worker stopped)", leaked);
   fmt::print("{:<44} {} (and {} wake lists and receipt keys expiring)\n",
              "keys left besides counter and meta", keys.size(), expiring_);

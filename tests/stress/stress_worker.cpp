@@ -11,6 +11,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <exception>
 #include <functional>
 #include <iterator>
@@ -29,6 +30,17 @@
 #include "shared_log.hpp"
 
 namespace fairsem::stress {
+
+std::int64_t cpu_wait_ns() {
+  const int fd = ::open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  char text[96] = {};
+  const ssize_t n = ::read(fd, text, sizeof text - 1);
+  ::close(fd);
+  unsigned long long running = 0, waiting = 0;
+  if (n <= 0 || std::sscanf(text, "%llu %llu", &running, &waiting) != 2) return -1;
+  return static_cast<std::int64_t>(waiting);
+}
 
 Record* next_record(SharedLog& log) {
   const std::uint64_t i = log.next_record.fetch_add(1);
@@ -97,7 +109,8 @@ struct Request {
   /// callback: cancel() if no outcome came within this (0: never).
   milliseconds cancel_after{0};
   std::int64_t wait_ns = 0;
-  bool cancelled = false;  // cancel() returned true: the callback got CancelledError
+  std::int64_t cpu_wait_ns = -1;  // the thread's run-queue wait so far when it asked
+  bool cancelled = false;         // cancel() returned true: the callback got CancelledError
 };
 
 // This process's callbacks: requests made, and calls (all of them, a second one included).
@@ -215,6 +228,9 @@ bool hold(SharedLog& log, ProcessSlot& ps, ThreadSlot& ts, Permit& permit, const
   r.wait_ns = req.wait_ns;
   r.enter_ns = now_ns();
   r.deadline_ns = to_ns(permit.deadline());
+  r.granted_deadline_ns = r.deadline_ns;
+  const std::int64_t cpu_wait = cpu_wait_ns();
+  r.cpu_wait_ns = cpu_wait < 0 || req.cpu_wait_ns < 0 ? -1 : cpu_wait - req.cpu_wait_ns;
   r.pid = static_cast<std::int32_t>(::getpid());
   r.mode = static_cast<std::uint8_t>(req.mode);
   r.state.store(entered, std::memory_order_release);
@@ -269,6 +285,7 @@ void worker_thread(SharedLog& log, ProcessSlot& ps, ThreadSlot& ts, FairSemaphor
     }
     req.units = cfg.weights[rng() % static_cast<std::uint64_t>(cfg.weight_count)];
     ts.state.store(waiting);
+    req.cpu_wait_ns = cpu_wait_ns();
     req.wait_ns = now_ns();
     std::optional<Permit> permit;
     try {

@@ -36,6 +36,9 @@ inline std::int64_t to_ns(Clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
 }
 inline std::int64_t ms_to_ns(std::int64_t ms) { return ms * 1'000'000; }
+/// How long the calling thread has been runnable but not running so far (its run-queue wait,
+/// /proc/thread-self/schedstat), in ns; -1 where the kernel does not say.
+std::int64_t cpu_wait_ns();
 
 inline void copy_string(char* dst, std::size_t size, const std::string& src) {
   const std::size_t n = std::min(size - 1, src.size());
