@@ -41,8 +41,9 @@ struct Section {
   /// was sent (with min_replicas, the call whose reply said granted; else maybe the last call
   /// before a wake-up granted it).
   std::int64_t granted_deadline_ns = 0;
-  /// How long the thread that asked waited for a CPU from its call until its enter (-1:
-  /// unknown): what a loaded machine added to a late enter.
+  /// The longest the asking thread or one of the library's in its process (the waker, the
+  /// executor's) waited for a CPU from its call until its enter (-1: unknown): what a loaded
+  /// machine added to a late enter.
   std::int64_t cpu_wait_ns = -1;
   /// A partial release (Permit::release(k), 0 < k < units) in the middle of the section: when
   /// its holder stopped using the units it gave back (just before the call; 0: none), and
@@ -217,10 +218,11 @@ struct CheckResult {
 ///   entered);
 /// - strict FIFO whatever the units: blocking grants in ticket order, and all grants in token
 ///   order (a grant that enters later than a higher token by more than the slack is a
-///   violation), leaving out grants whose wait overlaps a disturbance or a SIGSTOP of their own
-///   process; and nobody who began waiting more than the slack after a timed-out waiter was
-///   granted before that waiter's deadline (a waiter that never got a permit, e.g. a big one
-///   that small ones kept passing, leaves no grant to compare tokens with);
+///   violation; enters judged less the process's wait for a CPU, record::judged_enter), leaving out
+///   grants whose wait overlaps a disturbance or a SIGSTOP of their own process; and nobody who
+///   began waiting more than the slack after a timed-out waiter was granted before that waiter's
+///   deadline (a waiter that never got a permit, e.g. a big one that small ones kept passing,
+///   leaves no grant to compare tokens with);
 /// - a holder frozen for longer than a lease saw lost() when it woke, and every section that
 ///   began waiting after it entered and was granted while it was frozen carries a higher token;
 /// - with a wake-up bound, every blocking grant whose units were free outside fault windows

@@ -70,5 +70,44 @@ TEST(StressLateEnter, AnOrderViolationShowsTheDeadlineAtTheEnterAndTheCpuWait) {
   EXPECT_NE(std::string::npos, lower.find("waited 40.0 ms for a CPU")) << lower;
 }
 
+TEST(StressLateEnter, AnEnterLateByItsThreadsWaitForACpuIsNoViolation) {
+  CheckInput in = lease_of_a_second();
+  // As in a cluster run on a loaded machine: tokens 1 and 2 were promoted at once; token 2
+  // entered at 20 ms, while token 1's thread, woken at 15 ms, got a CPU only at 637 ms, sent its
+  // poll and entered at 640 ms, 620 ms after token 2.
+  in.sections = {entered(1, 640, 638, 622, 1, 0), entered(2, 20, 15, 0, 2, 1)};
+  CheckResult r = check(in);
+  EXPECT_TRUE(r.ok()) << r.failures.front();
+  EXPECT_EQ(0U, r.token_order_violations);
+  EXPECT_EQ(0U, r.fifo_violations);
+  // The same lateness with the thread asleep (a wake-up that did not come) is a violation.
+  in.sections[0].cpu_wait_ns = 0;
+  r = check(in);
+  EXPECT_EQ(1U, r.token_order_violations);
+  EXPECT_EQ(1U, r.fifo_violations);
+  // The earlier enter's wait is not taken off: it could only invent an inversion.
+  in.sections = {entered(1, 400, 390, 0, 1, 0), entered(2, 405, 395, 380, 2, 1)};
+  r = check(in);
+  EXPECT_TRUE(r.ok()) << r.failures.front();
+}
+
+TEST(StressLateEnter, TheWakeUpBoundJudgesTheEnterLessTheThreadsWaitForACpu) {
+  CheckInput in = lease_of_a_second();
+  in.limit = 1;
+  in.wake_bound_ns = 100 * kMsec;
+  // Token 1 released its unit at 30 ms (its release returned then); token 2, queued behind it,
+  // entered at 330 ms, 300 ms later, 250 ms of them waiting for a CPU.
+  in.sections = {entered(1, 20, 15, 0, 1, 0), entered(2, 330, 325, 250, 2, 0)};
+  in.sections[0].release_ns = 30 * kMsec;
+  in.sections[1].wait_ns = 12 * kMsec;
+  CheckResult r = check(in);
+  EXPECT_TRUE(r.ok()) << r.failures.front();
+  EXPECT_EQ(50 * kMsec, r.wake_worst_out_ns);
+  in.sections[1].cpu_wait_ns = 10 * kMsec;
+  r = check(in);
+  EXPECT_EQ(1U, r.wake_ups_late);
+  EXPECT_EQ(290 * kMsec, r.wake_worst_out_ns);
+}
+
 }  // namespace
 }  // namespace fairsem::stress
