@@ -257,14 +257,16 @@ struct OrderCount {
 };
 
 /// Whether `s` entered more than the slack before a lower token that asked for more units
-/// (`latest_lower_by_units`: the latest enter of the lower tokens, by units).
+/// (`latest_lower_by_units`: the latest judged enter of the lower tokens, by units).
 bool passed_heavier(const std::map<long long, std::int64_t>& latest_lower_by_units,
                     const Section& s, std::int64_t slack) {
   return std::any_of(latest_lower_by_units.upper_bound(s.units), latest_lower_by_units.end(),
                      [&](const auto& entry) { return entry.second - s.enter_ns > slack; });
 }
 
-/// Counts the sections that entered before a lower token by more than the slack.
+/// Counts the sections that entered before a lower token by more than the slack, the lower
+/// token's enter judged less its process's wait for a CPU (record::judged_enter; never the
+/// earlier one's, which could only make an inversion of what was none).
 OrderCount count_order_violations(std::vector<const Section*> sections, std::int64_t slack,
                                   std::int64_t& worst, std::size_t* over_10ms = nullptr) {
   std::sort(sections.begin(), sections.end(),
@@ -275,7 +277,7 @@ OrderCount count_order_violations(std::vector<const Section*> sections, std::int
   std::map<long long, std::int64_t> latest_lower_by_units;
   for (const Section* s : sections) {
     if (latest_lower != nullptr) {
-      const std::int64_t inversion = latest_lower->enter_ns - s->enter_ns;
+      const std::int64_t inversion = record::judged_enter(*latest_lower) - s->enter_ns;
       worst = std::max(worst, inversion);
       if (inversion > slack) {
         ++count.violations;
@@ -288,9 +290,11 @@ OrderCount count_order_violations(std::vector<const Section*> sections, std::int
       }
       if (over_10ms != nullptr && inversion > 10'000'000) ++*over_10ms;
     }
-    if (latest_lower == nullptr || s->enter_ns > latest_lower->enter_ns) latest_lower = s;
-    auto [it, added] = latest_lower_by_units.emplace(s->units, s->enter_ns);
-    if (!added) it->second = std::max(it->second, s->enter_ns);
+    if (latest_lower == nullptr || record::judged_enter(*s) > record::judged_enter(*latest_lower)) {
+      latest_lower = s;
+    }
+    auto [it, added] = latest_lower_by_units.emplace(s->units, record::judged_enter(*s));
+    if (!added) it->second = std::max(it->second, record::judged_enter(*s));
   }
   return count;
 }
@@ -375,6 +379,7 @@ void check_order(const CheckInput& in, CheckResult& out) {
     if (s.mode != Mode::try_acquire) blocking.push_back(&s);
   }
   out.fifo_checked = blocking.size();
+  record::count_lease_used(blocking, in.lease_ns, out);
   out.token_order_checked = all.size();
   std::int64_t worst = 0;
   const OrderCount fifo = count_order_violations(blocking, in.order_slack_ns, worst);

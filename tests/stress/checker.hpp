@@ -37,6 +37,14 @@ struct Section {
   /// Permit::deadline() when the section ended (if it never ended: when it was last looked at,
   /// at the enter or around a partial release).
   std::int64_t deadline_ns = 0;
+  /// Permit::deadline() at the enter (0: not recorded): a lease after the call that granted it
+  /// was sent (with min_replicas, the call whose reply said granted; else maybe the last call
+  /// before a wake-up granted it).
+  std::int64_t granted_deadline_ns = 0;
+  /// The longest the asking thread or one of the library's in its process (the waker, the
+  /// executor's) waited for a CPU from its call until its enter (-1: unknown): what a loaded
+  /// machine added to a late enter.
+  std::int64_t cpu_wait_ns = -1;
   /// A partial release (Permit::release(k), 0 < k < units) in the middle of the section: when
   /// its holder stopped using the units it gave back (just before the call; 0: none), and
   /// Permit::slots() after it, which must be the lowest units - k of `slots`. From then on the
@@ -181,6 +189,14 @@ struct CheckResult {
   std::int64_t wake_worst_in_ns = 0;
   std::int64_t wake_p99_in_ns = 0;
   std::size_t wake_ups_late = 0;
+  /// Of the blocking grants no disturbance reached and whose deadline at the enter is known,
+  /// the most of its lease a permit had used up when its client entered (enter - (that
+  /// deadline - lease): with min_replicas, the time from sending the call that granted it to the
+  /// enter), and the 99th percentile: a call that took long shows here, a late wake-up does not.
+  std::int64_t lease_used_worst_ns = 0;
+  std::int64_t lease_used_p99_ns = 0;
+  std::int64_t lease_used_worst_token = 0;
+  std::int64_t lease_used_worst_cpu_wait_ns = -1;  // that grant's Section::cpu_wait_ns
   std::vector<std::string> failures;  // one line per broken promise; empty when all hold
   /// What the first of some broken promises looked like (the sections involved, the faults
   /// around them), to tell a broken library from a broken harness. Times in ms since the first
@@ -202,10 +218,11 @@ struct CheckResult {
 ///   entered);
 /// - strict FIFO whatever the units: blocking grants in ticket order, and all grants in token
 ///   order (a grant that enters later than a higher token by more than the slack is a
-///   violation), leaving out grants whose wait overlaps a disturbance or a SIGSTOP of their own
-///   process; and nobody who began waiting more than the slack after a timed-out waiter was
-///   granted before that waiter's deadline (a waiter that never got a permit, e.g. a big one
-///   that small ones kept passing, leaves no grant to compare tokens with);
+///   violation; enters judged less the process's wait for a CPU, record::judged_enter), leaving out
+///   grants whose wait overlaps a disturbance or a SIGSTOP of their own process; and nobody who
+///   began waiting more than the slack after a timed-out waiter was granted before that waiter's
+///   deadline (a waiter that never got a permit, e.g. a big one that small ones kept passing,
+///   leaves no grant to compare tokens with);
 /// - a holder frozen for longer than a lease saw lost() when it woke, and every section that
 ///   began waiting after it entered and was granted while it was frozen carries a higher token;
 /// - with a wake-up bound, every blocking grant whose units were free outside fault windows

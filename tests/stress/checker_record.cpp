@@ -22,6 +22,26 @@ std::int64_t valid_until(const Section& s, const KillTimes& kills) {
   return end == kNever ? end : std::min(end, s.deadline_ns);
 }
 
+void count_lease_used(const std::vector<const Section*>& sections, std::int64_t lease_ns,
+                      CheckResult& out) {
+  std::vector<std::int64_t> used;
+  used.reserve(sections.size());
+  for (const Section* s : sections) {
+    const std::int64_t u = lease_used(*s, lease_ns);
+    if (u < 0) continue;
+    used.push_back(u);
+    if (u > out.lease_used_worst_ns) {
+      out.lease_used_worst_ns = u;
+      out.lease_used_worst_token = s->token;
+      out.lease_used_worst_cpu_wait_ns = s->cpu_wait_ns;
+    }
+  }
+  if (used.empty()) return;
+  const auto at = used.begin() + static_cast<std::ptrdiff_t>((used.size() - 1) * 99 / 100);
+  std::nth_element(used.begin(), at, used.end());
+  out.lease_used_p99_ns = *at;
+}
+
 std::int64_t origin(const CheckInput& in) {
   std::int64_t first = kNever;
   for (const Section& s : in.sections) first = std::min(first, s.wait_ns);
@@ -37,10 +57,12 @@ std::string ms_since(std::int64_t t, std::int64_t origin) {
 std::string describe(const Section& s, std::int64_t end, std::int64_t origin) {
   std::string out = fmt::format(
       "token {} pid {} mode {} units {} slots [{}] wait {} enter {} valid until {} (left {}, "
-      "leave {}, lost {}, deadline {})",
+      "leave {}, lost {}, deadline {}, at the enter {}; waited {} ms for a CPU)",
       s.token, s.pid, static_cast<int>(s.mode), s.units, fmt::join(s.slots, ","),
       ms_since(s.wait_ns, origin), ms_since(s.enter_ns, origin), ms_since(end, origin), s.left,
-      s.left ? ms_since(s.leave_ns, origin) : "-", s.lost, ms_since(s.deadline_ns, origin));
+      s.left ? ms_since(s.leave_ns, origin) : "-", s.lost, ms_since(s.deadline_ns, origin),
+      s.granted_deadline_ns == 0 ? "-" : ms_since(s.granted_deadline_ns, origin),
+      s.cpu_wait_ns < 0 ? "?" : fmt::format("{:.1f}", static_cast<double>(s.cpu_wait_ns) / 1e6));
   if (s.partial_ns != 0) {
     out += fmt::format("; partial release at {} kept [{}]{}", ms_since(s.partial_ns, origin),
                        fmt::join(s.kept, ","), s.partial_failed ? " (threw)" : "");

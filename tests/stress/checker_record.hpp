@@ -4,6 +4,7 @@
 // counting as held, what it gave back, and the lines a failure's details describe sections and
 // faults with (times in ms since the first request).
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <limits>
@@ -38,6 +39,24 @@ std::int64_t partial_until(const Section& s, std::int64_t end);
 
 /// The units a section gave back in its partial release (none if it made none).
 long long given_back(const Section& s);
+
+/// How much of its lease `s` had used up when its client entered (see
+/// CheckResult::lease_used_worst_ns); -1 when its deadline at the enter was not recorded.
+inline std::int64_t lease_used(const Section& s, std::int64_t lease_ns) {
+  return s.granted_deadline_ns == 0 ? -1 : s.enter_ns - (s.granted_deadline_ns - lease_ns);
+}
+/// When `s` would have entered had the threads that bring its grant had a CPU whenever they
+/// could run: its enter less the longest any of them waited for one during the acquire
+/// (Section::cpu_wait_ns). The order and wake-up checks judge this time for the late enter
+/// (never for the earlier one, which could only invent an inversion): the kernel keeping woken
+/// threads off the CPUs of a loaded machine is no late grant, while a lost wake-up or a slow
+/// call leaves the threads asleep, which earns nothing.
+inline std::int64_t judged_enter(const Section& s) {
+  return s.enter_ns - std::max<std::int64_t>(0, s.cpu_wait_ns);
+}
+/// Fills CheckResult's lease_used figures from `sections`.
+void count_lease_used(const std::vector<const Section*>& sections, std::int64_t lease_ns,
+                      CheckResult& out);
 
 /// The time of the first request: details give times relative to it.
 std::int64_t origin(const CheckInput& in);

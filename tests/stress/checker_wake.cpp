@@ -184,7 +184,7 @@ std::vector<WakeDelay> wake_delays(const CheckInput& in) {
     WakeDelay d;
     d.section = &g;
     d.free_from_ns = free_from(g, in, held, by_wait, longest_wait);
-    d.delay_ns = g.enter_ns - d.free_from_ns;
+    d.delay_ns = std::max<std::int64_t>(0, record::judged_enter(g) - d.free_from_ns);
     d.in_fault = in_fault(d.free_from_ns, g.enter_ns, faults);
     out.push_back(d);
   }

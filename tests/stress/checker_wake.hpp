@@ -12,7 +12,8 @@
 // cancelled or failed request that began before this one (within the order slack) until it
 // ended (a cancel's leave follows its callback: the slack after; a failed one's entry may stay
 // a lease). The grant's units were free from the last instant since its own call began after
-// which, throughout, limit - held - ahead covered its units.
+// which, throughout, limit - held - ahead covered its units; the delay runs from there to its
+// enter less its process's wait for a CPU (record::judged_enter).
 
 #include <cstdint>
 #include <vector>

@@ -229,7 +229,11 @@ int Driver::run() {
       proxy_->set_delay(milliseconds(0));
       delay_ends_ns_ = 0;
     }
-    track_reclaims();
+    // Not while the semaphore's master hangs: the status call would wait for it (three
+    // attempts of the admin connection's 2 s command timeout), and the loop with it, SIGCONT
+    // included. A hang meant to stay under the node timeout then lasted 6 s, and the cluster
+    // failed the master over: a promotion that no window and no promotion spacing knew of.
+    if (!hang_) track_reclaims();
     if (stop_owed_until_ns_ != 0 && (try_stop_worker() || now >= stop_owed_until_ns_)) {
       stop_owed_until_ns_ = 0;
     }

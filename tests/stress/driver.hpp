@@ -209,6 +209,7 @@ class Driver {
     std::int64_t until_ns = 0;
   };
   std::optional<Hang> hang_;               // a master SIGSTOPped now
+  std::int64_t longest_hang_ns_ = 0;       // master-hang: SIGSTOP until SIGCONT
   std::int64_t longest_promotion_ns_ = 0;  // master-kill: SIGKILL until the replica serves
   std::vector<std::int64_t> recoveries_;   // when each fault on a server ended
   std::int64_t last_promotion_ns_ = 0;     // when the last master-kill or failover ended

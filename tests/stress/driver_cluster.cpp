@@ -66,6 +66,7 @@ void Driver::hang_master() {
 void Driver::resume_master() {
   ::kill(hang_->pid, SIGCONT);
   const std::int64_t at = now_ns();
+  longest_hang_ns_ = std::max(longest_hang_ns_, at - hang_->from_ns);
   // Its clients' calls timed out (1 s) and reconnect after it answers again.
   disturb(hang_->from_ns, at + ms_to_ns(2000));
   fault(hang_->from_ns, at);

@@ -212,6 +212,7 @@ class PreviousThread {
     r.wait_ns = wait_ns;
     r.enter_ns = now_ns();
     r.deadline_ns = deadline_ns;
+    r.cpu_wait_ns = -1;
     r.pid = static_cast<std::int32_t>(::getpid());
     r.mode = static_cast<std::uint8_t>(mode);
     r.previous = 1;

@@ -29,6 +29,12 @@ struct Record {
   std::int64_t enter_ns;  // timed_out, withdrawn: when the call returned
   std::int64_t leave_ns;
   std::int64_t deadline_ns;  // timed_out: wait_ns + the timeout
+  /// Permit::deadline() at the enter: a lease after the last call before the grant was sent.
+  std::int64_t granted_deadline_ns;
+  /// The longest the asking thread or one of the library's in its process was runnable but
+  /// not running (waiting for a CPU) from its call until its enter (-1: unknown): a loaded
+  /// machine's share of a late enter.
+  std::int64_t cpu_wait_ns;
   /// A partial release: when the holder stopped using the units it gave back (written before
   /// the call, with `kept` as meant; `kept` is then overwritten by what the permit kept).
   std::int64_t partial_ns;  // 0: none

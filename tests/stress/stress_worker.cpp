@@ -3,6 +3,7 @@
 
 #include "stress_worker.hpp"
 
+#include <dirent.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <unistd.h>
@@ -11,6 +12,8 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <functional>
 #include <iterator>
@@ -18,6 +21,7 @@
 #include <mutex>
 #include <optional>
 #include <random>
+#include <set>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -29,6 +33,41 @@
 #include "shared_log.hpp"
 
 namespace fairsem::stress {
+
+std::map<int, std::int64_t> cpu_waits() {
+  std::map<int, std::int64_t> waits;
+  DIR* dir = ::opendir("/proc/self/task");
+  if (dir == nullptr) return waits;
+  while (const dirent* entry = ::readdir(dir)) {
+    const int tid = std::atoi(entry->d_name);
+    if (tid <= 0) continue;
+    const std::string path = "/proc/self/task/" + std::string(entry->d_name) + "/schedstat";
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;  // the thread ended meanwhile
+    char text[96] = {};
+    const ssize_t n = ::read(fd, text, sizeof text - 1);
+    ::close(fd);
+    unsigned long long running = 0, waiting = 0;
+    if (n > 0 && std::sscanf(text, "%llu %llu", &running, &waiting) == 2) {
+      waits[tid] = static_cast<std::int64_t>(waiting);
+    }
+  }
+  ::closedir(dir);
+  return waits;
+}
+
+std::int64_t longest_cpu_wait(const std::map<int, std::int64_t>& before,
+                              const std::map<int, std::int64_t>& after, const std::set<int>& skip) {
+  if (before.empty() || after.empty()) return -1;
+  std::int64_t longest = 0;
+  for (const auto& [tid, wait] : after) {
+    const auto then = before.find(tid);
+    if (then != before.end() && skip.count(tid) == 0) {
+      longest = std::max(longest, wait - then->second);
+    }
+  }
+  return longest;
+}
 
 Record* next_record(SharedLog& log) {
   const std::uint64_t i = log.next_record.fetch_add(1);
@@ -97,8 +136,22 @@ struct Request {
   /// callback: cancel() if no outcome came within this (0: never).
   milliseconds cancel_after{0};
   std::int64_t wait_ns = 0;
-  bool cancelled = false;  // cancel() returned true: the callback got CancelledError
+  std::map<int, std::int64_t> cpu_waits;  // the process's threads' when it asked (cpu_waits())
+  bool cancelled = false;                 // cancel() returned true: the callback got CancelledError
 };
+
+// This process's worker threads: one's wait for a CPU says nothing of another's grant, which
+// only the asking thread and the library's (the waker, the executor's) bring.
+std::mutex worker_tids_mu;
+std::set<int> worker_tids;
+
+/// The worker threads but the calling one.
+std::set<int> other_workers() {
+  std::lock_guard<std::mutex> lock(worker_tids_mu);
+  std::set<int> others = worker_tids;
+  others.erase(static_cast<int>(::gettid()));
+  return others;
+}
 
 // This process's callbacks: requests made, and calls (all of them, a second one included).
 std::atomic<std::uint64_t> callbacks_asked{0};
@@ -215,6 +268,10 @@ bool hold(SharedLog& log, ProcessSlot& ps, ThreadSlot& ts, Permit& permit, const
   r.wait_ns = req.wait_ns;
   r.enter_ns = now_ns();
   r.deadline_ns = to_ns(permit.deadline());
+  r.granted_deadline_ns = r.deadline_ns;
+  // At most the acquire's own time: each wait was counted from its start.
+  const std::int64_t cpu_wait = longest_cpu_wait(req.cpu_waits, cpu_waits(), other_workers());
+  r.cpu_wait_ns = std::min(cpu_wait, r.enter_ns - r.wait_ns);
   r.pid = static_cast<std::int32_t>(::getpid());
   r.mode = static_cast<std::uint8_t>(req.mode);
   r.state.store(entered, std::memory_order_release);
@@ -252,6 +309,10 @@ void worker_thread(SharedLog& log, ProcessSlot& ps, ThreadSlot& ts, FairSemaphor
                    std::uint64_t seed) {
   std::mt19937_64 rng(seed);
   const Config& cfg = log.config;
+  {
+    std::lock_guard<std::mutex> lock(worker_tids_mu);
+    worker_tids.insert(static_cast<int>(::gettid()));
+  }
   while (log.stop.load() == 0) {
     Request req;
     // Blocking and asynchronous requests side by side, as services mix them.
@@ -269,6 +330,10 @@ void worker_thread(SharedLog& log, ProcessSlot& ps, ThreadSlot& ts, FairSemaphor
     }
     req.units = cfg.weights[rng() % static_cast<std::uint64_t>(cfg.weight_count)];
     ts.state.store(waiting);
+    // The threads that bring a grant (this one, the waker, the executor's) may wait for a CPU
+    // on a loaded machine: the checker does not count that against the library. (A try never
+    // waits for a grant.)
+    if (req.mode != Mode::try_acquire) req.cpu_waits = cpu_waits();
     req.wait_ns = now_ns();
     std::optional<Permit> permit;
     try {

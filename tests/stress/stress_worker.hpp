@@ -15,7 +15,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <map>
 #include <new>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <system_error>
@@ -36,6 +38,14 @@ inline std::int64_t to_ns(Clock::time_point t) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
 }
 inline std::int64_t ms_to_ns(std::int64_t ms) { return ms * 1'000'000; }
+/// How long each thread of this process has been runnable but not running so far (its
+/// run-queue wait, /proc/self/task/TID/schedstat), in ns, by thread id; empty where the kernel
+/// does not say.
+std::map<int, std::int64_t> cpu_waits();
+/// The longest any thread listed in both, but those in `skip`, waited for a CPU between two
+/// cpu_waits(); -1 when either is empty.
+std::int64_t longest_cpu_wait(const std::map<int, std::int64_t>& before,
+                              const std::map<int, std::int64_t>& after, const std::set<int>& skip);
 
 inline void copy_string(char* dst, std::size_t size, const std::string& src) {
   const std::size_t n = std::min(size - 1, src.size());
