@@ -73,7 +73,7 @@ fold_units() {
   done
   if [ "${#units[@]}" -gt 1 ]; then
     # shellcheck disable=SC2016  # expanded by fold, for each file
-    fold "$dir" units 'echo "#include \"fairsem/impl/$(basename "$f" .cpp)-inl.hpp\""' \
+    fold "$dir" units 'echo "#include \"$(realpath "$f")\""' \
       -misc-no-recursion "" "${units[@]}"
   else
     rest+=("${units[@]}")

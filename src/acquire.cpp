@@ -1,3 +1,3 @@
-// Compiles fairsem/impl/acquire-inl.hpp into libfairsem (the default mode; see
-// fairsem/impl/config.hpp).
-#include "fairsem/impl/acquire-inl.hpp"
+// Compiles fairsem/impl/semaphore/semaphore_core_acquire-inl.hpp into libfairsem (the default mode;
+// see fairsem/impl/config.hpp).
+#include "fairsem/impl/semaphore/semaphore_core_acquire-inl.hpp"

@@ -1,3 +1,3 @@
-// Compiles fairsem/impl/acquire_fsm-inl.hpp into libfairsem (the default mode; see
+// Compiles fairsem/impl/protocol/acquire_fsm-inl.hpp into libfairsem (the default mode; see
 // fairsem/impl/config.hpp).
-#include "fairsem/impl/acquire_fsm-inl.hpp"
+#include "fairsem/impl/protocol/acquire_fsm-inl.hpp"

@@ -1,3 +1,3 @@
-// Compiles fairsem/impl/admission-inl.hpp into libfairsem (the default mode; see
+// Compiles fairsem/impl/runtime/admission-inl.hpp into libfairsem (the default mode; see
 // fairsem/impl/config.hpp).
-#include "fairsem/impl/admission-inl.hpp"
+#include "fairsem/impl/runtime/admission-inl.hpp"

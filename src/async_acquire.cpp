@@ -1,3 +1,3 @@
-// Compiles fairsem/impl/async_acquire-inl.hpp into libfairsem (the default mode; see
+// Compiles fairsem/impl/semaphore/async_acquire-inl.hpp into libfairsem (the default mode; see
 // fairsem/impl/config.hpp).
-#include "fairsem/impl/async_acquire-inl.hpp"
+#include "fairsem/impl/semaphore/async_acquire-inl.hpp"

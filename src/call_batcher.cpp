@@ -1,3 +1,3 @@
-// Compiles fairsem/impl/call_batcher-inl.hpp into libfairsem (the default mode; see
+// Compiles fairsem/impl/runtime/call_batcher-inl.hpp into libfairsem (the default mode; see
 // fairsem/impl/config.hpp).
-#include "fairsem/impl/call_batcher-inl.hpp"
+#include "fairsem/impl/runtime/call_batcher-inl.hpp"

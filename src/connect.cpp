@@ -1,3 +1,3 @@
-// Compiles fairsem/impl/connect-inl.hpp into libfairsem (the default mode; see
+// Compiles fairsem/impl/net/connection_connect-inl.hpp into libfairsem (the default mode; see
 // fairsem/impl/config.hpp).
-#include "fairsem/impl/connect-inl.hpp"
+#include "fairsem/impl/net/connection_connect-inl.hpp"

@@ -1,3 +1,3 @@
-// Compiles fairsem/impl/connection-inl.hpp into libfairsem (the default mode; see
+// Compiles fairsem/impl/net/connection-inl.hpp into libfairsem (the default mode; see
 // fairsem/impl/config.hpp).
-#include "fairsem/impl/connection-inl.hpp"
+#include "fairsem/impl/net/connection-inl.hpp"

@@ -1,3 +1,3 @@
-// Compiles fairsem/impl/connection_pool-inl.hpp into libfairsem (the default mode; see
+// Compiles fairsem/impl/runtime/connection_pool-inl.hpp into libfairsem (the default mode; see
 // fairsem/impl/config.hpp).
-#include "fairsem/impl/connection_pool-inl.hpp"
+#include "fairsem/impl/runtime/connection_pool-inl.hpp"

@@ -1,3 +1,3 @@
-// Compiles fairsem/impl/discovery-inl.hpp into libfairsem (the default mode; see
+// Compiles fairsem/impl/net/discovery-inl.hpp into libfairsem (the default mode; see
 // fairsem/impl/config.hpp).
-#include "fairsem/impl/discovery-inl.hpp"
+#include "fairsem/impl/net/discovery-inl.hpp"

@@ -1,3 +1,3 @@
-// Compiles fairsem/impl/executor-inl.hpp into libfairsem (the default mode; see
+// Compiles fairsem/impl/threads/executor-inl.hpp into libfairsem (the default mode; see
 // fairsem/impl/config.hpp).
-#include "fairsem/impl/executor-inl.hpp"
+#include "fairsem/impl/threads/executor-inl.hpp"

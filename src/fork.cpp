@@ -1,3 +1,3 @@
-// Compiles fairsem/impl/fork-inl.hpp into libfairsem (the default mode; see
+// Compiles fairsem/impl/threads/fork-inl.hpp into libfairsem (the default mode; see
 // fairsem/impl/config.hpp).
-#include "fairsem/impl/fork-inl.hpp"
+#include "fairsem/impl/threads/fork-inl.hpp"

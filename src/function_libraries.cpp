@@ -1,3 +1,3 @@
-// Compiles fairsem/impl/function_libraries-inl.hpp into libfairsem (the default mode; see
-// fairsem/impl/config.hpp).
-#include "fairsem/impl/function_libraries-inl.hpp"
+// Compiles fairsem/impl/semaphore/semaphore_admin_libraries-inl.hpp into libfairsem (the default
+// mode; see fairsem/impl/config.hpp).
+#include "fairsem/impl/semaphore/semaphore_admin_libraries-inl.hpp"

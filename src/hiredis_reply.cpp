@@ -1,3 +1,3 @@
-// Compiles fairsem/impl/hiredis_reply-inl.hpp into libfairsem (the default mode; see
+// Compiles fairsem/impl/net/hiredis_reply-inl.hpp into libfairsem (the default mode; see
 // fairsem/impl/config.hpp).
-#include "fairsem/impl/hiredis_reply-inl.hpp"
+#include "fairsem/impl/net/hiredis_reply-inl.hpp"

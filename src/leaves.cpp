@@ -1,3 +1,3 @@
-// Compiles fairsem/impl/leaves-inl.hpp into libfairsem (the default mode; see
-// fairsem/impl/config.hpp).
-#include "fairsem/impl/leaves-inl.hpp"
+// Compiles fairsem/impl/semaphore/semaphore_core_leaves-inl.hpp into libfairsem (the default mode;
+// see fairsem/impl/config.hpp).
+#include "fairsem/impl/semaphore/semaphore_core_leaves-inl.hpp"

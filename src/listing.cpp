@@ -1,3 +1,3 @@
-// Compiles fairsem/impl/listing-inl.hpp into libfairsem (the default mode; see
-// fairsem/impl/config.hpp).
-#include "fairsem/impl/listing-inl.hpp"
+// Compiles fairsem/impl/semaphore/semaphore_admin_listing-inl.hpp into libfairsem (the default
+// mode; see fairsem/impl/config.hpp).
+#include "fairsem/impl/semaphore/semaphore_admin_listing-inl.hpp"

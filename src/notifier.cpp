@@ -1,3 +1,3 @@
-// Compiles fairsem/impl/notifier-inl.hpp into libfairsem (the default mode; see
+// Compiles fairsem/impl/threads/notifier-inl.hpp into libfairsem (the default mode; see
 // fairsem/impl/config.hpp).
-#include "fairsem/impl/notifier-inl.hpp"
+#include "fairsem/impl/threads/notifier-inl.hpp"

@@ -1,3 +1,3 @@
-// Compiles fairsem/impl/observation-inl.hpp into libfairsem (the default mode; see
+// Compiles fairsem/impl/semaphore/observation-inl.hpp into libfairsem (the default mode; see
 // fairsem/impl/config.hpp).
-#include "fairsem/impl/observation-inl.hpp"
+#include "fairsem/impl/semaphore/observation-inl.hpp"

@@ -1,3 +1,3 @@
-// Compiles fairsem/impl/permit-inl.hpp into libfairsem (the default mode; see
+// Compiles fairsem/impl/semaphore/permit-inl.hpp into libfairsem (the default mode; see
 // fairsem/impl/config.hpp).
-#include "fairsem/impl/permit-inl.hpp"
+#include "fairsem/impl/semaphore/permit-inl.hpp"

@@ -1,3 +1,3 @@
-// Compiles fairsem/impl/redirection-inl.hpp into libfairsem (the default mode; see
+// Compiles fairsem/impl/net/connection_redirect-inl.hpp into libfairsem (the default mode; see
 // fairsem/impl/config.hpp).
-#include "fairsem/impl/redirection-inl.hpp"
+#include "fairsem/impl/net/connection_redirect-inl.hpp"

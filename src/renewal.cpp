@@ -1,3 +1,3 @@
-// Compiles fairsem/impl/renewal-inl.hpp into libfairsem (the default mode; see
-// fairsem/impl/config.hpp).
-#include "fairsem/impl/renewal-inl.hpp"
+// Compiles fairsem/impl/semaphore/semaphore_core_renewal-inl.hpp into libfairsem (the default mode;
+// see fairsem/impl/config.hpp).
+#include "fairsem/impl/semaphore/semaphore_core_renewal-inl.hpp"

@@ -1,3 +1,3 @@
-// Compiles fairsem/impl/replies-inl.hpp into libfairsem (the default mode; see
+// Compiles fairsem/impl/protocol/replies-inl.hpp into libfairsem (the default mode; see
 // fairsem/impl/config.hpp).
-#include "fairsem/impl/replies-inl.hpp"
+#include "fairsem/impl/protocol/replies-inl.hpp"

@@ -1,3 +1,3 @@
-// Compiles fairsem/impl/router-inl.hpp into libfairsem (the default mode; see
+// Compiles fairsem/impl/net/router-inl.hpp into libfairsem (the default mode; see
 // fairsem/impl/config.hpp).
-#include "fairsem/impl/router-inl.hpp"
+#include "fairsem/impl/net/router-inl.hpp"

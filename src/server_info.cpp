@@ -1,3 +1,3 @@
-// Compiles fairsem/impl/server_info-inl.hpp into libfairsem (the default mode; see
+// Compiles fairsem/impl/net/server_info-inl.hpp into libfairsem (the default mode; see
 // fairsem/impl/config.hpp).
-#include "fairsem/impl/server_info-inl.hpp"
+#include "fairsem/impl/net/server_info-inl.hpp"

@@ -1,3 +1,3 @@
-// Compiles fairsem/impl/thread_reaper-inl.hpp into libfairsem (the default mode; see
+// Compiles fairsem/impl/threads/thread_reaper-inl.hpp into libfairsem (the default mode; see
 // fairsem/impl/config.hpp).
-#include "fairsem/impl/thread_reaper-inl.hpp"
+#include "fairsem/impl/threads/thread_reaper-inl.hpp"

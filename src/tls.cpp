@@ -1,3 +1,3 @@
-// Compiles fairsem/impl/tls-inl.hpp into libfairsem (the default mode; see
+// Compiles fairsem/impl/net/tls-inl.hpp into libfairsem (the default mode; see
 // fairsem/impl/config.hpp).
-#include "fairsem/impl/tls-inl.hpp"
+#include "fairsem/impl/net/tls-inl.hpp"

@@ -1,3 +1,3 @@
-// Compiles fairsem/impl/url_parser-inl.hpp into libfairsem (the default mode; see
+// Compiles fairsem/impl/net/url_parser-inl.hpp into libfairsem (the default mode; see
 // fairsem/impl/config.hpp).
-#include "fairsem/impl/url_parser-inl.hpp"
+#include "fairsem/impl/net/url_parser-inl.hpp"

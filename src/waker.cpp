@@ -1,3 +1,3 @@
-// Compiles fairsem/impl/waker-inl.hpp into libfairsem (the default mode; see
+// Compiles fairsem/impl/wake/waker-inl.hpp into libfairsem (the default mode; see
 // fairsem/impl/config.hpp).
-#include "fairsem/impl/waker-inl.hpp"
+#include "fairsem/impl/wake/waker-inl.hpp"

@@ -1,3 +1,3 @@
-// Compiles fairsem/impl/waker_loop-inl.hpp into libfairsem (the default mode; see
+// Compiles fairsem/impl/wake/waker_loop-inl.hpp into libfairsem (the default mode; see
 // fairsem/impl/config.hpp).
-#include "fairsem/impl/waker_loop-inl.hpp"
+#include "fairsem/impl/wake/waker_loop-inl.hpp"

@@ -1,3 +1,3 @@
-// Compiles fairsem/impl/watchdog-inl.hpp into libfairsem (the default mode; see
+// Compiles fairsem/impl/renewal/watchdog-inl.hpp into libfairsem (the default mode; see
 // fairsem/impl/config.hpp).
-#include "fairsem/impl/watchdog-inl.hpp"
+#include "fairsem/impl/renewal/watchdog-inl.hpp"

@@ -6,8 +6,8 @@
 
 #include <gtest/gtest.h>
 
-#include <fairsem/impl/call_batcher.hpp>
-#include <fairsem/impl/connection.hpp>
+#include <fairsem/impl/net/connection.hpp>
+#include <fairsem/impl/runtime/call_batcher.hpp>
 
 #include <atomic>
 #include <future>

@@ -4,7 +4,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <fairsem/impl/connection.hpp>
+#include <fairsem/impl/net/connection.hpp>
 
 #include <unistd.h>
 

@@ -13,8 +13,8 @@
 #include <string>
 
 #include "fairsem/client.hpp"
-#include "fairsem/impl/connection.hpp"
-#include "fairsem/impl/waker.hpp"
+#include "fairsem/impl/net/connection.hpp"
+#include "fairsem/impl/wake/waker.hpp"
 #include "process_stats.hpp"
 #include "redis_server.hpp"
 #include "test_env.hpp"

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "acquire_fsm_names.hpp"
-#include "fairsem/impl/acquire_fsm.hpp"
+#include "fairsem/impl/protocol/acquire_fsm.hpp"
 
 namespace fairsem::detail {
 

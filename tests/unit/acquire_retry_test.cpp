@@ -8,7 +8,7 @@
 #include <set>
 
 #include "fairsem/errors.hpp"
-#include "fairsem/impl/acquire_retry.hpp"
+#include "fairsem/impl/protocol/retry_backoff.hpp"
 
 namespace fairsem::detail {
 namespace {

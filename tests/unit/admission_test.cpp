@@ -14,8 +14,8 @@
 #include <thread>
 #include <vector>
 
-#include "fairsem/impl/admission.hpp"
-#include "fairsem/impl/executor.hpp"
+#include "fairsem/impl/runtime/admission.hpp"
+#include "fairsem/impl/threads/executor.hpp"
 #include "wait.hpp"
 
 namespace fairsem::detail {

@@ -10,8 +10,8 @@
 #include <thread>
 #include <vector>
 
-#include "fairsem/impl/notifier.hpp"
-#include "fairsem/impl/thread_reaper.hpp"
+#include "fairsem/impl/threads/notifier.hpp"
+#include "fairsem/impl/threads/thread_reaper.hpp"
 #include "wait.hpp"
 
 namespace fairsem::detail {

@@ -1,7 +1,7 @@
 #include <gtest/gtest.h>
 
-#include <fairsem/impl/replies.hpp>
-#include <fairsem/impl/reply.hpp>
+#include <fairsem/impl/protocol/replies.hpp>
+#include <fairsem/impl/protocol/reply.hpp>
 #include <fairsem/impl/text.hpp>
 #include <fairsem/version.hpp>
 

@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include <fairsem/impl/router.hpp>
+#include <fairsem/impl/net/router.hpp>
 
 #include <string>
 #include <vector>

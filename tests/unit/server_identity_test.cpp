@@ -3,7 +3,7 @@
 
 #include <gtest/gtest.h>
 
-#include <fairsem/impl/server_support.hpp>
+#include <fairsem/impl/protocol/server_support.hpp>
 #include <fairsem/server_info.hpp>
 
 #include <optional>

@@ -7,7 +7,7 @@
 #include <future>
 #include <thread>
 
-#include "fairsem/impl/thread_reaper.hpp"
+#include "fairsem/impl/threads/thread_reaper.hpp"
 #include "wait.hpp"
 
 namespace fairsem::detail {

@@ -1,0 +1,235 @@
+#pragma once
+
+#include "fairsem/impl/config.hpp"
+#include "fairsem/impl/renewal/watchdog.hpp"
+#include "fairsem/impl/threads/thread_reaper.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "fairsem/impl/semaphore/semaphore_core.hpp"
+
+namespace fairsem::detail {
+
+namespace watchdog_helpers {
+
+/// The earliest `next` of `watched` (not empty).
+template <class Watched>
+auto earliest(const std::vector<Watched>& watched) {
+  return std::min_element(watched.begin(), watched.end(),
+                          [](const Watched& a, const Watched& b) { return a.next < b.next; })
+      ->next;
+}
+
+}  // namespace watchdog_helpers
+
+FAIRSEM_INLINE Watchdog::Watchdog(ConnectionOptions options, std::shared_ptr<Discovery> discovery,
+                                  std::chrono::milliseconds idle_timeout)
+    : options_(std::move(options)),
+      discovery_(std::move(discovery)),
+      idle_timeout_(idle_timeout),
+      // Sentinel: one master serves every slot, so one connection serves every semaphore.
+      per_slot_(discovery_ && !discovery_->sentinel()) {}
+
+FAIRSEM_INLINE Watchdog::~Watchdog() { stop(); }
+
+FAIRSEM_INLINE void Watchdog::stop() noexcept {
+  std::vector<std::thread> threads;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+    for (auto& entry : lanes_) {
+      if (entry.second->thread.joinable()) threads.push_back(std::move(entry.second->thread));
+      entry.second->cv.notify_all();
+    }
+    lanes_.clear();
+    for (std::thread& t : retired_) threads.push_back(std::move(t));
+    retired_.clear();
+  }
+  // Stopped on a lane's own thread (its round dropped the last reference to the Client): that
+  // thread is parked, sees stop_ and leaves.
+  for (std::thread& t : threads) join_or_park(t);
+  // Last: the lanes' rounds post to it. No callback is left queued (each holds its semaphore,
+  // and so the Client, which is being destroyed).
+  notifier_.stop();
+}
+
+FAIRSEM_INLINE std::optional<std::string> Watchdog::route(int slot) const {
+  if (!per_slot_) return std::string();
+  if (auto node = discovery_->known_target(slot)) return node->endpoint();
+  return std::nullopt;
+}
+
+FAIRSEM_INLINE Watchdog::Lane& Watchdog::lane_for(const std::string& key) {
+  std::shared_ptr<Lane>& lane = lanes_[key];
+  if (!lane) {
+    try {
+      auto made = std::make_shared<Lane>(key);
+      made->thread = std::thread(&Watchdog::run, shared_from_this(), made);
+      lane = std::move(made);
+    } catch (...) {
+      lanes_.erase(key);
+      throw;
+    }
+  }
+  return *lane;
+}
+
+FAIRSEM_INLINE void Watchdog::add(Lane& lane, Watched w) {
+  lane.watched.push_back(std::move(w));
+  ++lane.generation;
+  lane.cv.notify_all();
+}
+
+FAIRSEM_INLINE void Watchdog::join_retired() noexcept {
+  std::vector<std::thread> retired;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    retired.swap(retired_);
+  }
+  for (std::thread& t : retired) join_or_park(t);
+}
+
+FAIRSEM_INLINE void Watchdog::watch(const std::shared_ptr<SemaphoreCore>& core,
+                                    std::chrono::milliseconds interval) {
+  join_retired();
+  std::lock_guard<std::mutex> lock(mu_);
+  if (stop_) return;
+  for (const auto& entry : lanes_) {
+    for (const Watched& w : entry.second->watched) {
+      if (w.key == core.get() && !w.core.expired()) return;
+    }
+  }
+  // Not known now (a slot map being asked for): the lane of unknown nodes, "", which hands it
+  // on once its node is known.
+  const std::string key = route(core->slot()).value_or(std::string());
+  // The lane first: if it cannot start, nothing is left watched that nobody renews.
+  Lane& lane = lane_for(key);
+  add(lane, {core, core.get(), core->slot(), interval, Clock::now() + interval});
+}
+
+FAIRSEM_INLINE std::vector<std::shared_ptr<SemaphoreCore>> Watchdog::take_due(
+    Lane& lane, Clock::time_point round) {
+  std::vector<std::shared_ptr<SemaphoreCore>> due;
+  for (auto it = lane.watched.begin(); it != lane.watched.end();) {
+    if (it->next > round) {
+      ++it;
+      continue;
+    }
+    it->next = round + it->interval;  // the cadence holds however long the round takes
+    std::shared_ptr<SemaphoreCore> core = it->core.lock();
+    if (!core) {
+      ++it;
+      continue;
+    }
+    // Another node serves its slot now (a failover, a migration, or a node not known when it
+    // was watched): that node's lane renews it from now on, starting at once.
+    const std::optional<std::string> node = route(it->slot);
+    if (node && *node != lane.key) {
+      try {
+        Watched moved = *it;
+        moved.next = round;
+        add(lane_for(*node), std::move(moved));
+        it = lane.watched.erase(it);
+        continue;
+      } catch (...) {
+        // No thread for that lane: renewed here this time.
+      }
+    }
+    due.push_back(std::move(core));
+    ++it;
+  }
+  return due;
+}
+
+FAIRSEM_INLINE void Watchdog::run(const std::shared_ptr<Watchdog>& self,
+                                  const std::shared_ptr<Lane>& lane) {
+  mark_as_fairsems_thread();
+  Notifier::set_for_this_thread(&self->notifier_);
+  LaneConnection connection;
+  std::unique_lock<std::mutex> lock(self->mu_);
+  for (;;) {
+    if (self->stop_) return;
+    auto& watched = lane->watched;
+    watched.erase(std::remove_if(watched.begin(), watched.end(),
+                                 [](const Watched& w) { return w.core.expired(); }),
+                  watched.end());
+    if (watched.empty()) {
+      // Nothing left to renew on this node: the lane leaves (joined by the next watch() or
+      // stop()); a semaphore watched on it later starts another.
+      const auto it = self->lanes_.find(lane->key);
+      if (it != self->lanes_.end() && it->second == lane) self->lanes_.erase(it);
+      self->retired_.push_back(std::move(lane->thread));
+      return;
+    }
+    const std::uint64_t generation = lane->generation;
+    const auto changed = [&] { return self->stop_ || lane->generation != generation; };
+    const auto next = watchdog_helpers::earliest(watched);
+    if (Clock::now() < next) {
+      // Woken early for a semaphore newly watched: its first round may come sooner.
+      lane->cv.wait_until(lock, next, changed);
+      continue;
+    }
+    std::vector<std::shared_ptr<SemaphoreCore>> due = self->take_due(*lane, Clock::now());
+    auto longest = std::chrono::milliseconds(0);  // of the intervals of what it renews
+    for (const Watched& w : watched) longest = std::max(longest, w.interval);
+    lock.unlock();
+    std::vector<const SemaphoreCore*> failed;
+    for (const auto& core : due) {
+      if (!self->renew(*core, connection)) failed.push_back(core.get());
+    }
+    // Closed once it renewed nothing for the idle timeout (and for two of the longest
+    // intervals, lest a slow renewal reconnect each round).
+    if (connection.used < Clock::now() - std::max(self->idle_timeout_, 2 * longest)) {
+      connection.conn.reset();
+    }
+    // May drop the last reference to the Client: its runtime then stops the watchdog, and this
+    // thread is parked.
+    due.clear();
+    lock.lock();
+    if (!failed.empty()) retry_soon(*lane, failed, Clock::now());
+  }
+}
+
+FAIRSEM_INLINE void Watchdog::retry_soon(Lane& lane,
+                                         const std::vector<const SemaphoreCore*>& failed,
+                                         Clock::time_point now) {
+  for (Watched& w : lane.watched) {
+    if (std::find(failed.begin(), failed.end(), w.key) != failed.end()) {
+      w.next = std::min(w.next, now + renewal_retry_delay(w.interval));
+    }
+  }
+}
+
+FAIRSEM_INLINE bool Watchdog::renew(SemaphoreCore& core, LaneConnection& w) {
+  const auto permits = core.held_permits();
+  if (permits.empty()) return true;
+  const int slot = per_slot_ ? core.slot() : -1;
+  const auto connect = [&](Clock::time_point deadline) -> Connection* {
+    // The lane's node serves the slot as far as the map knows (take_due), so the connection
+    // stays where it is; otherwise (a failover, a migration) it goes where the map says.
+    if (w.conn) w.conn->use_slot(slot);
+    if (!w.conn || w.conn->broken()) {
+      try {
+        w.conn = std::make_unique<Connection>(options_, discovery_, slot, deadline);
+        if (std::exchange(w.connected, true)) MetricCounters::add(*core.reconnect_counter());
+      } catch (const std::exception& e) {
+        w.conn.reset();
+        core.log(LogLevel::warning, fmt::format("fairsem: {}: the renewal cannot connect: {}",
+                                                core.where(), e.what()));
+        return nullptr;
+      }
+    }
+    w.used = Clock::now();
+    // Reconnects during the round count for the semaphore whose permits it renews.
+    w.conn->count_reconnects(core.reconnect_counter());
+    return w.conn.get();
+  };
+  return core.renew_round(connect, permits);
+}
+
+}  // namespace fairsem::detail
