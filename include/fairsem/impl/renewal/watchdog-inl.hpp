@@ -38,21 +38,19 @@ FAIRSEM_INLINE Watchdog::Watchdog(ConnectionOptions options, std::shared_ptr<Dis
 FAIRSEM_INLINE Watchdog::~Watchdog() { stop(); }
 
 FAIRSEM_INLINE void Watchdog::stop() noexcept {
-  std::vector<std::thread> threads;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
-    for (auto& entry : lanes_) {
-      if (entry.second->thread.joinable()) threads.push_back(std::move(entry.second->thread));
-      entry.second->cv.notify_all();
-    }
-    lanes_.clear();
-    for (std::thread& t : retired_) threads.push_back(std::move(t));
-    retired_.clear();
-  }
   // Stopped on a lane's own thread (its round dropped the last reference to the Client): that
   // thread is parked, sees stop_ and leaves.
-  for (std::thread& t : threads) join_or_park(t);
+  stop_threads(
+      mu_,
+      [&](std::vector<OwnedThread>& ending) {
+        stop_ = true;
+        for (auto& entry : lanes_) {
+          ending.push_back(entry.second->thread.take());
+          entry.second->cv.notify_all();
+        }
+        lanes_.clear();
+      },
+      [] {});
   // Last: the lanes' rounds post to it. No callback is left queued (each holds its semaphore,
   // and so the Client, which is being destroyed).
   notifier_.stop();
@@ -64,17 +62,17 @@ FAIRSEM_INLINE std::optional<std::string> Watchdog::route(int slot) const {
   return std::nullopt;
 }
 
-FAIRSEM_INLINE Watchdog::Lane& Watchdog::lane_for(const std::string& key) {
+FAIRSEM_INLINE Watchdog::Lane& Watchdog::lane_for(const std::string& key,
+                                                  std::vector<OwnedThread>& ended) {
   std::shared_ptr<Lane>& lane = lanes_[key];
-  if (!lane) {
-    try {
-      auto made = std::make_shared<Lane>(key);
-      made->thread = std::thread(&Watchdog::run, shared_from_this(), made);
-      lane = std::move(made);
-    } catch (...) {
-      lanes_.erase(key);
-      throw;
-    }
+  const bool made = !lane;
+  try {
+    if (made) lane = std::make_shared<Lane>(key);
+    // A lane that retired starts again; its thread that ended is let go of after the lock.
+    ended.push_back(lane->thread.start([self = shared_from_this(), lane] { run(self, lane); }));
+  } catch (...) {
+    if (made && !(lane && lane->thread.running())) lanes_.erase(key);
+    throw;
   }
   return *lane;
 }
@@ -85,35 +83,33 @@ FAIRSEM_INLINE void Watchdog::add(Lane& lane, Watched w) {
   lane.cv.notify_all();
 }
 
-FAIRSEM_INLINE void Watchdog::join_retired() noexcept {
-  std::vector<std::thread> retired;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    retired.swap(retired_);
-  }
-  for (std::thread& t : retired) join_or_park(t);
-}
-
 FAIRSEM_INLINE void Watchdog::watch(const std::shared_ptr<SemaphoreCore>& core,
                                     std::chrono::milliseconds interval) {
-  join_retired();
+  std::vector<OwnedThread> ended;  // let go of after the lock
   std::lock_guard<std::mutex> lock(mu_);
   if (stop_) return;
-  for (const auto& entry : lanes_) {
-    for (const Watched& w : entry.second->watched) {
+  for (auto it = lanes_.begin(); it != lanes_.end();) {
+    // A lane that retired (nothing left to renew on its node) is joined now.
+    if (it->second->thread.retired()) {
+      ended.push_back(it->second->thread.take());
+      it = lanes_.erase(it);
+      continue;
+    }
+    for (const Watched& w : it->second->watched) {
       if (w.key == core.get() && !w.core.expired()) return;
     }
+    ++it;
   }
   // Not known now (a slot map being asked for): the lane of unknown nodes, "", which hands it
   // on once its node is known.
   const std::string key = route(core->slot()).value_or(std::string());
   // The lane first: if it cannot start, nothing is left watched that nobody renews.
-  Lane& lane = lane_for(key);
+  Lane& lane = lane_for(key, ended);
   add(lane, {core, core.get(), core->slot(), interval, Clock::now() + interval});
 }
 
 FAIRSEM_INLINE std::vector<std::shared_ptr<SemaphoreCore>> Watchdog::take_due(
-    Lane& lane, Clock::time_point round) {
+    Lane& lane, Clock::time_point round, std::vector<OwnedThread>& ended) {
   std::vector<std::shared_ptr<SemaphoreCore>> due;
   for (auto it = lane.watched.begin(); it != lane.watched.end();) {
     if (it->next > round) {
@@ -133,7 +129,7 @@ FAIRSEM_INLINE std::vector<std::shared_ptr<SemaphoreCore>> Watchdog::take_due(
       try {
         Watched moved = *it;
         moved.next = round;
-        add(lane_for(*node), std::move(moved));
+        add(lane_for(*node, ended), std::move(moved));
         it = lane.watched.erase(it);
         continue;
       } catch (...) {
@@ -159,11 +155,9 @@ FAIRSEM_INLINE void Watchdog::run(const std::shared_ptr<Watchdog>& self,
                                  [](const Watched& w) { return w.core.expired(); }),
                   watched.end());
     if (watched.empty()) {
-      // Nothing left to renew on this node: the lane leaves (joined by the next watch() or
-      // stop()); a semaphore watched on it later starts another.
-      const auto it = self->lanes_.find(lane->key);
-      if (it != self->lanes_.end() && it->second == lane) self->lanes_.erase(it);
-      self->retired_.push_back(std::move(lane->thread));
+      // Nothing left to renew on this node: the lane retires (joined by the next watch() or
+      // stop(), or by the start of a semaphore handed to it meanwhile).
+      lane->thread.retire();
       return;
     }
     const std::uint64_t generation = lane->generation;
@@ -174,10 +168,12 @@ FAIRSEM_INLINE void Watchdog::run(const std::shared_ptr<Watchdog>& self,
       lane->cv.wait_until(lock, next, changed);
       continue;
     }
-    std::vector<std::shared_ptr<SemaphoreCore>> due = self->take_due(*lane, Clock::now());
+    std::vector<OwnedThread> ended;  // let go of after the lock
+    std::vector<std::shared_ptr<SemaphoreCore>> due = self->take_due(*lane, Clock::now(), ended);
     auto longest = std::chrono::milliseconds(0);  // of the intervals of what it renews
     for (const Watched& w : watched) longest = std::max(longest, w.interval);
     lock.unlock();
+    ended.clear();
     std::vector<const SemaphoreCore*> failed;
     for (const auto& core : due) {
       if (!self->renew(*core, connection)) failed.push_back(core.get());

@@ -15,7 +15,6 @@
 #include <mutex>
 #include <optional>
 #include <string>
-#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -23,6 +22,7 @@
 #include "fairsem/impl/net/connection.hpp"
 #include "fairsem/impl/net/discovery.hpp"
 #include "fairsem/impl/threads/notifier.hpp"
+#include "fairsem/impl/threads/owned_thread.hpp"
 
 namespace fairsem::detail {
 
@@ -71,7 +71,7 @@ class Watchdog : public std::enable_shared_from_this<Watchdog> {
   struct Lane {
     explicit Lane(std::string node) : key(std::move(node)) {}
     const std::string key;  // the node's endpoint ("" for the only node, or one not known yet)
-    std::thread thread;
+    OwnedThread thread;     // retires when nothing is left to renew
     std::condition_variable cv;
     std::vector<Watched> watched;
     std::uint64_t generation = 0;  // counts the entries added, so that the thread sees them
@@ -87,15 +87,15 @@ class Watchdog : public std::enable_shared_from_this<Watchdog> {
   /// The lane key of the node serving `slot`: "" outside a Cluster; nullopt when the slot map
   /// does not know now (never waits for it).
   std::optional<std::string> route(int slot) const;
-  /// The lane for `key`, started if it is not running. Caller holds mu_.
-  Lane& lane_for(const std::string& key);
+  /// The lane for `key`, started if it is not running. Caller holds mu_, and lets go of
+  /// `ended` (the thread of a lane that retired and starts again) after it.
+  Lane& lane_for(const std::string& key, std::vector<OwnedThread>& ended);
   /// Adds `w` to `lane` and wakes its thread. Caller holds mu_.
   static void add(Lane& lane, Watched w);
   /// The entries of `lane` due at `round`: those that route to another node now are handed to
-  /// that node's lane instead. Caller holds mu_.
-  std::vector<std::shared_ptr<SemaphoreCore>> take_due(Lane& lane, Clock::time_point round);
-  /// Joins the threads of the lanes that retired. Not under mu_.
-  void join_retired() noexcept;
+  /// that node's lane instead. Caller holds mu_, and lets go of `ended` after it (lane_for).
+  std::vector<std::shared_ptr<SemaphoreCore>> take_due(Lane& lane, Clock::time_point round,
+                                                       std::vector<OwnedThread>& ended);
 
   static void run(const std::shared_ptr<Watchdog>& self, const std::shared_ptr<Lane>& lane);
   /// One round for `core`: its permits renewed on the lane's connection `w` (made under their
@@ -113,9 +113,8 @@ class Watchdog : public std::enable_shared_from_this<Watchdog> {
   const bool per_slot_;  // Cluster: lanes per node, each semaphore routed by its slot
   Notifier notifier_;
 
-  std::mutex mu_;  // guards lanes_, retired_, stop_ and every Lane
+  std::mutex mu_;        // guards lanes_, stop_ and every Lane
   std::unordered_map<std::string, std::shared_ptr<Lane>> lanes_;
-  std::vector<std::thread> retired_;  // threads of lanes that left, to be joined
   bool stop_ = false;
 };
 

@@ -8,22 +8,22 @@
 
 namespace fairsem::detail {
 
-FAIRSEM_INLINE Executor::Executor(std::size_t threads) : thread_count_(threads) {}
+FAIRSEM_INLINE Executor::Executor(std::size_t threads) : threads_(threads) {}
 
-FAIRSEM_INLINE Executor::~Executor() {
-  std::vector<std::thread> threads;
-  {
-    std::lock_guard<std::mutex> lock(queue_->mu);
-    queue_->stop = true;
-    threads = std::move(threads_);
-  }
-  queue_->cv.notify_all();
-  // Destroyed from one of its own tasks, that thread is parked (thread_reaper.hpp).
-  for (std::thread& t : threads) join_or_park(t);
+FAIRSEM_INLINE Executor::~Executor() { stop(); }
+
+FAIRSEM_INLINE void Executor::stop() noexcept {
+  stop_threads(
+      queue_->mu,
+      [&](std::vector<OwnedThread>& ending) {
+        queue_->stop = true;
+        for (OwnedThread& t : threads_) ending.push_back(t.take());
+      },
+      [&] { queue_->cv.notify_all(); });
 }
 
 FAIRSEM_INLINE void Executor::start_threads() {
-  while (threads_.size() < thread_count_) threads_.emplace_back(&Executor::run, queue_);
+  for (OwnedThread& t : threads_) t.start([queue = queue_] { run(queue); });
 }
 
 FAIRSEM_INLINE void Executor::post(Task task) {

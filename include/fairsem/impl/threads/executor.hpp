@@ -2,7 +2,8 @@
 
 // The Client's worker threads for asynchronous acquires: a fixed number of threads run posted
 // tasks (script calls, so they may block for one round trip) and tasks due at a time (polls and
-// deadlines). Internal.
+// deadlines). With one thread, the tasks run one at a time in the order posted (Notifier).
+// Internal.
 
 #include <chrono>
 #include <condition_variable>
@@ -12,8 +13,9 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <thread>
 #include <vector>
+
+#include "fairsem/impl/threads/owned_thread.hpp"
 
 namespace fairsem::detail {
 
@@ -24,9 +26,7 @@ class Executor {
 
   /// Starts nothing yet: the threads start with the first task.
   explicit Executor(std::size_t threads);
-  /// Runs no further task (those still queued are dropped) and joins the threads; a thread
-  /// that destroys its Executor (the last reference dropped by one of its tasks) is parked
-  /// (thread_reaper.hpp), and leaves touching nothing of the Executor's.
+  /// stop().
   ~Executor();
   Executor(const Executor&) = delete;
   Executor& operator=(const Executor&) = delete;
@@ -35,6 +35,10 @@ class Executor {
   void post(Task task);
   /// Runs `task` on a worker thread at `when` (or soon after).
   void post_at(Clock::time_point when, Task task);
+  /// Runs no further task (those still queued are dropped; later ones are ignored) and joins
+  /// the threads; a thread that stops its Executor (the last reference dropped by one of its
+  /// tasks) is parked (thread_reaper.hpp), and leaves touching nothing of the Executor's.
+  void stop() noexcept;
 
  private:
   /// What the threads use: shared with them, so it outlives an Executor destroyed on one.
@@ -48,9 +52,8 @@ class Executor {
   static void run(const std::shared_ptr<Queue>& queue);
   void start_threads();  // with queue_->mu held
 
-  const std::size_t thread_count_;
   const std::shared_ptr<Queue> queue_ = std::make_shared<Queue>();
-  std::vector<std::thread> threads_;  // guarded by queue_->mu
+  std::vector<OwnedThread> threads_;  // guarded by queue_->mu
 };
 
 }  // namespace fairsem::detail

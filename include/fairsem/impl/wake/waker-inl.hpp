@@ -60,21 +60,20 @@ FAIRSEM_INLINE void Waker::poke() noexcept {
 }
 
 FAIRSEM_INLINE void Waker::stop() noexcept {
-  std::thread thread;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
-    thread = std::move(thread_);
-  }
-  poke();  // ends a wait for the BRPOPs under way at once
   // Stopped from its own thread (a wake-up's hook dropped the last reference to the runtime):
   // that thread is parked rather than joining itself.
-  join_or_park(thread);
+  stop_threads(
+      mu_,
+      [&](std::vector<OwnedThread>& ending) {
+        stop_ = true;
+        ending.push_back(thread_.take());
+      },
+      [&] { poke(); });  // ends a wait for the BRPOPs under way at once
 }
 
 FAIRSEM_INLINE bool Waker::running() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return thread_.joinable() && !retired_;
+  return thread_.running();
 }
 
 FAIRSEM_INLINE bool Waker::serves(int slot) const {
@@ -103,16 +102,12 @@ FAIRSEM_INLINE void Waker::list(WakeSubscription& sub, Connection& conn,
   bool hook_due = false;
   bool handed = false;
   std::string kick_key;
-  std::thread retired;
+  // One that ended idle has let go of the lock for good, and closes its connections: joined
+  // after the lock, which the other waiters need meanwhile.
+  OwnedThread retired;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (retired_) {
-      // Ended idle: it has let go of the lock for good, and closes its connections; joined
-      // after the lock, which the other waiters need meanwhile.
-      retired = std::move(thread_);
-      retired_ = false;
-    }
-    if (!thread_.joinable() && !stop_) thread_ = std::thread(&Waker::run, this);
+    if (!stop_) retired = thread_.start([this] { run(); });
     auto lane_at = lanes_.find(sub.slot_);
     if (lane_at == lanes_.end()) {
       // Its kick list is under the wake prefix of the semaphore that opens it (inbox less the
@@ -158,7 +153,7 @@ FAIRSEM_INLINE void Waker::list(WakeSubscription& sub, Connection& conn,
     }
   }
   if (wake_thread) poke();
-  if (retired.joinable()) retired.join();
+  retired.let_go();
   if (hook_due) {
     try {
       sub.hook_();

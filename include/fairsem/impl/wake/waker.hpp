@@ -17,7 +17,6 @@
 #include <mutex>
 #include <optional>
 #include <string>
-#include <thread>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
@@ -26,6 +25,7 @@
 #include "fairsem/connection_options.hpp"
 #include "fairsem/impl/net/connection.hpp"
 #include "fairsem/impl/net/discovery.hpp"
+#include "fairsem/impl/threads/owned_thread.hpp"
 
 namespace fairsem::detail {
 
@@ -282,10 +282,9 @@ class Waker : public std::enable_shared_from_this<Waker> {
   // call's reply and its subscribe(), or between a delivered wake-up and rearm().
   std::unordered_map<std::string, Unclaimed> unclaimed_;
   bool stop_ = false;
-  bool retired_ = false;             // the thread ended, idle (thread_ is still to be joined)
   std::array<int, 2> poke_{-1, -1};  // a pipe: a byte written ends the thread's poll(2)
   std::vector<std::function<void()>> due_hooks_;  // to call after this round (thread only)
-  std::thread thread_;
+  OwnedThread thread_;                            // retires when no lane is left
 };
 
 }  // namespace fairsem::detail

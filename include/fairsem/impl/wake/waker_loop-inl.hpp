@@ -97,7 +97,7 @@ FAIRSEM_INLINE bool Waker::plan(std::vector<Lane*>& due,
   }
   if (lanes_.empty()) {
     // Idle: the thread ends (it is joined by the next subscription, or by stop()).
-    retired_ = true;
+    thread_.retire();
     return false;
   }
   return true;
