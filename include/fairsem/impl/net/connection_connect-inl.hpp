@@ -22,6 +22,7 @@
 #include "fairsem/impl/net/hiredis_context.hpp"
 #include "fairsem/impl/net/hiredis_reply.hpp"
 #include "fairsem/impl/net/tls.hpp"
+#include "fairsem/impl/scope_exit.hpp"
 #include "fairsem/impl/text.hpp"
 
 namespace fairsem::detail {
@@ -298,11 +299,7 @@ FAIRSEM_INLINE void Connection::connect_by(
   }
   const std::optional<std::chrono::steady_clock::time_point> kept = deadline_;
   if (deadline && (!kept || *deadline < *kept)) deadline_ = deadline;
-  struct Restore {
-    Connection& c;
-    std::optional<std::chrono::steady_clock::time_point> kept;
-    ~Restore() { c.deadline_ = kept; }
-  } restore{*this, kept};
+  const ScopeExit restore([this, kept] { deadline_ = kept; });
   reconnect();
 }
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "fairsem/errors.hpp"
+#include "fairsem/impl/scope_exit.hpp"
 #include "fairsem/impl/text.hpp"
 
 namespace fairsem::detail {
@@ -78,14 +79,11 @@ FAIRSEM_INLINE Reply CallBatcher::eval(Connection& conn, const Script& script, c
 
 FAIRSEM_INLINE Reply CallBatcher::eval_alone(Connection& conn, const Script& script,
                                              const Args& keys, const Args& args) {
-  struct Done {
-    CallBatcher& self;
-    ~Done() {
-      std::lock_guard<std::mutex> done_lock(self.mu_);
-      self.sending_ = false;
-      self.pass_turn();
-    }
-  } done{*this};
+  const ScopeExit done([this] {
+    std::lock_guard<std::mutex> done_lock(mu_);
+    sending_ = false;
+    pass_turn();
+  });
   return conn.eval(script, keys, args);
 }
 

@@ -17,6 +17,7 @@
 #include <system_error>
 #include <utility>
 
+#include "fairsem/impl/scope_exit.hpp"
 #include "fairsem/impl/semaphore/async_acquire.hpp"
 #include "fairsem/impl/semaphore/semaphore_core.hpp"
 #include "fairsem/impl/text.hpp"
@@ -158,10 +159,7 @@ namespace semaphore_helpers {
 FAIRSEM_INLINE void cancel_pending(const std::shared_ptr<detail::SemaphoreCore>& core) noexcept {
   if (!core) return;  // moved from
   // Then the releases handed to the worker threads (the cancelled requests' among them).
-  struct WaitForReleases {
-    detail::Runtime& runtime;
-    ~WaitForReleases() { runtime.wait_for_releases(); }
-  } releases{core->runtime()};
+  const detail::ScopeExit releases([&runtime = core->runtime()] { runtime.wait_for_releases(); });
   try {
     core->end_requests(std::make_exception_ptr(
         CancelledError(fmt::format("fairsem: semaphore '{}': the FairSemaphore was destroyed "

@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "fairsem/impl/protocol/server_support.hpp"
+#include "fairsem/impl/scope_exit.hpp"
 #include "fairsem/impl/semaphore/acquire_io.hpp"
 #include "fairsem/impl/semaphore/semaphore_core.hpp"
 #include "fairsem/impl/threads/thread_reaper.hpp"
@@ -127,18 +128,16 @@ FAIRSEM_INLINE AcquireEvent AcquireIo::call(const AcquireAction& action) {
     // Client's waker. Borrowed and connected first (an idle one to a server that went away,
     // again), by the deadline, so that a failure to connect leaves nothing to undo.
     if (!conn_) conn_.emplace(core_, action.until);
-    struct Interruptible {
-      Connection& c;
-      ~Interruptible() { c.set_interrupt(nullptr); }
-    } interruptible{**conn_};
-    interruptible.c.set_interrupt(&interrupted_);
-    interruptible.c.connect_by(action.until);
+    Connection& c = **conn_;
+    const ScopeExit interruptible([&c] { c.set_interrupt(nullptr); });
+    c.set_interrupt(&interrupted_);
+    c.connect_by(action.until);
     reached = true;
     const auto sent = Clock::now();
     sent_ = sent;
-    AcquireReply reply = core_.run_acquire(
-        **conn_, id_, action.kind == AcquireAction::Kind::send_try ? "try" : "queue", units_,
-        action.ticket, action.fresh);
+    AcquireReply reply =
+        core_.run_acquire(c, id_, action.kind == AcquireAction::Kind::send_try ? "try" : "queue",
+                          units_, action.ticket, action.fresh);
     turn_.reset();  // the ticket is drawn: the next request may draw its own
     return AcquireEvent::replied(std::move(reply), sent, Clock::now());
   } catch (const QueueFullError&) {

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "fairsem/impl/protocol/server_support.hpp"
+#include "fairsem/impl/scope_exit.hpp"
 #include "fairsem/impl/threads/thread_reaper.hpp"
 
 namespace fairsem::detail {
@@ -35,10 +36,7 @@ FAIRSEM_INLINE std::exception_ptr SemaphoreCore::leave(std::optional<Borrowed>& 
     }
     if (!conn) conn.emplace(*this);
     Connection& c = **conn;
-    struct Bounded {
-      Connection& c;
-      ~Bounded() { c.set_deadline(std::nullopt); }
-    } bounded{c};
+    const ScopeExit bounded([&c] { c.set_deadline(std::nullopt); });
     c.set_deadline(Clock::now() + runtime_->options().command_timeout);
     run(c, "release", {id, std::to_string(ticket), receipt_arg_, "leaving"});
     leaves_away_until_.store(0);
@@ -102,16 +100,13 @@ FAIRSEM_INLINE void SemaphoreCore::retry_leaves() {
     pending.swap(leaves_);
     leaves_running_ = true;
   }
-  struct Running {
-    SemaphoreCore& core;
-    ~Running() {
-      {
-        std::lock_guard<std::mutex> lock(core.leaves_mu_);
-        core.leaves_running_ = false;
-      }
-      core.leaves_cv_.notify_all();
+  const ScopeExit running([this] {
+    {
+      std::lock_guard<std::mutex> lock(leaves_mu_);
+      leaves_running_ = false;
     }
-  } running{*this};
+    leaves_cv_.notify_all();
+  });
   // One at a time, and none after a failure that passes: while the server is away, one call
   // a round finds that out, not one per entry.
   std::vector<PendingLeave> again;
