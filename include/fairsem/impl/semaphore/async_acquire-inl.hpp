@@ -83,12 +83,7 @@ FAIRSEM_INLINE std::function<void()> AsyncAcquire::task() {
 FAIRSEM_INLINE void AsyncAcquire::step() {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (finished_) return;
-    if (running_) {
-      again_ = true;
-      return;
-    }
-    running_ = true;
+    if (finished_ || !steps_.enter()) return;
   }
   for (;;) {
     try {
@@ -108,11 +103,11 @@ FAIRSEM_INLINE void AsyncAcquire::step() {
     // for good, the other would not wait for callbacks where it must (end_requests).
     io_.let_go();
     std::lock_guard<std::mutex> lock(mu_);
-    if (!again_ || finished_) {
-      running_ = false;
+    if (finished_) {
+      steps_.end();
       return;
     }
-    again_ = false;
+    if (!steps_.again()) return;
   }
 }
 

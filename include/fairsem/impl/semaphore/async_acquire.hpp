@@ -16,6 +16,7 @@
 #include "fairsem/impl/protocol/acquire_fsm.hpp"
 #include "fairsem/impl/runtime/admission.hpp"
 #include "fairsem/impl/semaphore/acquire_io.hpp"
+#include "fairsem/impl/threads/serial_runs.hpp"
 #include "fairsem/semaphore.hpp"
 
 namespace fairsem::detail {
@@ -70,9 +71,8 @@ class AsyncAcquire : public std::enable_shared_from_this<AsyncAcquire> {
   const Clock::time_point started_ = Clock::now();
   AcquireCallback done_;
 
-  std::mutex mu_;  // guards the five below
-  bool running_ = false;
-  bool again_ = false;
+  std::mutex mu_;  // guards the four below
+  SerialRuns steps_;
   bool finished_ = false;
   std::exception_ptr cancelled_;
   std::optional<AdmissionTurn> turn_;  // given by admitted(), taken by the next step

@@ -35,6 +35,7 @@
 #include "fairsem/impl/semaphore/in_flight.hpp"
 #include "fairsem/impl/semaphore/observation.hpp"
 #include "fairsem/impl/semaphore/semaphore_state.hpp"
+#include "fairsem/impl/threads/serial_runs.hpp"
 #include "fairsem/semaphore.hpp"
 
 namespace fairsem::detail {
@@ -305,9 +306,9 @@ class SemaphoreCore : public std::enable_shared_from_this<SemaphoreCore> {
   std::mutex leaves_mu_;  // guards the five below
   std::condition_variable leaves_cv_;
   std::vector<PendingLeave> leaves_;
-  bool leaves_scheduled_ = false;  // a retry_leaves() is posted or runs
-  bool leaves_running_ = false;    // a retry_leaves() runs
-  bool leaves_closed_ = false;     // close_leaves() ran: leaves are dropped
+  SerialRuns leave_runs_;        // of retry_leaves(), posted or running
+  bool leaves_running_ = false;  // a retry_leaves() runs
+  bool leaves_closed_ = false;   // close_leaves() ran: leaves are dropped
   RetryBackoff leave_backoff_{
       static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count())};
 

@@ -65,7 +65,7 @@ FAIRSEM_INLINE void SemaphoreCore::leave_later(const std::string& id, long long 
       std::lock_guard<std::mutex> lock(leaves_mu_);
       if (leaves_closed_) return;  // the handle is gone: the entry expires by `until`
       leaves_.push_back({id, ticket, until});
-      if (std::exchange(leaves_scheduled_, true)) return;  // the retry under way takes it
+      if (!leave_runs_.enter()) return;  // the retry under way takes it
     }
     runtime_->executor().post([weak = weak_from_this()] {
       if (auto self = weak.lock()) self->retry_leaves();
@@ -73,7 +73,7 @@ FAIRSEM_INLINE void SemaphoreCore::leave_later(const std::string& id, long long 
   } catch (const std::exception& e) {
     {
       std::lock_guard<std::mutex> lock(leaves_mu_);
-      leaves_scheduled_ = false;
+      leave_runs_.end();
     }
     log(LogLevel::warning, fmt::format("fairsem: {}: could not leave the queue later ({}); the "
                                        "entry expires within one lease",
@@ -94,7 +94,7 @@ FAIRSEM_INLINE void SemaphoreCore::retry_leaves() {
   {
     std::lock_guard<std::mutex> lock(leaves_mu_);
     if (leaves_closed_) {
-      leaves_scheduled_ = false;
+      leave_runs_.end();
       return;
     }
     pending.swap(leaves_);
@@ -136,7 +136,7 @@ FAIRSEM_INLINE void SemaphoreCore::retry_leaves() {
                      std::make_move_iterator(again.end()));
     }
     if (leaves_.empty()) {
-      leaves_scheduled_ = false;
+      leave_runs_.end();
       leave_backoff_.reset();
       return;
     }
@@ -151,7 +151,7 @@ FAIRSEM_INLINE void SemaphoreCore::retry_leaves() {
     {
       std::lock_guard<std::mutex> lock(leaves_mu_);
       leaves_.clear();
-      leaves_scheduled_ = false;
+      leave_runs_.end();
     }
     log(LogLevel::warning, fmt::format("fairsem: {}: could not leave the queue later ({}); the "
                                        "entries expire within one lease",
