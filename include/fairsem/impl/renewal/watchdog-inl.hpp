@@ -33,7 +33,8 @@ FAIRSEM_INLINE Watchdog::Watchdog(ConnectionOptions options, std::shared_ptr<Dis
       discovery_(std::move(discovery)),
       idle_timeout_(idle_timeout),
       // Sentinel: one master serves every slot, so one connection serves every semaphore.
-      per_slot_(discovery_ && !discovery_->sentinel()) {}
+      per_slot_(discovery_ && !discovery_->sentinel()),
+      lanes_(discovery_) {}
 
 FAIRSEM_INLINE Watchdog::~Watchdog() { stop(); }
 
@@ -54,12 +55,6 @@ FAIRSEM_INLINE void Watchdog::stop() noexcept {
   // Last: the lanes' rounds post to it. No callback is left queued (each holds its semaphore,
   // and so the Client, which is being destroyed).
   notifier_.stop();
-}
-
-FAIRSEM_INLINE std::optional<std::string> Watchdog::route(int slot) const {
-  if (!per_slot_) return std::string();
-  if (auto node = discovery_->known_target(slot)) return node->endpoint();
-  return std::nullopt;
 }
 
 FAIRSEM_INLINE Watchdog::Lane& Watchdog::lane_for(const std::string& key,
@@ -102,7 +97,7 @@ FAIRSEM_INLINE void Watchdog::watch(const std::shared_ptr<SemaphoreCore>& core,
   }
   // Not known now (a slot map being asked for): the lane of unknown nodes, "", which hands it
   // on once its node is known.
-  const std::string key = route(core->slot()).value_or(std::string());
+  const std::string key = lanes_.route(core->slot()).value_or(std::string());
   // The lane first: if it cannot start, nothing is left watched that nobody renews.
   Lane& lane = lane_for(key, ended);
   add(lane, {core, core.get(), core->slot(), interval, Clock::now() + interval});
@@ -124,7 +119,7 @@ FAIRSEM_INLINE std::vector<std::shared_ptr<SemaphoreCore>> Watchdog::take_due(
     }
     // Another node serves its slot now (a failover, a migration, or a node not known when it
     // was watched): that node's lane renews it from now on, starting at once.
-    const std::optional<std::string> node = route(it->slot);
+    const std::optional<std::string> node = lanes_.route(it->slot);
     if (node && *node != lane.key) {
       try {
         Watched moved = *it;

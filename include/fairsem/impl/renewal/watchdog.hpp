@@ -21,6 +21,7 @@
 #include "fairsem/connection_options.hpp"
 #include "fairsem/impl/net/connection.hpp"
 #include "fairsem/impl/net/discovery.hpp"
+#include "fairsem/impl/net/per_node.hpp"
 #include "fairsem/impl/threads/notifier.hpp"
 #include "fairsem/impl/threads/owned_thread.hpp"
 
@@ -84,9 +85,6 @@ class Watchdog : public std::enable_shared_from_this<Watchdog> {
     Clock::time_point used;  // by the last renewal that had permits to renew
   };
 
-  /// The lane key of the node serving `slot`: "" outside a Cluster; nullopt when the slot map
-  /// does not know now (never waits for it).
-  std::optional<std::string> route(int slot) const;
   /// The lane for `key`, started if it is not running. Caller holds mu_, and lets go of
   /// `ended` (the thread of a lane that retired and starts again) after it.
   Lane& lane_for(const std::string& key, std::vector<OwnedThread>& ended);
@@ -114,7 +112,7 @@ class Watchdog : public std::enable_shared_from_this<Watchdog> {
   Notifier notifier_;
 
   std::mutex mu_;        // guards lanes_, stop_ and every Lane
-  std::unordered_map<std::string, std::shared_ptr<Lane>> lanes_;
+  PerNode<Lane> lanes_;  // by node (PerNode::route)
   bool stop_ = false;
 };
 

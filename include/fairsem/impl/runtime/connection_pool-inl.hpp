@@ -34,6 +34,7 @@ FAIRSEM_INLINE bool ConnectionPool::this_thread_holds_a_connection() noexcept {
 
 FAIRSEM_INLINE std::unique_ptr<Connection> ConnectionPool::take(
     int slot, std::optional<std::chrono::steady_clock::time_point> deadline) {
+  owner_.check("this Client");
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     const auto it = idle_.find(slot);

@@ -69,7 +69,7 @@ FAIRSEM_INLINE Reply Runtime::eval(Connection& conn, const Script& script, const
 }
 
 FAIRSEM_INLINE std::vector<Connection> Runtime::master_connections() const {
-  owner_.check("this Client");
+  owner().check("this Client");
   std::vector<Connection> out;
   if (!discovery_) {
     out.emplace_back(options_);
@@ -109,7 +109,7 @@ FAIRSEM_INLINE void Runtime::post_release(Executor::Task release) {
 }
 
 FAIRSEM_INLINE void Runtime::wait_for_releases() noexcept {
-  if (on_fairsems_thread() || this_thread_holds_a_connection()) return;
+  if (on_fairsems_thread() || ConnectionPool::this_thread_holds_a_connection()) return;
   std::unique_lock<std::mutex> lock(releases_->mu);
   releases_->cv.wait(lock, [&] { return releases_->count == 0; });
 }
@@ -151,15 +151,8 @@ FAIRSEM_INLINE std::shared_ptr<Waker> Runtime::waker(int slot) {
     }
     wakers_sweep_at_ = std::max<std::size_t>(64, 2 * slot_wakers_.size());
   }
-  // The node the slot map names now; "" outside a Cluster (a single server, or the one master
-  // through Sentinel), or while the map does not know the slot.
-  std::string node;
-  if (discovery_ && !discovery_->sentinel() && slot >= 0) {
-    if (const std::optional<NodeAddress> target = discovery_->known_target(slot)) {
-      node = target->endpoint();
-    }
-  }
-  std::shared_ptr<Waker>& waker = wakers_[node];
+  // The node the slot map names now; "" while the map does not know the slot.
+  std::shared_ptr<Waker>& waker = wakers_[wakers_.route(slot).value_or(std::string())];
   if (!waker) {
     waker = std::make_shared<Waker>(runtime_helpers::for_role(options_, "wake"), discovery_,
                                     random_id(), client_id_, idle_timeout_, waker_group_);

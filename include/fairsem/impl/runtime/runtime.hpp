@@ -1,10 +1,10 @@
 #pragma once
 
-// What a Client shares among its semaphores, each part a unit of its own: the options, the
-// Discovery of a Cluster or Sentinel deployment, the connection pool (connection_pool.hpp), the
-// worker threads (executor.hpp), the wake-up path of waiting acquires (waker.hpp, one per
-// node), the watchdog that renews held permits (watchdog.hpp), the admission lines
-// (admission.hpp) and the count of releases handed to the workers. Internal.
+// What a Client shares among its semaphores, each part a unit of its own, handed to its callers
+// as it is: the options, the Discovery of a Cluster or Sentinel deployment, the connection pool
+// (connection_pool.hpp), the worker threads (executor.hpp), the wake-up path of waiting
+// acquires (waker.hpp, one per node), the watchdog that renews held permits (watchdog.hpp), the
+// admission lines (admission.hpp) and the count of releases handed to the workers. Internal.
 
 #include <chrono>
 #include <condition_variable>
@@ -18,6 +18,7 @@
 #include "fairsem/connection_options.hpp"
 #include "fairsem/impl/net/connection.hpp"
 #include "fairsem/impl/net/discovery.hpp"
+#include "fairsem/impl/net/per_node.hpp"
 #include "fairsem/impl/renewal/watchdog.hpp"
 #include "fairsem/impl/runtime/admission.hpp"
 #include "fairsem/impl/runtime/call_batcher.hpp"
@@ -43,19 +44,12 @@ class Runtime : public std::enable_shared_from_this<Runtime> {
   /// Cluster and Sentinel: where connections go (shared by all of them); null standalone.
   const std::shared_ptr<Discovery>& discovery() const noexcept { return discovery_; }
 
-  /// The process the Client belongs to (fork.hpp).
-  const OwnerProcess& owner() const noexcept { return owner_; }
+  /// The process the Client belongs to (fork.hpp): its pool's.
+  const OwnerProcess& owner() const noexcept { return pool_.owner(); }
 
-  /// A pool connection for cluster hash slot `slot` (-1 standalone): ConnectionPool::take.
-  /// In a child made by fork(), throws ForkedProcessError instead: every call to Redis takes
-  /// one.
-  std::unique_ptr<Connection> take(
-      int slot, std::optional<std::chrono::steady_clock::time_point> deadline = std::nullopt) {
-    owner_.check("this Client");
-    return pool_.take(slot, deadline);
-  }
-  /// ConnectionPool::give_back.
-  void give_back(std::unique_ptr<Connection> conn) noexcept { pool_.give_back(std::move(conn)); }
+  /// The connections of script calls; in a child made by fork(), taking one throws
+  /// ForkedProcessError: every call to Redis takes one.
+  ConnectionPool& pool() noexcept { return pool_; }
   /// Runs `script` as conn.eval() does; with ClientOptions::batch_calls, in a batch with the
   /// calls other threads make to the same node (CallBatcher), unless `conn` has a deadline.
   Reply eval(Connection& conn, const Script& script, const Args& keys, const Args& args,
@@ -64,11 +58,6 @@ class Runtime : public std::enable_shared_from_this<Runtime> {
   /// name, each master of a Cluster (from a fresh CLUSTER SLOTS). For what walks every node
   /// (listings, function libraries). Throws ForkedProcessError in a child made by fork().
   std::vector<Connection> master_connections() const;
-  /// ConnectionPool::this_thread_holds_a_connection.
-  static bool this_thread_holds_a_connection() noexcept {
-    return ConnectionPool::this_thread_holds_a_connection();
-  }
-
   /// The worker threads of asynchronous acquires.
   Executor& executor() noexcept { return executor_; }
 
@@ -98,13 +87,10 @@ class Runtime : public std::enable_shared_from_this<Runtime> {
   /// thread with the last; slots and wakers nobody waits on are forgotten as more are used.
   std::shared_ptr<Waker> waker(int slot);
 
-  /// Watchdog::watch.
-  void watch(const std::shared_ptr<SemaphoreCore>& core, std::chrono::milliseconds interval) {
-    watchdog_->watch(core, interval);
-  }
+  /// The renewals of held permits.
+  Watchdog& watchdog() noexcept { return *watchdog_; }
 
  private:
-  const OwnerProcess owner_;
   const ConnectionOptions options_;
   const std::shared_ptr<Discovery> discovery_;
   ConnectionPool pool_;
@@ -134,8 +120,8 @@ class Runtime : public std::enable_shared_from_this<Runtime> {
   const std::chrono::milliseconds idle_timeout_;
   const std::string client_id_;  // every waker's: what names this Client's inboxes
   std::mutex wakers_mu_;
-  std::unordered_map<std::string, std::shared_ptr<Waker>> wakers_;  // by node (see waker())
-  std::unordered_map<int, std::shared_ptr<Waker>> slot_wakers_;     // by slot: the one given
+  PerNode<Waker> wakers_{discovery_};                            // by node (see waker())
+  std::unordered_map<int, std::shared_ptr<Waker>> slot_wakers_;  // by slot: the one given
   const std::shared_ptr<WakerGroup> waker_group_ = std::make_shared<WakerGroup>();
   std::size_t wakers_sweep_at_ = 64;  // slots and wakers idle and unused are dropped then
 };

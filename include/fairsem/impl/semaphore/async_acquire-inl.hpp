@@ -247,7 +247,7 @@ FAIRSEM_INLINE void SemaphoreCore::end_requests(const std::exception_ptr& why) {
   // Not on fairsem's own threads (the callback's step would wait for itself; the watchdog
   // would leave every other permit unrenewed meanwhile), nor while holding a pool connection
   // (a cancel step may need the last one).
-  if (on_fairsems_thread() || Runtime::this_thread_holds_a_connection()) return;
+  if (on_fairsems_thread() || ConnectionPool::this_thread_holds_a_connection()) return;
   in_flight_->wait_idle();
 }
 

@@ -85,7 +85,8 @@ FAIRSEM_INLINE SemaphoreCore::SemaphoreCore(std::shared_ptr<Runtime> runtime, st
 }
 
 FAIRSEM_INLINE SemaphoreCore::UserHandles::~UserHandles() {
-  core->callbacks_->close(!on_fairsems_thread() && !Runtime::this_thread_holds_a_connection());
+  core->callbacks_->close(!on_fairsems_thread() &&
+                          !ConnectionPool::this_thread_holds_a_connection());
 }
 
 FAIRSEM_INLINE std::shared_ptr<SemaphoreCore> SemaphoreCore::user_handle() {
@@ -124,7 +125,7 @@ FAIRSEM_INLINE void SemaphoreCore::log(LogLevel level, const std::string& messag
 
 FAIRSEM_INLINE std::unique_ptr<Connection> SemaphoreCore::take_connection(
     std::optional<Clock::time_point> deadline) {
-  auto conn = runtime_->take(slot_, deadline);
+  auto conn = runtime_->pool().take(slot_, deadline);
   conn->count_reconnects(metrics_.reconnects);
   return conn;
 }

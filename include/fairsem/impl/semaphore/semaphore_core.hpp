@@ -219,7 +219,7 @@ class SemaphoreCore : public std::enable_shared_from_this<SemaphoreCore> {
   /// A connection of the Client's pool whose reconnects count in this semaphore's metrics.
   std::unique_ptr<Connection> take_connection(std::optional<Clock::time_point> deadline);
   void give_back(std::unique_ptr<Connection> conn) noexcept {
-    runtime_->give_back(std::move(conn));
+    runtime_->pool().give_back(std::move(conn));
   }
 
   /// Runs one operation of the semaphore script, again after a lost reply (up to `attempts` in

@@ -62,7 +62,9 @@ FAIRSEM_INLINE std::optional<Permit> SemaphoreCore::measured_acquire(
 
 FAIRSEM_INLINE std::optional<AdmissionTurn> SemaphoreCore::wait_turn(
     std::optional<Clock::time_point> deadline) {
-  if (on_fairsems_thread() || Runtime::this_thread_holds_a_connection()) return AdmissionTurn();
+  if (on_fairsems_thread() || ConnectionPool::this_thread_holds_a_connection()) {
+    return AdmissionTurn();
+  }
   return admission_->wait(deadline);
 }
 
@@ -303,7 +305,7 @@ FAIRSEM_INLINE Permit SemaphoreCore::make_permit(const std::string& id, const Ac
   // Watched first: if the Client's watchdog cannot start, no orphan entry is left to be renewed
   // forever.
   if (options_.auto_renew && !watched_.load()) {
-    runtime_->watch(shared_from_this(), renew_interval_);
+    runtime_->watchdog().watch(shared_from_this(), renew_interval_);
     watched_.store(true);
   }
   {

@@ -85,7 +85,7 @@ FAIRSEM_INLINE void SemaphoreCore::close_leaves() noexcept {
   std::unique_lock<std::mutex> lock(leaves_mu_);
   leaves_closed_ = true;
   leaves_.clear();
-  if (on_fairsems_thread() || Runtime::this_thread_holds_a_connection()) return;
+  if (on_fairsems_thread() || ConnectionPool::this_thread_holds_a_connection()) return;
   leaves_cv_.wait(lock, [&] { return !leaves_running_; });
 }
 
