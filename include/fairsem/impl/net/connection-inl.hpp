@@ -3,8 +3,8 @@
 // Connection, the socket in use: one command written and its reply read (with the SIGPIPE
 // guard and a longer timeout for blocking commands), command_in_place(), the halves of one
 // (send_in_place(), read_available()) for a thread that polls, and pipeline().
-// Connecting is in connect-inl.hpp; command() and eval(), which follow redirections and reload
-// scripts, are in redirection-inl.hpp.
+// Connecting is in connection_connect-inl.hpp; command() and eval(), which follow redirections
+// and reload scripts, are in connection_redirect-inl.hpp.
 
 #include "fairsem/impl/config.hpp"
 #include "fairsem/impl/net/connection.hpp"
@@ -24,6 +24,7 @@
 #include "fairsem/errors.hpp"
 #include "fairsem/impl/net/hiredis_context.hpp"
 #include "fairsem/impl/net/hiredis_reply.hpp"
+#include "fairsem/impl/net/sigpipe_guard.hpp"
 #include "fairsem/impl/text.hpp"
 
 namespace fairsem::detail {

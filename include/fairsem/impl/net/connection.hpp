@@ -62,9 +62,10 @@ bool script_did_not_run(std::string_view error);
 /// importing node after ASKING), and, from a master turned replica, READONLY or UNBLOCKED (the
 /// master is asked for again). pipeline() follows none of them.
 ///
-/// Implemented in connect-inl.hpp (connecting, TLS, the handshake, reconnect()),
-/// connection-inl.hpp (the socket: send, receive, pipeline()) and redirection-inl.hpp
-/// (command() and eval(): redirections followed, scripts reloaded after NOSCRIPT).
+/// Implemented in three files, one per facet: connection_connect-inl.hpp (connecting, TLS, the
+/// handshake, reconnect()), connection-inl.hpp (the socket: send, receive, pipeline()) and
+/// connection_redirect-inl.hpp (command() and eval(): redirections followed, scripts reloaded
+/// after NOSCRIPT).
 class Connection {
  public:
   /// Validates the options and connects once; throws InvalidArgument, ConnectionError,

@@ -3,7 +3,7 @@
 // Renewing held permits: one script call per chunk of permits, by Permit::renew, renew_all and
 // the watchdog's renewal lanes (each call bounded by the leases it extends); a permit found gone
 // is marked lost. The callbacks of a lane's renewal go to the callback thread (call_back).
-// Part of SemaphoreCore (semaphore_core.hpp).
+// A facet of SemaphoreCore (semaphore_core.hpp).
 
 #include <fmt/format.h>
 #include "fairsem/impl/config.hpp"
