@@ -181,7 +181,6 @@ FAIRSEM_INLINE Reply Connection::command_in_place(const Args& argv,
     throw ConnectionError(fmt::format(
         "fairsem: {} to {} not sent: the connection it is about was lost", argv[0], endpoint_));
   }
-  last_reply_elsewhere_ = false;
   // It waits on purpose (WAIT, for replicas, up to its own timeout): no stall to report.
   const std::function<void()>* const report = std::exchange(stall_report_, nullptr);
   try {
@@ -200,7 +199,6 @@ FAIRSEM_INLINE void Connection::send_in_place(const Args& argv) {
     throw ConnectionError(
         fmt::format("fairsem: {} to {} not sent: the connection was lost", argv[0], endpoint_));
   }
-  last_reply_elsewhere_ = false;
   send(argv);
   flush(argv[0], options_.command_timeout);
 }

@@ -105,10 +105,6 @@ class Connection {
   /// come. Throws ConnectionError (the connection broken) when the socket failed or closed.
   std::optional<Reply> read_available(std::string_view command_name);
 
-  /// True when the last command()'s reply came from another node through an ASK redirection
-  /// (on a connection of its own, so what it wrote is not this socket's).
-  bool last_reply_elsewhere() const noexcept { return last_reply_elsewhere_; }
-
   /// Sends every command in one write and reads the replies in order. Error replies are
   /// returned as Reply::Type::error elements, not thrown, so every reply is seen.
   std::vector<Reply> pipeline(const std::vector<Args>& commands);
@@ -248,7 +244,6 @@ class Connection {
   int slot_ = -1;
   NodeAddress node_;  // routed: the node connected to (or last tried)
   std::string endpoint_;
-  bool last_reply_elsewhere_ = false;
   ContextPtr ctx_;
   bool broken_ = false;
   bool functions_ = true;                 // FCALL for scripts that have a function (see eval())

@@ -82,11 +82,6 @@ FAIRSEM_INLINE bool Waker::serves(int slot) const {
   return lanes_.count(slot) != 0;
 }
 
-FAIRSEM_INLINE std::size_t Waker::lanes() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return lanes_.size();
-}
-
 FAIRSEM_INLINE std::unique_ptr<WakeSubscription> Waker::subscribe(
     int slot, const std::string& wake_prefix, const std::string& id, Connection& conn,
     std::function<void()> hook, std::chrono::steady_clock::time_point since) {

@@ -94,10 +94,8 @@ class Waker : public std::enable_shared_from_this<Waker> {
   /// Whether it has a lane for `slot`: listened through within the idle timeout.
   bool serves(int slot) const;
 
-  /// How many lanes it has (each a BRPOP and a connection while listened through).
-  std::size_t lanes() const;
-
  private:
+  friend struct TestProbe;  // tests/support/test_probe.hpp: its lanes
   friend class WakeSubscription;
   friend class WakerGroup;
   /// One semaphore's inbox: how many subscriptions listen through it, and since when none.
