@@ -34,10 +34,10 @@
 
 namespace {
 
-namespace ex = fairsem::examples;
-using ex::kExitInternal;
-using ex::kExitUnavailable;
-using ex::kExitUsage;
+namespace args = fairsem::args;
+using args::kExitInternal;
+using args::kExitUnavailable;
+using args::kExitUsage;
 
 constexpr const char* kUsage =
     "usage: fairsem-asio-requests [URL] [--requests N] [--limit L] [--work-ms MS] [--name NAME]\n";
@@ -73,19 +73,19 @@ int main(int argc, char** argv) {
     Options opt;
     CLI::App app{"One asio thread serves many requests, each holding a permit while it works.",
                  "fairsem-asio-requests"};
-    ex::add_url(app, opt.url, "URL");
+    args::add_url(app, opt.url, "URL");
     app.add_option("--requests", opt.requests, "Requests to serve")
         ->capture_default_str()
-        ->transform(ex::whole_number(1, 1000000));
+        ->transform(args::whole_number(1, 1000000));
     app.add_option("--limit", opt.limit, "The semaphore's limit")
         ->capture_default_str()
-        ->transform(ex::whole_number(1, 1000000));
+        ->transform(args::whole_number(1, 1000000));
     app.add_option("--work-ms", opt.work_ms, "Milliseconds each request works")
         ->capture_default_str()
-        ->transform(ex::whole_number(1, 60000));
+        ->transform(args::whole_number(1, 60000));
     app.add_option("--name", opt.name, "Semaphore name")->capture_default_str();
-    if (const auto exit_code = ex::parse(app, argc, argv, kUsage)) return *exit_code;
-    opt.url = ex::resolve_url(opt.url);
+    if (const auto exit_code = args::parse(app, argc, argv, kUsage)) return *exit_code;
+    opt.url = args::resolve_url(opt.url);
     // Made before the semaphore, so destroyed after it: the semaphore's destructor waits for
     // the worker threads still posting completions to it.
     asio::io_context io;  // run by this thread alone

@@ -15,17 +15,17 @@
 
 #include "args.hpp"
 
-namespace ex = fairsem::examples;
+namespace args = fairsem::args;
 
 int main(int argc, char** argv) {
   try {
     CLI::App app{"The smallest critical section under a distributed semaphore.", "fairsem-guard"};
     std::string url;
-    ex::add_url(app, url, "URL");
-    if (const auto exit_code = ex::parse(app, argc, argv, "usage: fairsem-guard [URL]\n")) {
+    args::add_url(app, url, "URL");
+    if (const auto exit_code = args::parse(app, argc, argv, "usage: fairsem-guard [URL]\n")) {
       return *exit_code;
     }
-    url = ex::resolve_url(url);
+    url = args::resolve_url(url);
     fairsem::SemaphoreOptions opts;
     opts.limit = 2;  // stored in Redis by the first user; every user must agree
     fairsem::FairSemaphore sem(fairsem::ConnectionOptions::from_url(url), "guard-demo", opts);
@@ -40,9 +40,9 @@ int main(int argc, char** argv) {
     return 0;
   } catch (const fairsem::ConnectionError& e) {
     fmt::print(stderr, "fairsem-guard: {}\n", e.what());
-    return ex::kExitUnavailable;
+    return args::kExitUnavailable;
   } catch (const std::exception& e) {
     fmt::print(stderr, "fairsem-guard: {}\n", e.what());
-    return ex::kExitInternal;
+    return args::kExitInternal;
   }
 }

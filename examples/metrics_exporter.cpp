@@ -39,10 +39,10 @@
 
 namespace {
 
-namespace ex = fairsem::examples;
-using ex::kExitInternal;
-using ex::kExitUnavailable;
-using ex::kExitUsage;
+namespace args = fairsem::args;
+using args::kExitInternal;
+using args::kExitUnavailable;
+using args::kExitUsage;
 
 constexpr const char* kUsage =
     "usage: fairsem-metrics-exporter [--url URL] [--name NAME] [--limit N] [--threads T] "
@@ -199,19 +199,19 @@ int main(int argc, char** argv) {
     Options opt;
     CLI::App app{"Prints a semaphore handle's metrics in the Prometheus text format.",
                  "fairsem-metrics-exporter"};
-    ex::add_url(app, opt.url);
+    args::add_url(app, opt.url);
     app.add_option("--name", opt.name, "Semaphore name")->capture_default_str();
     app.add_option("--limit", opt.limit, "The semaphore's limit")
         ->capture_default_str()
-        ->transform(ex::whole_number(1, fairsem::kMaxLimit));
+        ->transform(args::whole_number(1, fairsem::kMaxLimit));
     app.add_option("--threads", opt.threads, "Threads doing the work")
         ->capture_default_str()
-        ->transform(ex::whole_number(1, 1000));
+        ->transform(args::whole_number(1, 1000));
     app.add_option("--seconds", opt.seconds, "How long the work runs (a decimal: 0.5 is half)")
         ->capture_default_str()
         ->check(CLI::Validator(check_seconds, "SECONDS"));
-    if (const auto exit_code = ex::parse(app, argc, argv, kUsage)) return *exit_code;
-    opt.url = ex::resolve_url(opt.url);
+    if (const auto exit_code = args::parse(app, argc, argv, kUsage)) return *exit_code;
+    opt.url = args::resolve_url(opt.url);
     return run(opt);
   } catch (const fairsem::InvalidArgument& e) {
     return usage(e.what());

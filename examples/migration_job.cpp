@@ -50,11 +50,11 @@
 
 namespace {
 
-namespace ex = fairsem::examples;
-using ex::kExitInternal;
-using ex::kExitTempFail;
-using ex::kExitUnavailable;
-using ex::kExitUsage;
+namespace args = fairsem::args;
+using args::kExitInternal;
+using args::kExitTempFail;
+using args::kExitUnavailable;
+using args::kExitUsage;
 
 constexpr const char* kUsage =
     "usage: fairsem-migration-job --machine NAME [--url URL] [--name SEMAPHORE] [--limit N] "
@@ -131,17 +131,17 @@ int main(int argc, char** argv) {
     long long wait_seconds = 30;
     app.add_option("--machine", machine, "This machine's name (its permit id is migration-NAME)")
         ->required();
-    ex::add_url(app, url);
+    args::add_url(app, url);
     app.add_option("--name", name, "Semaphore name")->capture_default_str();
     app.add_option("--limit", limit, "Machines at once")
         ->capture_default_str()
-        ->transform(ex::whole_number(1, fairsem::kMaxLimit));
+        ->transform(args::whole_number(1, fairsem::kMaxLimit));
     app.add_option("--wait", wait_seconds, "Seconds to wait for a permit")
         ->capture_default_str()
-        ->transform(ex::whole_number(0, 86400));
+        ->transform(args::whole_number(0, 86400));
     app.add_option("--state", state, "The fenced state file")->capture_default_str();
-    if (const auto exit_code = ex::parse(app, argc, argv, kUsage)) return *exit_code;
-    url = ex::resolve_url(url);
+    if (const auto exit_code = args::parse(app, argc, argv, kUsage)) return *exit_code;
+    url = args::resolve_url(url);
     if (machine.empty()) return usage("--machine is required");
     if (state.empty()) return usage("--state needs a file name");
 

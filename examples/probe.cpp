@@ -17,10 +17,10 @@
 
 namespace {
 
-namespace ex = fairsem::examples;
-using ex::kExitInternal;
-using ex::kExitUnavailable;
-using ex::kExitUsage;
+namespace args = fairsem::args;
+using args::kExitInternal;
+using args::kExitUnavailable;
+using args::kExitUsage;
 
 double micros(std::chrono::nanoseconds d) { return static_cast<double>(d.count()) / 1000.0; }
 
@@ -32,15 +32,15 @@ int main(int argc, char** argv) {
                  "fairsem-probe"};
     std::string url;
     int samples = 1000;
-    ex::add_url(app, url);
+    args::add_url(app, url);
     app.add_option("--samples", samples, "PING round trips to time")
         ->capture_default_str()
-        ->transform(ex::whole_number(1, 1000000));
+        ->transform(args::whole_number(1, 1000000));
     if (const auto exit_code =
-            ex::parse(app, argc, argv, "usage: fairsem-probe [--url URL] [--samples N]\n")) {
+            args::parse(app, argc, argv, "usage: fairsem-probe [--url URL] [--samples N]\n")) {
       return *exit_code;
     }
-    url = ex::resolve_url(url);
+    url = args::resolve_url(url);
 
     auto options = fairsem::ConnectionOptions::from_url(url);
     fairsem::ServerInfo info = fairsem::probe_server(options, samples);

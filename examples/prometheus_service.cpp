@@ -48,7 +48,7 @@
 
 namespace {
 
-namespace ex = fairsem::examples;
+namespace args = fairsem::args;
 using namespace std::chrono_literals;
 
 constexpr const char* kUsage =
@@ -164,17 +164,17 @@ int main(int argc, char** argv) {
     Options opt;
     CLI::App app{"A service whose fairsem metrics are served to Prometheus.",
                  "fairsem-prometheus-service"};
-    ex::add_url(app, opt.url);
+    args::add_url(app, opt.url);
     app.add_option("--prefix", opt.prefix, "Key prefix in Redis")->capture_default_str();
     app.add_option("--name", opt.name, "Semaphore name")->capture_default_str();
     app.add_option("--limit", opt.limit, "Permits")
-        ->transform(ex::whole_number(1, 1000))
+        ->transform(args::whole_number(1, 1000))
         ->capture_default_str();
     app.add_option("--threads", opt.threads, "Worker threads")
-        ->transform(ex::whole_number(1, 64))
+        ->transform(args::whole_number(1, 64))
         ->capture_default_str();
     app.add_option("--turns", opt.turns, "Permits each thread takes")
-        ->transform(ex::whole_number(1, 1'000'000))
+        ->transform(args::whole_number(1, 1'000'000))
         ->capture_default_str();
     app.add_option("--listen", opt.listen, "HOST:PORT to serve /metrics on (port 0: any)")
         ->capture_default_str();
@@ -182,17 +182,17 @@ int main(int argc, char** argv) {
                  "Wait for a line on stdin before working (a scraper ready first)");
     app.add_flag("--batch-calls", opt.batch_calls,
                  "Send the threads' script calls in batches (ClientOptions::batch_calls)");
-    if (const auto code = ex::parse(app, argc, argv, kUsage)) return *code;
-    opt.url = ex::resolve_url(opt.url);
+    if (const auto code = args::parse(app, argc, argv, kUsage)) return *code;
+    opt.url = args::resolve_url(opt.url);
     return run(opt);
   } catch (const fairsem::InvalidArgument& e) {
     fmt::print(stderr, "fairsem-prometheus-service: {}\n{}", e.what(), kUsage);
-    return ex::kExitUsage;
+    return args::kExitUsage;
   } catch (const fairsem::ConnectionError& e) {
     fmt::print(stderr, "fairsem-prometheus-service: {}\n", e.what());
-    return ex::kExitUnavailable;
+    return args::kExitUnavailable;
   } catch (const std::exception& e) {
     fmt::print(stderr, "fairsem-prometheus-service: {}\n", e.what());
-    return ex::kExitInternal;
+    return args::kExitInternal;
   }
 }

@@ -42,9 +42,9 @@
 
 namespace {
 
-namespace ex = fairsem::examples;
-using ex::kExitInternal;
-using ex::kExitUnavailable;
+namespace args = fairsem::args;
+using args::kExitInternal;
+using args::kExitUnavailable;
 
 constexpr const char* kUsage =
     "usage: fairsem-worker-pool [--url URL] [--name NAME] [--processes P] [--threads T] "
@@ -182,28 +182,28 @@ int main(int argc, char** argv) {
     Options opt;
     CLI::App app{"Threads in several processes share N permits for calls to one upstream.",
                  "fairsem-worker-pool"};
-    ex::add_url(app, opt.url);
+    args::add_url(app, opt.url);
     app.add_option("--name", opt.name, "Semaphore name")->capture_default_str();
     app.add_option("--processes", opt.processes, "Processes to fork")
         ->capture_default_str()
-        ->transform(ex::whole_number(1, 1000));
+        ->transform(args::whole_number(1, 1000));
     app.add_option("--threads", opt.threads, "Threads per process")
         ->capture_default_str()
-        ->transform(ex::whole_number(1, 1000));
+        ->transform(args::whole_number(1, 1000));
     app.add_option("--permits", opt.permits, "The semaphore's limit")
         ->capture_default_str()
-        ->transform(ex::whole_number(1, fairsem::kMaxLimit));
+        ->transform(args::whole_number(1, fairsem::kMaxLimit));
     app.add_option("--calls", opt.calls, "Calls per thread")
         ->capture_default_str()
-        ->transform(ex::whole_number(1, 1000000));
-    if (const auto exit_code = ex::parse(app, argc, argv, kUsage)) return *exit_code;
-    opt.url = ex::resolve_url(opt.url);
+        ->transform(args::whole_number(1, 1000000));
+    if (const auto exit_code = args::parse(app, argc, argv, kUsage)) return *exit_code;
+    opt.url = args::resolve_url(opt.url);
     try {
       fairsem::ConnectionOptions::from_url(opt.url);  // a bad URL is a usage error, found once
       fairsem::validate_name(opt.name, "semaphore name");
     } catch (const fairsem::InvalidArgument& e) {
       fmt::print(stderr, "fairsem-worker-pool: {}\n{}", e.what(), kUsage);
-      return ex::kExitUsage;
+      return args::kExitUsage;
     }
     Shared& shared = map_shared();
     // Nothing buffered may be written twice by the children.

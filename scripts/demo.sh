@@ -14,4 +14,4 @@ dir="build/demo"
 fairsem_log "building (release)"
 cmake --preset release -B "$dir" -DFAIRSEM_BUILD_TESTS=OFF >/dev/null
 cmake --build "$dir" -j "$(fairsem_jobs)" --target fairsem_cli >/dev/null
-exec "$dir/examples/cli/fairsem" demo "$@"
+exec "$dir/tools/fairsem/fairsem" demo "$@"

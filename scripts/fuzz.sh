@@ -28,7 +28,7 @@ fairsem_log "[fuzz] configure $dir (clang++-14, libFuzzer, ASan + UBSan)"
 cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++-14 \
   "-DCMAKE_CXX_FLAGS=-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" \
   -DFAIRSEM_BUILD_FUZZERS=ON -DFAIRSEM_BUILD_TESTS=OFF -DFAIRSEM_BUILD_EXAMPLES=OFF \
-  -DFAIRSEM_INSTALL=OFF -DFAIRSEM_WERROR=ON >/dev/null
+  -DFAIRSEM_BUILD_TOOLS=OFF -DFAIRSEM_INSTALL=OFF -DFAIRSEM_WERROR=ON >/dev/null
 fairsem_log "[fuzz] build ${targets[*]}"
 cmake --build "$dir" -j "$(fairsem_jobs)" --target "${targets[@]}"
 

@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # Runs clang-tidy 14 with the checked-in .clang-tidy over the library's sources (src/*.cpp, one
-# per folder of include/fairsem/impl/, each including that folder's units.hpp) and the example programs and the
-# `fairsem` command (examples/, examples/cli/); the headers in include/fairsem, implementation
-# included, are checked through its HeaderFilterRegex, the examples' own headers through the
+# per folder of include/fairsem/impl/, each including that folder's units.hpp), the `fairsem`
+# command (tools/fairsem/), the command-line code it shares with the example programs
+# (tools/args/) and the examples (examples/); the headers in include/fairsem, implementation
+# included, are checked through its HeaderFilterRegex, the programs' own headers through the
 # programs that include them. The library's units are checked as one translation unit, the
-# `fairsem` command's files as another (see fold_units below), the other programs one by one. Fails on any finding (.clang-tidy makes every warning an error),
-# and on a file that is not in the compile database (clang-tidy would skip it silently).
+# `fairsem` command's files as another (see fold_units below), the other programs one by one.
+# Fails on any finding (.clang-tidy makes every warning an error), and on a file that is not in
+# the compile database (clang-tidy would skip it silently).
 #
 #   bash scripts/tidy.sh                       # every file in src/, src/prometheus/,
-#                                              # examples/, examples/cli/
+#                                              # tools/fairsem/, tools/args/, examples/
 #                                              # but examples/asio_requests.cpp (see below)
 #   bash scripts/tidy.sh src/semaphore.cpp     # only these
 set -euo pipefail
@@ -55,7 +57,7 @@ PY
 #     exist by design and end after one turn (a connection found through Sentinel or a cluster
 #     opens direct connections to ask where to go; a redirection reloads the scripts on the node
 #     it was sent to).
-#   - The `fairsem` command's files (examples/cli/*.cpp), as DIR/cli.cpp (each took about 35 s
+#   - The `fairsem` command's files (tools/fairsem/*.cpp), as DIR/cli.cpp (each took about 35 s
 #     alone, nearly all of it in the headers they share), with the header filter widened to
 #     them and bugprone-suspicious-include off (it reports cli.cpp's own #include lines); but
 #     watch.cpp, which names a constant as run.cpp does. The example programs stay apart: each
@@ -65,7 +67,7 @@ fold_units() {
   for f in "${files[@]}"; do
     if [[ "$f" == src/*.cpp && "$f" != src/*/* ]]; then
       units+=("$f")
-    elif [[ "$f" == examples/cli/*.cpp && "$f" != examples/cli/watch.cpp ]]; then
+    elif [[ "$f" == tools/fairsem/*.cpp && "$f" != tools/fairsem/watch.cpp ]]; then
       cli+=("$f")
     else
       rest+=("$f")
@@ -81,7 +83,7 @@ fold_units() {
   if [ "${#cli[@]}" -gt 1 ]; then
     # shellcheck disable=SC2016
     fold "$dir" cli 'echo "#include \"$(realpath "$f")\""' -bugprone-suspicious-include \
-      '/include/fairsem/|/examples/cli/[a-z_]+\.cpp$' "${cli[@]}"
+      '/include/fairsem/|/tools/fairsem/[a-z_]+\.cpp$' "${cli[@]}"
   else
     rest+=("${cli[@]}")
   fi
@@ -102,6 +104,7 @@ tidy_pass() {
   # header-only). Nothing is built from this directory.
   cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_COMPILER=clang++-14 \
     -DCMAKE_EXPORT_COMPILE_COMMANDS=ON -DFAIRSEM_BUILD_TESTS=OFF -DFAIRSEM_BUILD_EXAMPLES=ON \
+    -DFAIRSEM_BUILD_TOOLS=ON \
     -DFAIRSEM_INSTALL=OFF -DFAIRSEM_PROMETHEUS=ON "-DCMAKE_CXX_FLAGS=-DFAIRSEM_INLINE=inline" \
     "$@" >/dev/null
   # run-clang-tidy takes regular expressions over the database's absolute paths.
@@ -146,7 +149,7 @@ tidy_pass() {
 files=("$@")
 if [ "${#files[@]}" -eq 0 ]; then
   # Not asio_requests.cpp: clang-tidy 14 cannot parse Asio's coroutines; g++ builds it in every CI job.
-  mapfile -t files < <(find src src/prometheus examples examples/cli -maxdepth 1 -name '*.cpp' \
+  mapfile -t files < <(find src src/prometheus tools/fairsem tools/args examples -maxdepth 1 -name '*.cpp' \
     ! -path examples/asio_requests.cpp | sort)
 fi
 # A header given on its own is in no compile command: clang-tidy would check it without the

@@ -3,8 +3,8 @@
 // Connection, the socket in use: one command written and its reply read (with the SIGPIPE
 // guard and a longer timeout for blocking commands), command_in_place(), the halves of one
 // (send_in_place(), read_available()) for a thread that polls, and pipeline().
-// Connecting is in connect-inl.hpp; command() and eval(), which follow redirections and reload
-// scripts, are in redirection-inl.hpp.
+// Connecting is in connection_connect-inl.hpp; command() and eval(), which follow redirections
+// and reload scripts, are in connection_redirect-inl.hpp.
 
 #include "fairsem/impl/config.hpp"
 #include "fairsem/impl/net/connection.hpp"
@@ -24,6 +24,7 @@
 #include "fairsem/errors.hpp"
 #include "fairsem/impl/net/hiredis_context.hpp"
 #include "fairsem/impl/net/hiredis_reply.hpp"
+#include "fairsem/impl/net/sigpipe_guard.hpp"
 #include "fairsem/impl/text.hpp"
 
 namespace fairsem::detail {
@@ -180,7 +181,6 @@ FAIRSEM_INLINE Reply Connection::command_in_place(const Args& argv,
     throw ConnectionError(fmt::format(
         "fairsem: {} to {} not sent: the connection it is about was lost", argv[0], endpoint_));
   }
-  last_reply_elsewhere_ = false;
   // It waits on purpose (WAIT, for replicas, up to its own timeout): no stall to report.
   const std::function<void()>* const report = std::exchange(stall_report_, nullptr);
   try {
@@ -199,7 +199,6 @@ FAIRSEM_INLINE void Connection::send_in_place(const Args& argv) {
     throw ConnectionError(
         fmt::format("fairsem: {} to {} not sent: the connection was lost", argv[0], endpoint_));
   }
-  last_reply_elsewhere_ = false;
   send(argv);
   flush(argv[0], options_.command_timeout);
 }

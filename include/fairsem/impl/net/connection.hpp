@@ -62,9 +62,10 @@ bool script_did_not_run(std::string_view error);
 /// importing node after ASKING), and, from a master turned replica, READONLY or UNBLOCKED (the
 /// master is asked for again). pipeline() follows none of them.
 ///
-/// Implemented in connect-inl.hpp (connecting, TLS, the handshake, reconnect()),
-/// connection-inl.hpp (the socket: send, receive, pipeline()) and redirection-inl.hpp
-/// (command() and eval(): redirections followed, scripts reloaded after NOSCRIPT).
+/// Implemented in three files, one per facet: connection_connect-inl.hpp (connecting, TLS, the
+/// handshake, reconnect()), connection-inl.hpp (the socket: send, receive, pipeline()) and
+/// connection_redirect-inl.hpp (command() and eval(): redirections followed, scripts reloaded
+/// after NOSCRIPT).
 class Connection {
  public:
   /// Validates the options and connects once; throws InvalidArgument, ConnectionError,
@@ -103,10 +104,6 @@ class Connection {
   /// reply once it is whole (an error reply returned, not thrown), nullopt while more is to
   /// come. Throws ConnectionError (the connection broken) when the socket failed or closed.
   std::optional<Reply> read_available(std::string_view command_name);
-
-  /// True when the last command()'s reply came from another node through an ASK redirection
-  /// (on a connection of its own, so what it wrote is not this socket's).
-  bool last_reply_elsewhere() const noexcept { return last_reply_elsewhere_; }
 
   /// Sends every command in one write and reads the replies in order. Error replies are
   /// returned as Reply::Type::error elements, not thrown, so every reply is seen.
@@ -247,7 +244,6 @@ class Connection {
   int slot_ = -1;
   NodeAddress node_;  // routed: the node connected to (or last tried)
   std::string endpoint_;
-  bool last_reply_elsewhere_ = false;
   ContextPtr ctx_;
   bool broken_ = false;
   bool functions_ = true;                 // FCALL for scripts that have a function (see eval())

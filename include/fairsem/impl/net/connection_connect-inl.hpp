@@ -21,6 +21,7 @@
 #include "fairsem/impl/net/discovery.hpp"
 #include "fairsem/impl/net/hiredis_context.hpp"
 #include "fairsem/impl/net/hiredis_reply.hpp"
+#include "fairsem/impl/net/sigpipe_guard.hpp"
 #include "fairsem/impl/net/tls.hpp"
 #include "fairsem/impl/scope_exit.hpp"
 #include "fairsem/impl/text.hpp"

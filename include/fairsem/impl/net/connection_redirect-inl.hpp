@@ -109,7 +109,6 @@ FAIRSEM_INLINE Args script_call(std::string_view command, std::string_view handl
 
 FAIRSEM_INLINE Reply Connection::exchange(const Args& argv, std::chrono::milliseconds timeout,
                                           const Script* script) {
-  last_reply_elsewhere_ = false;
   bool reloaded = false;  // on the node connected to now
   for (int hop = 0;; ++hop) {
     load_failed_ = false;
@@ -128,7 +127,6 @@ FAIRSEM_INLINE Reply Connection::exchange(const Args& argv, std::chrono::millise
     if (!discovery_ || hop >= redirection_helpers::kMaxRedirects) return reply;
     if (auto redirect = parse_redirect(reply.str, node_)) {
       if (redirect->kind == Redirect::Kind::ask) {
-        last_reply_elsewhere_ = true;
         return ask(redirect->node, argv, timeout, script);
       }
       discovery_->moved(redirect->slot, redirect->node);

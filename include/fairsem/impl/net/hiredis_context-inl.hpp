@@ -4,7 +4,6 @@
 #include "fairsem/impl/net/hiredis_context.hpp"
 
 #include <fmt/format.h>
-#include <pthread.h>
 
 #include <cerrno>
 #include <new>
@@ -64,30 +63,6 @@ FAIRSEM_INLINE bool is_timeout(const redisContext& ctx, int saved_errno, bool co
   }
   throw ConnectionError(
       fmt::format("fairsem: {} to {} failed: {}", site.command, site.endpoint, detail));
-}
-
-FAIRSEM_INLINE SigpipeGuard::SigpipeGuard() noexcept {
-  sigemptyset(&pipe_);
-  sigaddset(&pipe_, SIGPIPE);
-  sigset_t pending;
-  sigemptyset(&pending);
-  sigpending(&pending);
-  was_pending_ = sigismember(&pending, SIGPIPE) == 1;
-  pthread_sigmask(SIG_BLOCK, &pipe_, &old_mask_);
-}
-
-FAIRSEM_INLINE SigpipeGuard::~SigpipeGuard() {
-  if (!was_pending_) {
-    sigset_t pending;
-    sigemptyset(&pending);
-    sigpending(&pending);
-    if (sigismember(&pending, SIGPIPE) == 1) {
-      const timespec zero{};
-      while (sigtimedwait(&pipe_, nullptr, &zero) < 0 && errno == EINTR) {
-      }
-    }
-  }
-  pthread_sigmask(SIG_SETMASK, &old_mask_, nullptr);
 }
 
 }  // namespace fairsem::detail

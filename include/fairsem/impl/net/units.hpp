@@ -14,5 +14,6 @@
 #include "fairsem/impl/net/hiredis_reply-inl.hpp"
 #include "fairsem/impl/net/router-inl.hpp"
 #include "fairsem/impl/net/server_info-inl.hpp"
+#include "fairsem/impl/net/sigpipe_guard-inl.hpp"
 #include "fairsem/impl/net/tls-inl.hpp"
 #include "fairsem/impl/net/url_parser-inl.hpp"

@@ -4,10 +4,10 @@
 // answering what to do next (an action), with no I/O, no threads and no clock of its own (time
 // comes in with each event). Every decision of an acquire is here: try or queue, when to poll,
 // when a wake-up is the grant, when to give up, what to leave behind after an error or a
-// cancel. The blocking acquire (acquire-inl.hpp) and AsyncAcquire (async_acquire-inl.hpp) both
-// drive it, one doing the I/O on the calling thread, the other a step at a time on the Client's
-// executor; the unit tests drive it with no server at all (tests/unit/acquire_fsm_test.cpp).
-// Internal.
+// cancel. The blocking acquire (semaphore_core_acquire-inl.hpp) and AsyncAcquire
+// (async_acquire-inl.hpp) both drive it, one doing the I/O on the calling thread, the other a step
+// at a time on the Client's executor; the unit tests drive it with no server at all
+// (tests/unit/acquire_fsm_test.cpp). Internal.
 //
 // A driver starts with resume(start), then performs each action and resumes with what came of
 // it, until the action is `none` with the machine over():
@@ -17,7 +17,7 @@
 //   - await_replicas: WAIT on the connection the granting call ran on; replicas or failed;
 //   - subscribe, rearm, grant, leave: done or failed; leave_later, report, finish: done (they
 //     cannot fail).
-// A failure says whether it passes (acquire_retry.hpp: the server restarting, loading, failing
+// A failure says whether it passes (retry_backoff.hpp: the server restarting, loading, failing
 // over, a broken connection). A queued waiter whose poll fails that way keeps its entry and polls
 // again after a backoff, until its deadline; a waiter whose first call reached the server and
 // then failed that way (it may have queued, its reply lost) sends it again, with the same id,
@@ -99,7 +99,7 @@ struct AcquireEvent {
   /// `may_have_reached`: the call may have reached the server (false only when the first call
   /// surely did nothing: no connection could be had for it, or the script refused it before
   /// writing, as with QueueFullError). `passing`: the failure
-  /// passes with time (passes(), acquire_retry.hpp): the server is believed unreachable.
+  /// passes with time (passes(), retry_backoff.hpp): the server is believed unreachable.
   static AcquireEvent failed(bool may_have_reached, Clock::time_point at, bool passing = false);
   static AcquireEvent woken(WakeUp wake_up, Clock::time_point at);
   static AcquireEvent interrupted(Clock::time_point at);

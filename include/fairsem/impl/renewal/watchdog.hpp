@@ -32,8 +32,9 @@ class SemaphoreCore;
 /// How soon a semaphore whose renewal failed is renewed again: a quarter of its interval, so
 /// that two failures in a row (a failover that takes a while) leave several tries before a
 /// lease of three intervals runs out, instead of one at the very deadline. Also how often a
-/// renewal call that is not answered is reported as failed while it waits (renewal-inl.hpp):
-/// either way, a failing semaphore reports about four times per interval.
+/// renewal call that is not answered is reported as failed while it waits
+/// (semaphore_core_renewal-inl.hpp): either way, a failing semaphore reports about four times per
+/// interval.
 inline std::chrono::milliseconds renewal_retry_delay(std::chrono::milliseconds interval) {
   return std::max(std::chrono::milliseconds(1), interval / 4);
 }

@@ -191,19 +191,4 @@ FAIRSEM_INLINE std::uint64_t CallBatcher::batched_calls() const noexcept {
   return batched_calls_;
 }
 
-FAIRSEM_INLINE std::uint64_t CallBatcher::batches() const noexcept {
-  std::lock_guard<std::mutex> lock(mu_);
-  return batches_;
-}
-
-FAIRSEM_INLINE bool CallBatcher::busy() const noexcept {
-  std::lock_guard<std::mutex> lock(mu_);
-  return sending_;
-}
-
-FAIRSEM_INLINE std::size_t CallBatcher::queued() const noexcept {
-  std::lock_guard<std::mutex> lock(mu_);
-  return queue_.size();
-}
-
 }  // namespace fairsem::detail

@@ -39,14 +39,11 @@ class CallBatcher {
   Reply eval(Connection& conn, const Script& script, const Args& keys, const Args& args,
              bool* batched = nullptr);
 
-  /// Calls that went out in a batch of more than one, and such batches, so far.
+  /// Calls that went out in a batch of more than one, so far.
   std::uint64_t batched_calls() const noexcept;
-  std::uint64_t batches() const noexcept;
-  /// Whether a call or a batch is out, and how many calls wait for their turn (tests).
-  bool busy() const noexcept;
-  std::size_t queued() const noexcept;
 
  private:
+  friend struct TestProbe;  // tests/support/test_probe.hpp: its batches, queue and turn
   /// A queued call, on its caller's stack. Its caller sleeps on `wake` until its batch is
   /// back (`done`) or its turn to send has come (`turn`), and nobody else wakes for it: a
   /// finished batch wakes its own callers and the next sender, not every thread queued.

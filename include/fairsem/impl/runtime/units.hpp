@@ -7,5 +7,6 @@
 
 #include "fairsem/impl/runtime/admission-inl.hpp"
 #include "fairsem/impl/runtime/call_batcher-inl.hpp"
+#include "fairsem/impl/runtime/client-inl.hpp"
 #include "fairsem/impl/runtime/connection_pool-inl.hpp"
 #include "fairsem/impl/runtime/runtime-inl.hpp"

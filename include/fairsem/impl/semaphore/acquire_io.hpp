@@ -4,7 +4,7 @@
 // calls, the wake-up subscription, WAIT, the permit, leaving the queue. What the blocking
 // acquire (SemaphoreCore::measured_acquire, on the calling thread) and AsyncAcquire (a step at
 // a time on the Client's executor) share; each adds its own waiting and its own way to end.
-// Defined in acquire-inl.hpp, with the blocking acquire. Internal.
+// Defined in acquire_io-inl.hpp. Internal.
 
 #include <atomic>
 #include <chrono>

@@ -1,8 +1,8 @@
 #pragma once
 
 // InFlight: a semaphore's asynchronous requests under way, which a FairSemaphore handle that
-// goes away cancels and waits for. Internal: nothing public includes this header. Its functions
-// are defined with AsyncAcquire's (async_acquire-inl.hpp), their only user.
+// goes away cancels and waits for. Internal: nothing public includes this header. Defined in
+// in_flight-inl.hpp.
 
 #include <condition_variable>
 #include <cstddef>

@@ -1,5 +1,8 @@
 #pragma once
 
+// SemaphoreCore (semaphore_core.hpp): set-up, the script calls, release and the admin calls.
+// Its other facets are in semaphore_core_*-inl.hpp.
+
 #include "fairsem/impl/config.hpp"
 #include "fairsem/impl/semaphore/semaphore_core.hpp"
 

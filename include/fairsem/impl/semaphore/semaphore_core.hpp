@@ -2,12 +2,15 @@
 
 // The engine behind FairSemaphore and SemaphoreAdmin, one per handle: the script calls of one
 // semaphore (open, acquire, release, renew, status, evict, resize), its held permits and their
-// renewal, and its counters (their state: semaphore_state.hpp). Internal: nothing public
-// includes this header. Defined in semaphore_core-inl.hpp (set-up, script calls, release and the
-// admin calls), acquire-inl.hpp (the calls an acquire makes, and the blocking acquire) and
-// renewal-inl.hpp (renewing held permits). An acquire's decisions are its state machine's
-// (acquire_fsm.hpp). Its connections and the watchdog thread that renews its permits are its
-// Client's (runtime.hpp).
+// renewal, and its counters (permit_state.hpp, metric_counters.hpp). Internal: nothing public
+// includes this header. Defined in four files, one per facet:
+//   - semaphore_core-inl.hpp: set-up, script calls, release and the admin calls;
+//   - semaphore_core_acquire-inl.hpp: the blocking acquire, the start of an asynchronous one
+//     (AsyncAcquire) and the calls an acquire's I/O (AcquireIo) makes;
+//   - semaphore_core_leaves-inl.hpp: leaving the queue, at once or in the background;
+//   - semaphore_core_renewal-inl.hpp: renewing held permits.
+// An acquire's decisions are its state machine's (protocol/acquire_fsm.hpp). Its connections
+// and the watchdog thread that renews its permits are its Client's (runtime/runtime.hpp).
 
 #include <array>
 #include <atomic>
@@ -33,8 +36,9 @@
 #include "fairsem/impl/runtime/runtime.hpp"
 #include "fairsem/impl/semaphore/callback_gate.hpp"
 #include "fairsem/impl/semaphore/in_flight.hpp"
+#include "fairsem/impl/semaphore/metric_counters.hpp"
 #include "fairsem/impl/semaphore/observation.hpp"
-#include "fairsem/impl/semaphore/semaphore_state.hpp"
+#include "fairsem/impl/semaphore/permit_state.hpp"
 #include "fairsem/impl/threads/serial_runs.hpp"
 #include "fairsem/semaphore.hpp"
 
@@ -133,7 +137,7 @@ class SemaphoreCore : public std::enable_shared_from_this<SemaphoreCore> {
     return metrics_.reconnects;
   }
 
-  // For the drivers of an acquire (acquire.hpp, async_acquire.hpp): the I/O its state machine
+  // For the drivers of an acquire (acquire_io.hpp, async_acquire.hpp): the I/O its state machine
   // (acquire_fsm.hpp) asks for, and what frames it. They decide nothing: the machine does.
 
   /// A connection borrowed from the pool for one operation; returned by the destructor.

@@ -1,8 +1,9 @@
 #pragma once
 
-// Acquiring: the blocking acquire, which drives an acquire's state machine (acquire_fsm.hpp) on
-// the calling thread; the I/O that machine asks for (AcquireIo, acquire.hpp), shared with
-// AsyncAcquire; and the calls of SemaphoreCore that I/O makes (semaphore_core.hpp).
+// SemaphoreCore (semaphore_core.hpp), acquiring: the blocking acquire, which drives an
+// acquire's state machine (protocol/acquire_fsm.hpp) on the calling thread through AcquireIo
+// (acquire_io.hpp); the asynchronous acquire's start (AsyncAcquire, async_acquire.hpp); and the
+// calls AcquireIo makes of SemaphoreCore.
 
 #include <fmt/format.h>
 #include "fairsem/impl/config.hpp"
@@ -14,8 +15,10 @@
 #include <utility>
 
 #include "fairsem/impl/protocol/server_support.hpp"
-#include "fairsem/impl/scope_exit.hpp"
+#include "fairsem/impl/runtime/runtime.hpp"
 #include "fairsem/impl/semaphore/acquire_io.hpp"
+#include "fairsem/impl/semaphore/async_acquire.hpp"
+#include "fairsem/impl/semaphore/in_flight.hpp"
 #include "fairsem/impl/semaphore/semaphore_core.hpp"
 #include "fairsem/impl/threads/thread_reaper.hpp"
 
@@ -66,145 +69,6 @@ FAIRSEM_INLINE std::optional<AdmissionTurn> SemaphoreCore::wait_turn(
     return AdmissionTurn();
   }
   return admission_->wait(deadline);
-}
-
-// --- AcquireIo ----------------------------------------------------------------------------
-
-FAIRSEM_INLINE AcquireIo::AcquireIo(SemaphoreCore& core, long long units)
-    : core_(core), units_(units), id_(core.next_id()) {}
-
-FAIRSEM_INLINE AcquireIo::~AcquireIo() = default;
-
-FAIRSEM_INLINE AcquireEvent AcquireIo::perform(const AcquireAction& action) {
-  using Kind = AcquireAction::Kind;
-  if (action.kind == Kind::send_try || action.kind == Kind::send_queue ||
-      action.kind == Kind::poll) {
-    return call(action);
-  }
-  try {
-    switch (action.kind) {
-      case Kind::subscribe:
-        wake_up_ = core_.subscribe(id_, conn(), hook_, sent_);
-        break;
-      case Kind::rearm:
-        // A wake-up delivered while the poll was out stays (WakeSubscription::rearm): the next
-        // wait reads it, against the ticket the poll's reply gave.
-        wake_up_->rearm(conn(), sent_);
-        break;
-      case Kind::await_replicas:
-        wake_up_.reset();
-        acked_ = core_.wait_replicas(conn());
-        return AcquireEvent::replicas(acked_, Clock::now());
-      case Kind::grant:
-        wake_up_.reset();
-        permit_ = core_.make_permit(id_, action.reply, action.sent);
-        break;
-      case Kind::leave:
-        wake_up_.reset();
-        // A failure is the machine's to judge, not the acquire's error: that stays.
-        if (const std::exception_ptr failed = core_.leave(conn_, id_, action.ticket)) {
-          return AcquireEvent::failed(true, Clock::now(), detail::passes(failed));
-        }
-        break;
-      case Kind::leave_later:
-        wake_up_.reset();
-        core_.leave_later(id_, action.ticket, action.until.value_or(Clock::now()));
-        break;
-      case Kind::report:
-        core_.wake_up_refused(action.error);
-        break;
-      default:
-        break;  // waiting and finishing are the driver's
-    }
-  } catch (...) {
-    error_ = std::current_exception();
-    return AcquireEvent::failed(true, Clock::now(), detail::passes(error_));
-  }
-  return AcquireEvent::done(Clock::now());
-}
-
-FAIRSEM_INLINE AcquireEvent AcquireIo::call(const AcquireAction& action) {
-  bool reached = false;
-  try {
-    // A connection of the pool for each call, none while waiting: the wake-up comes through the
-    // Client's waker. Borrowed and connected first (an idle one to a server that went away,
-    // again), by the deadline, so that a failure to connect leaves nothing to undo.
-    if (!conn_) conn_.emplace(core_, action.until);
-    Connection& c = **conn_;
-    const ScopeExit interruptible([&c] { c.set_interrupt(nullptr); });
-    c.set_interrupt(&interrupted_);
-    c.connect_by(action.until);
-    reached = true;
-    const auto sent = Clock::now();
-    sent_ = sent;
-    AcquireReply reply =
-        core_.run_acquire(c, id_, action.kind == AcquireAction::Kind::send_try ? "try" : "queue",
-                          units_, action.ticket, action.fresh);
-    turn_.reset();  // the ticket is drawn: the next request may draw its own
-    return AcquireEvent::replied(std::move(reply), sent, Clock::now());
-  } catch (const QueueFullError&) {
-    // Refused before writing anything: no entry to leave.
-    turn_.reset();
-    error_ = std::current_exception();
-    return AcquireEvent::failed(false, Clock::now(), false);
-  } catch (...) {
-    turn_.reset();  // the first call failed: the next request need not wait for the clean-up
-    error_ = std::current_exception();
-    // A broken connection goes back to the pool as it is: the next call reconnects it.
-    return AcquireEvent::failed(reached, Clock::now(), detail::passes(error_));
-  }
-}
-
-FAIRSEM_INLINE Connection& AcquireIo::conn() {
-  if (!conn_) conn_.emplace(core_);
-  return **conn_;
-}
-
-FAIRSEM_INLINE AcquireEvent AcquireIo::wait(Clock::time_point until) {
-  let_go();
-  // Woken by the release (or reap) that promotes this waiter; when nothing comes the machine
-  // polls, which renews the queue entry and reports promotion, so a lost wake-up costs one poll.
-  const auto left = std::chrono::ceil<std::chrono::milliseconds>(until - Clock::now());
-  if (wake_up_ && left > std::chrono::milliseconds(0)) {
-    if (auto came = event_of(wake_up_->wait_for(left))) return std::move(*came);
-  } else if (auto came = take()) {
-    return std::move(*came);
-  } else if (left > std::chrono::milliseconds(0)) {
-    std::this_thread::sleep_for(left);  // nothing to listen to: only time can come
-  }
-  return AcquireEvent::tick(Clock::now());
-}
-
-FAIRSEM_INLINE std::optional<AcquireEvent> AcquireIo::take() {
-  if (!wake_up_) return std::nullopt;
-  return event_of(wake_up_->take());
-}
-
-FAIRSEM_INLINE std::optional<AcquireEvent> AcquireIo::event_of(WakeWait waited) {
-  const auto now = Clock::now();
-  if (waited.woken) {
-    try {
-      return AcquireEvent::woken(detail::decode_wake(*waited.woken), now);
-    } catch (...) {
-      error_ = std::current_exception();
-      return AcquireEvent::failed(true, now);
-    }
-  }
-  if (waited.interrupted) return AcquireEvent::interrupted(now);
-  if (waited.error.empty()) return std::nullopt;
-  const bool transient = is_transient(waited.error);
-  return AcquireEvent::refused(std::move(waited.error), transient, now);
-}
-
-FAIRSEM_INLINE void AcquireIo::let_go() noexcept {
-  conn_.reset();
-  turn_.reset();
-}
-
-FAIRSEM_INLINE std::exception_ptr AcquireIo::error(AcquireOutcome outcome) const {
-  if (outcome != AcquireOutcome::failed) return core_.acquire_error(outcome, id_, units_, acked_);
-  if (error_) return error_;
-  return std::make_exception_ptr(std::logic_error("fairsem: an acquire failed with no error"));
 }
 
 // --- SemaphoreCore's part -------------------------------------------------------------------
@@ -399,6 +263,46 @@ FAIRSEM_INLINE void SemaphoreCore::count_outcome(AcquireOutcome outcome,
     default:
       MetricCounters::add(metrics_.errors);
   }
+}
+
+// --- The asynchronous acquire (AsyncAcquire, async_acquire.hpp) -----------------------------
+
+FAIRSEM_INLINE std::shared_ptr<AsyncAcquire> SemaphoreCore::acquire_async(
+    long long units, std::optional<Clock::time_point> deadline, AcquireCallback done) {
+  if (!done) throw InvalidArgument("fairsem: an asynchronous acquire needs a callback");
+  check_units(units);
+  runtime_->owner().check("this Client");  // before anything is posted to threads it lacks
+  auto request =
+      std::make_shared<AsyncAcquire>(shared_from_this(), units, deadline, std::move(done));
+  if (!in_flight_->add(request)) {
+    throw CancelledError(fmt::format(
+        "fairsem: {}: a new asynchronous acquire while the FairSemaphore is destroyed", where()));
+  }
+  try {
+    request->start();
+  } catch (...) {
+    forget_request(request.get());
+    throw;
+  }
+  return request;
+}
+
+FAIRSEM_INLINE void SemaphoreCore::forget_request(AsyncAcquire* request) {
+  in_flight_->remove(request);
+}
+
+FAIRSEM_INLINE void SemaphoreCore::cancel_requests(const std::exception_ptr& why) {
+  for (const auto& request : in_flight_->snapshot(false)) request->cancel(why);
+}
+
+FAIRSEM_INLINE void SemaphoreCore::end_requests(const std::exception_ptr& why) {
+  // A callback's new request is refused from now on.
+  for (const auto& request : in_flight_->snapshot(true)) request->cancel(why);
+  // Not on fairsem's own threads (the callback's step would wait for itself; the watchdog
+  // would leave every other permit unrenewed meanwhile), nor while holding a pool connection
+  // (a cancel step may need the last one).
+  if (on_fairsems_thread() || ConnectionPool::this_thread_holds_a_connection()) return;
+  in_flight_->wait_idle();
 }
 
 }  // namespace fairsem::detail

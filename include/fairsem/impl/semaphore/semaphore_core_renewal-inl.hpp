@@ -3,7 +3,7 @@
 // Renewing held permits: one script call per chunk of permits, by Permit::renew, renew_all and
 // the watchdog's renewal lanes (each call bounded by the leases it extends); a permit found gone
 // is marked lost. The callbacks of a lane's renewal go to the callback thread (call_back).
-// Part of SemaphoreCore (semaphore_core.hpp).
+// A facet of SemaphoreCore (semaphore_core.hpp).
 
 #include <fmt/format.h>
 #include "fairsem/impl/config.hpp"
@@ -13,6 +13,7 @@
 #include <string>
 #include <utility>
 
+#include "fairsem/impl/scope_exit.hpp"
 #include "fairsem/impl/semaphore/semaphore_core.hpp"
 #include "fairsem/impl/threads/notifier.hpp"
 
@@ -60,17 +61,12 @@ FAIRSEM_INLINE void SemaphoreCore::call_back(const std::function<void()>& call) 
       // Its last user handle gone (callback_gate.hpp): its callbacks are over.
       if (!callbacks_->enter()) return;
       // Counted until the task has run, or is dropped unrun (or not posted: out of memory).
-      struct Posted {
-        explicit Posted(std::shared_ptr<CallbackGate> g) : gate(std::move(g)) {}
-        Posted(const Posted&) = delete;
-        Posted& operator=(const Posted&) = delete;
-        ~Posted() { gate->leave(); }
-        const std::shared_ptr<CallbackGate> gate;
-      };
+      auto leave = [gate = callbacks_] { gate->leave(); };
+      using Posted = ScopeExit<decltype(leave)>;
       try {
         std::shared_ptr<Posted> posted;
         try {
-          posted = std::make_shared<Posted>(callbacks_);
+          posted = std::make_shared<Posted>(std::move(leave));
         } catch (...) {
           callbacks_->leave();
           throw;

@@ -7,4 +7,5 @@
 
 #include "fairsem/impl/wake/wake_subscription-inl.hpp"
 #include "fairsem/impl/wake/waker-inl.hpp"
+#include "fairsem/impl/wake/waker_group-inl.hpp"
 #include "fairsem/impl/wake/waker_loop-inl.hpp"

@@ -1,9 +1,10 @@
 #pragma once
 
-// WakeSubscription (waker.hpp): one waiter's registration with its Client's Waker, through
-// which it waits for its wake-up.
+// WakeSubscription (wake_subscription.hpp): one waiter's registration with its Client's Waker,
+// through which it waits for its wake-up.
 
 #include "fairsem/impl/config.hpp"
+#include "fairsem/impl/wake/wake_subscription.hpp"
 #include "fairsem/impl/wake/waker.hpp"
 
 #include <chrono>

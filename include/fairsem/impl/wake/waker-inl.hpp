@@ -81,11 +81,6 @@ FAIRSEM_INLINE bool Waker::serves(int slot) const {
   return lanes_.count(slot) != 0;
 }
 
-FAIRSEM_INLINE std::size_t Waker::lanes() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return lanes_.size();
-}
-
 FAIRSEM_INLINE std::unique_ptr<WakeSubscription> Waker::subscribe(
     int slot, const std::string& wake_prefix, const std::string& id, Connection& conn,
     std::function<void()> hook, std::chrono::steady_clock::time_point since) {
@@ -312,42 +307,6 @@ FAIRSEM_INLINE void Waker::claim_from_group(WakeSubscription& sub) {
       // As on the waker's thread: that waiter learns of it at its next poll.
     }
   }
-}
-
-// --- WakerGroup -----------------------------------------------------------------------------
-
-FAIRSEM_INLINE void WakerGroup::add(const std::shared_ptr<Waker>& waker) {
-  std::lock_guard<std::mutex> lock(mu_);
-  wakers_.erase(std::remove_if(wakers_.begin(), wakers_.end(),
-                               [](const std::weak_ptr<Waker>& w) { return w.expired(); }),
-                wakers_.end());
-  wakers_.push_back(waker);
-}
-
-FAIRSEM_INLINE std::vector<std::shared_ptr<Waker>> WakerGroup::others(const Waker* from) {
-  std::vector<std::shared_ptr<Waker>> out;
-  std::lock_guard<std::mutex> lock(mu_);
-  for (const std::weak_ptr<Waker>& weak : wakers_) {
-    std::shared_ptr<Waker> waker = weak.lock();
-    if (waker && waker.get() != from) out.push_back(std::move(waker));
-  }
-  return out;
-}
-
-FAIRSEM_INLINE bool WakerGroup::offer(const Waker* from, const std::string& key,
-                                      const std::string& message) {
-  const std::vector<std::shared_ptr<Waker>> wakers = others(from);
-  return std::any_of(wakers.begin(), wakers.end(), [&](const std::shared_ptr<Waker>& waker) {
-    return waker->take_offer(key, message);
-  });
-}
-
-FAIRSEM_INLINE std::optional<std::string> WakerGroup::claim(const Waker* from,
-                                                            const std::string& key) {
-  for (const std::shared_ptr<Waker>& waker : others(from)) {
-    if (std::optional<std::string> message = waker->take_unclaimed(key)) return message;
-  }
-  return std::nullopt;
 }
 
 FAIRSEM_INLINE bool Waker::hand_over(SubIt it, std::string message) {

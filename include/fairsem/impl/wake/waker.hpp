@@ -7,7 +7,8 @@
 // on, never the number of waiters; a waiting acquire holds no connection of its own. A BRPOP
 // takes the keys of one slot only, so a Cluster Client has a connection (a lane) per slot
 // waited on; one thread keeps every lane of its node, reading whichever answers (poll(2)).
-// Internal.
+// Internal. Defined in two files, one per facet: waker-inl.hpp (the subscriptions) and
+// waker_loop-inl.hpp (its thread).
 
 #include <array>
 #include <chrono>
@@ -26,6 +27,8 @@
 #include "fairsem/impl/net/connection.hpp"
 #include "fairsem/impl/net/discovery.hpp"
 #include "fairsem/impl/threads/owned_thread.hpp"
+#include "fairsem/impl/wake/wake_subscription.hpp"
+#include "fairsem/impl/wake/waker_group.hpp"
 
 namespace fairsem::detail {
 
@@ -49,82 +52,6 @@ inline constexpr std::size_t kMaxUnclaimed = 10'000;
 inline constexpr auto kRetryPause = std::chrono::milliseconds(200);
 
 }  // namespace waker_helpers
-
-class Waker;
-
-/// The wakers of one Client (Runtime). A slot's inbox can be in two of their BRPOPs for a while
-/// (Runtime::waker: a slot forgotten while a waiter was being given its waker, then given to
-/// another waker after a failover), so a wake-up one of them pops can be for a subscription of
-/// the other: a waker that pops one no subscription of its own listens for offers it to the
-/// others, and a subscription takes one another waker kept for it. Holds the wakers weakly.
-class WakerGroup {
- public:
-  void add(const std::shared_ptr<Waker>& waker);
-  /// Hands {`key`, `message`} to a subscription listening through another waker than `from`:
-  /// true if one took it.
-  bool offer(const Waker* from, const std::string& key, const std::string& message);
-  /// Takes the wake-up for `key` that another waker than `from` keeps unclaimed, if any.
-  std::optional<std::string> claim(const Waker* from, const std::string& key);
-
- private:
-  /// The wakers but `from` (those still alive), without the group's lock held after.
-  std::vector<std::shared_ptr<Waker>> others(const Waker* from);
-
-  std::mutex mu_;
-  std::vector<std::weak_ptr<Waker>> wakers_;
-};
-
-/// What one wait for a wake-up found.
-struct WakeWait {
-  /// The wake-up, as {its wake list's name, MESSAGE} (what decode_wake reads).
-  std::optional<Reply> woken;
-  std::string error;  // the waker's BRPOP was refused (ReplyError::server_message)
-  /// The waker's BRPOP was cut off (its connection broke): a wake-up it popped is lost, so the
-  /// waiter polls now rather than at its next poll interval.
-  bool interrupted = false;
-};
-
-/// One waiting request's interest in its wake list: from subscribe() until destroyed. Used by
-/// the one thread that waits.
-class WakeSubscription {
- public:
-  ~WakeSubscription();
-  WakeSubscription(const WakeSubscription&) = delete;
-  WakeSubscription& operator=(const WakeSubscription&) = delete;
-
-  /// Waits up to `wait` for the wake-up (or for an error of the waker to report); an empty
-  /// result when neither came.
-  WakeWait wait_for(std::chrono::milliseconds wait);
-  /// What came so far, without waiting (for a subscription with a hook).
-  WakeWait take() { return wait_for(std::chrono::milliseconds(0)); }
-  /// After a poll that found the request still queued: forgets an error not yet waited for,
-  /// and listens again if a wake-up had ended the listening. A wake-up already delivered is
-  /// kept: it may be for the entry the poll saw (promoted just after the poll ran); one for an
-  /// earlier entry of the id carries another ticket, and the waiter drops it. So is a cut-off
-  /// BRPOP since `since`, when the poll was sent (the poll may have run before the promotion
-  /// whose wake-up that BRPOP lost), whether it came while listening or not: as an
-  /// interruption, the next wait reports it. `conn`: as for Waker::subscribe.
-  void rearm(Connection& conn, std::chrono::steady_clock::time_point since =
-                                   std::chrono::steady_clock::time_point::max());
-
- private:
-  friend class Waker;
-  WakeSubscription(std::shared_ptr<Waker> waker, int slot, std::string key, std::string inbox,
-                   std::function<void()> hook);
-
-  std::shared_ptr<Waker> waker_;
-  const int slot_;              // the lane it listens through
-  std::string key_;             // the request's own wake list: its identity in the waker
-  std::string inbox_;           // the inbox its wake-ups come through
-  std::function<void()> hook_;  // called (on the waker's thread) when something came
-  // Guarded by the waker's mutex.
-  bool listed_ = true;  // in the waker's BRPOP; a delivered wake-up ends that
-  std::optional<Reply> woken_;
-  std::string error_;
-  bool interrupted_ = false;
-  std::chrono::steady_clock::time_point interrupted_at_;  // when its lane was cut off
-  std::condition_variable cv_;
-};
 
 class Waker : public std::enable_shared_from_this<Waker> {
  public:
@@ -166,10 +93,9 @@ class Waker : public std::enable_shared_from_this<Waker> {
   bool running() const;
   /// Whether it has a lane for `slot`: listened through within the idle timeout.
   bool serves(int slot) const;
-  /// How many lanes it has (each a BRPOP and a connection while listened through).
-  std::size_t lanes() const;
 
  private:
+  friend struct TestProbe;  // tests/support/test_probe.hpp: its lanes
   friend class WakeSubscription;
   friend class WakerGroup;
   /// One semaphore's inbox: how many subscriptions listen through it, and since when none.

@@ -14,7 +14,7 @@ namespace fairsem::cli {
 
 namespace {
 
-using examples::whole_number;
+using args::whole_number;
 
 constexpr const char* kExitCodes = R"(Exit codes:
   0      success (run: the command's own status, 128+N if it died by signal N;

@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-namespace fairsem::examples {
+namespace fairsem::args {
 
 std::string resolve_url(const std::string& given) {
   if (!given.empty()) return given;
@@ -70,4 +70,4 @@ std::optional<int> parse(CLI::App& app, int argc, char** argv, std::string_view 
   return std::nullopt;
 }
 
-}  // namespace fairsem::examples
+}  // namespace fairsem::args

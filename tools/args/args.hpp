@@ -13,7 +13,7 @@
 
 #include "exit_codes.hpp"
 
-namespace fairsem::examples {
+namespace fairsem::args {
 
 /// `given` (from --url or a URL argument) unless it is empty, else $FAIRSEM_URL, else
 /// $REDIS_URL (each when set and not empty), else redis://127.0.0.1:6379.
@@ -37,4 +37,4 @@ std::string hide_credentials(std::string message, int argc, char** argv);
 /// "<program>: <what was wrong>" and then `usage` on stderr.
 std::optional<int> parse(CLI::App& app, int argc, char** argv, std::string_view usage);
 
-}  // namespace fairsem::examples
+}  // namespace fairsem::args

@@ -23,12 +23,12 @@
 
 namespace {
 
+using fairsem::args::hide_credentials;
+using fairsem::args::resolve_url;
 using fairsem::cli::add_commands;
 using fairsem::cli::CommandLine;
 using fairsem::cli::report_exception;
 using fairsem::cli::usage_error;
-using fairsem::examples::hide_credentials;
-using fairsem::examples::resolve_url;
 
 /// Parses argv[1..parsed_argc) (what comes before "--") into `cl`. Returns nullopt to go on, or
 /// the exit code: 0 after --help or --version, 64 after a bad argument.

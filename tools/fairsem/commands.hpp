@@ -10,7 +10,7 @@
 namespace fairsem::cli {
 
 struct Target {
-  std::string url;  // as resolved by examples::resolve_url()
+  std::string url;  // as resolved by args::resolve_url()
   std::string name;
   std::string key_prefix = "fairsem";
 };
@@ -44,7 +44,7 @@ struct ResizeArgs {
 };
 
 struct ListArgs {
-  std::string url;  // as resolved by examples::resolve_url()
+  std::string url;  // as resolved by args::resolve_url()
   std::string key_prefix = "fairsem";
   std::string match = "*";  // a Redis glob on the names
   bool json = false;
@@ -52,13 +52,13 @@ struct ListArgs {
 
 struct FunctionsArgs {
   std::string action;    // "list" or "prune"
-  std::string url;       // as resolved by examples::resolve_url()
+  std::string url;       // as resolved by args::resolve_url()
   bool dry_run = false;  // prune: delete nothing, print what would be deleted
   bool json = false;
 };
 
 struct ExporterArgs {
-  std::string url;  // as resolved by examples::resolve_url()
+  std::string url;  // as resolved by args::resolve_url()
   std::string listen = "127.0.0.1:9464";
   std::string key_prefix = "fairsem";
   std::string match = "*";

@@ -16,10 +16,10 @@
 
 namespace fairsem::cli {
 
-using examples::kExitInternal;
-using examples::kExitTempFail;
-using examples::kExitUnavailable;
-using examples::kExitUsage;
+using args::kExitInternal;
+using args::kExitTempFail;
+using args::kExitUnavailable;
+using args::kExitUsage;
 inline constexpr int kExitCannotExecute = 126;
 inline constexpr int kExitNotFound = 127;
 
