@@ -19,7 +19,8 @@ class OwnedThread {
   OwnedThread() noexcept = default;
   /// let_go(): its owner has asked it to end first.
   ~OwnedThread() { let_go(); }
-  OwnedThread(OwnedThread&& other) noexcept = default;
+  OwnedThread(OwnedThread&& other) noexcept
+      : thread_(std::move(other.thread_)), retired_(std::exchange(other.retired_, false)) {}
   /// let_go() first.
   OwnedThread& operator=(OwnedThread&& other) noexcept;
   OwnedThread(const OwnedThread&) = delete;
