@@ -32,7 +32,7 @@ class OwnedThread {
   /// start (nothing changes then).
   template <class Body>
   OwnedThread start(Body&& body) {
-    if (running()) return OwnedThread();
+    if (running()) return {};
     std::thread started(std::forward<Body>(body));
     OwnedThread ended = take();
     thread_ = std::move(started);
