@@ -51,8 +51,8 @@ PY
 
 # fold_units DIR: what is checked folded (fold), and the rest one file at a time (patterns).
 #   - The library's translation units (src/*.cpp, each only an #include of a folder's list,
-#     include/fairsem/impl/<folder>/units.hpp), as DIR/units.cpp, which includes each of them as
-#     header-only mode compiles them (the headers they share are parsed once). One check is
+#     include/fairsem/impl/<folder>/units.hpp), as DIR/units.cpp, which includes what each of
+#     them includes, as header-only mode compiles them (the headers they share are parsed once). One check is
 #     off there, misc-no-recursion: seeing the whole library at once, it reports call cycles that
 #     exist by design and end after one turn (a connection found through Sentinel or a cluster
 #     opens direct connections to ask where to go; a redirection reloads the scripts on the node
@@ -75,7 +75,7 @@ fold_units() {
   done
   if [ "${#units[@]}" -gt 1 ]; then
     # shellcheck disable=SC2016  # expanded by fold, for each file
-    fold "$dir" units 'echo "#include \"$(realpath "$f")\""' \
+    fold "$dir" units 'grep "^#include" "$f"' \
       -misc-no-recursion "" "${units[@]}"
   else
     rest+=("${units[@]}")

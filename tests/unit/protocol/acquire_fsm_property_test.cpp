@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "acquire_fsm_names.hpp"
+#include "acquire_fsm_peer.hpp"
 #include "fairsem/impl/protocol/acquire_fsm.hpp"
 
 namespace fairsem::detail {
@@ -75,9 +76,9 @@ class World {
   /// Drives the machine through `steps`, then calmly until it is over; checks the contract.
   void run(const std::vector<Step>& steps) {
     std::size_t next = 0;
-    RC_LOG() << (fsm_.tries()       ? "a try"
-                 : params_.deadline ? "a wait with a deadline"
-                                    : "a wait")
+    RC_LOG() << (AcquireFsmPeer::tries(fsm_) ? "a try"
+                 : params_.deadline          ? "a wait with a deadline"
+                                             : "a wait")
              << (params_.deadline
                      ? " at " + std::to_string((*params_.deadline - kStart) / ms(1)) + "ms"
                      : "")
@@ -330,7 +331,9 @@ class World {
   // --- The contract ---------------------------------------------------------------------------
 
   void check_until(const AcquireAction& a) const {
-    if (a.until && params_.deadline && !fsm_.tries()) RC_ASSERT(*a.until <= *params_.deadline);
+    if (a.until && params_.deadline && !AcquireFsmPeer::tries(fsm_)) {
+      RC_ASSERT(*a.until <= *params_.deadline);
+    }
   }
 
   void check_leave_ticket(const AcquireAction& a) const {
@@ -352,7 +355,7 @@ class World {
     // handle's, and so may a grant (the permit that id holds already) to a try or one that
     // too few replicas acknowledged.
     if (params_.chosen_id &&
-        (fsm_.tries() || too_few_replicas_ || known_.count(entry_->ticket) == 0)) {
+        (AcquireFsmPeer::tries(fsm_) || too_few_replicas_ || known_.count(entry_->ticket) == 0)) {
       return;
     }
     RC_FAIL("the request ended without its permit and left its entry (ticket " +

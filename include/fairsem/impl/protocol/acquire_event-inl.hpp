@@ -1,7 +1,7 @@
 #pragma once
 
 // The events an acquire's state machine is told (AcquireEvent, acquire_fsm.hpp): how each is
-// made. The machine itself is in acquire_fsm-inl.hpp.
+// made. The machine itself is in acquire_fsm-inl.hpp and acquire_fsm_end-inl.hpp.
 
 #include "fairsem/impl/config.hpp"
 #include "fairsem/impl/protocol/acquire_fsm.hpp"

@@ -1,13 +1,16 @@
 #pragma once
 
-// AcquireFsm (acquire_fsm.hpp): every decision of one acquire, from its first call to its
-// grant, time-out, cancel or clean-up, as events in and actions out; no I/O.
+// AcquireFsm (acquire_fsm.hpp): every decision of one acquire, as events in and actions out;
+// no I/O. Here the way to its end: the events told, the turn, the first call, listening,
+// wake-ups, polls and retries. How it ends (the grant, a give-up, a cancel, the leave) is in
+// acquire_fsm_end-inl.hpp.
 
 #include "fairsem/impl/config.hpp"
 #include "fairsem/impl/protocol/acquire_fsm.hpp"
 
 #include <algorithm>
 #include <utility>
+#include <variant>
 
 namespace fairsem::detail {
 
@@ -20,7 +23,7 @@ FAIRSEM_INLINE AcquireFsm::AcquireFsm(const AcquireParams& params)
       backoff_(params_.jitter_seed, params_.retry_first, params_.retry_cap) {}
 
 FAIRSEM_INLINE AcquireAction AcquireFsm::resume(const AcquireEvent& event) {
-  if (stage_ == Stage::over) return {};
+  if (over()) return {};
   now_ = event.now;
   using Kind = AcquireEvent::Kind;
   switch (event.kind) {
@@ -50,8 +53,8 @@ FAIRSEM_INLINE AcquireAction AcquireFsm::resume(const AcquireEvent& event) {
 }
 
 FAIRSEM_INLINE AcquireAction AcquireFsm::on_start(Clock::time_point now) {
-  if (stage_ != Stage::idle) return {};
-  stage_ = Stage::in_line;
+  if (!in<Idle>()) return {};
+  stage_ = InLine{};
   return in_line(now);
 }
 
@@ -65,10 +68,10 @@ FAIRSEM_INLINE AcquireAction AcquireFsm::in_line(Clock::time_point now) {
 }
 
 FAIRSEM_INLINE AcquireAction AcquireFsm::on_admitted(Clock::time_point now) {
-  if (stage_ != Stage::in_line) return {};
+  if (!in<InLine>()) return {};
   // The turn came after the deadline (it was not checked in time): as if it passed in line.
   if (!tries_ && past_deadline(now)) return finish(AcquireOutcome::timed_out);
-  stage_ = Stage::calling;
+  stage_ = Calling{};
   AcquireAction a = call(tries_ ? AcquireAction::Kind::send_try : AcquireAction::Kind::send_queue);
   // A random id drawn for this request has never been sent; a call sent again (retry_step())
   // may follow one that reached the server, and a caller-chosen id may have an entry already.
@@ -77,11 +80,9 @@ FAIRSEM_INLINE AcquireAction AcquireFsm::on_admitted(Clock::time_point now) {
 }
 
 FAIRSEM_INLINE AcquireAction AcquireFsm::on_replied(const AcquireEvent& event) {
-  if (stage_ != Stage::calling && stage_ != Stage::polling) return {};
-  const bool first = stage_ == Stage::calling;
-  if (first) sent_first_ = true;
-  answered_ = true;
-  lost_reply_ = false;
+  if (!in<Calling, Polling>()) return {};
+  const bool first = in<Calling>();
+  entry_ = Entry::known;
   // The server answers: whatever entry the id has now, it lasts a lease from here at most.
   unreachable_ = false;
   backoff_.reset();
@@ -108,177 +109,118 @@ FAIRSEM_INLINE AcquireAction AcquireFsm::queue_reply(bool first) {
   }
   // Still queued: listen (again). A wake-up that came while the poll was out is kept: it may
   // be for the entry the poll saw, promoted after the poll ran.
-  stage_ = first ? Stage::subscribing : Stage::rearming;
-  return AcquireAction::of(first ? AcquireAction::Kind::subscribe : AcquireAction::Kind::rearm);
+  if (first) {
+    stage_ = Subscribing{};
+    return AcquireAction::of(AcquireAction::Kind::subscribe);
+  }
+  stage_ = Rearming{};
+  return AcquireAction::of(AcquireAction::Kind::rearm);
 }
 
 FAIRSEM_INLINE AcquireAction AcquireFsm::on_failed(const AcquireEvent& event) {
   // Nothing can fail before the start, and finishing never fails.
-  if (stage_ == Stage::idle || stage_ == Stage::finishing) return {};
-  if (stage_ == Stage::leaving) {
+  if (in<Idle, Finishing>()) return {};
+  if (const Leaving* leaving = std::get_if<Leaving>(&stage_)) {
     // The server went away (again): the leave goes on in the background, until the entry
     // expires. Any other failure leaves the entry to its lease (the driver said why).
-    if (event.transient && !left_later_) {
+    if (event.transient && !leaving->later) {
       unreachable_ = true;
-      return leave();
+      return leave(leaving->then_finish);
     }
-    return left();
+    return left(leaving->then_finish);
   }
   if (event.reached) entry_expiry_ = event.now + params_.lease;
-  // An acquire call that may have run unanswered: a poll that found the entry gone (expired,
-  // evicted) queued it again, under a ticket this request was not told.
-  if (event.reached && (stage_ == Stage::calling || stage_ == Stage::polling)) lost_reply_ = true;
+  // An acquire call that may have run unanswered: the first may have queued; a poll that found
+  // the entry gone (expired, evicted) queued it again, under a ticket this request was not told.
+  if (event.reached && in<Calling>()) entry_ = Entry::unanswered;
+  if (event.reached && in<Polling>()) entry_ = Entry::unsure;
   unreachable_ = event.transient;
   // A waiter's poll, or its listening (the first, right after it queued, or again after a
   // poll), that failed in a way that passes keeps the entry, and a wake-up kept meanwhile: the
   // server is restarting, loading or failing over.
-  if (event.transient &&
-      (stage_ == Stage::polling || stage_ == Stage::subscribing || stage_ == Stage::rearming)) {
-    return retry(event.now);
-  }
-  if (stage_ == Stage::calling) sent_first_ = sent_first_ || event.reached;
+  if (event.transient && in<Polling, Subscribing, Rearming>()) return retry(event.now);
   // The deadline passed before the first call could leave (no connection of the pool came
   // free, or none could be made, in time): a time-out, with nothing to leave.
-  if (event.transient && stage_ == Stage::calling && !sent_first_ && !tries_ &&
-      past_deadline(event.now)) {
+  if (event.transient && in<Calling>() && !sent_first() && !tries_ && past_deadline(event.now)) {
     return finish(AcquireOutcome::timed_out);
   }
   // So does a waiter's first call once it reached the server: it may have queued with its
   // reply lost (the server went away just after), and it is sent again, with the same id, until
   // the server is back; the script answers where that entry stands, or queues it then. One that
   // never reached a server queued nothing: the outage is reported at once.
-  if (event.transient && stage_ == Stage::calling && !tries_ && sent_first_) {
+  if (event.transient && in<Calling>() && !tries_ && sent_first()) {
     return retry(event.now);
   }
   kept_wake_.reset();
   return end(AcquireOutcome::failed, must_leave());
 }
 
-FAIRSEM_INLINE bool AcquireFsm::must_leave() const noexcept {
-  // Nothing sent, nothing to undo.
-  if (!sent_first_) return false;
-  // A try may have been granted with its reply lost, or its permit could not be set up: given
-  // up when its id is surely its own, a random one.
-  if (tries_) return !params_.chosen_id;
-  // Without a ticket (the first call failed) only a random id is surely this call's own: a
-  // caller-chosen one may name another handle's entry, which then must not be removed.
-  return reply_.ticket != 0 || !params_.chosen_id;
-}
-
 FAIRSEM_INLINE AcquireAction AcquireFsm::on_woken(const AcquireEvent& event) {
   if (tries_) return {};  // a try never listens
-  switch (stage_) {
-    case Stage::retrying:
-      // Its first call not answered yet: no ticket to match a wake-up against; it is read
-      // once the call is answered, as while the call is out. The backoff goes on.
-      if (!answered_) {
-        kept_wake_ = event.wake;
-        return retry_step(event.now);
-      }
-      return wake_up(event.wake, event.now);
-    case Stage::waiting:
-      // Retrying, a wake-up for this entry says the server is back: it grants, or polls now.
-      return wake_up(event.wake, event.now);
-    case Stage::calling:
-    case Stage::subscribing:
-    case Stage::polling:
-    case Stage::rearming:
-    case Stage::reporting:
-      // Read once the call is answered, against the entry its reply describes (listen()).
+  if (in<Retrying>()) {
+    // Its first call not answered yet: no ticket to match a wake-up against; it is read
+    // once the call is answered, as while the call is out. The backoff goes on.
+    if (!answered()) {
       kept_wake_ = event.wake;
-      return {};
-    default:
-      return {};  // granted, given up or finished: nothing to wake any more
+      return retry_step(event.now);
+    }
+    // A wake-up for this entry says the server is back: it grants, or polls now.
+    return wake_up(event.wake, event.now);
   }
+  if (in<Waiting>()) return wake_up(event.wake, event.now);
+  if (in<Calling, Subscribing, Polling, Rearming, Reporting>()) {
+    // Read once the call is answered, against the entry its reply describes (listen()).
+    kept_wake_ = event.wake;
+    return {};
+  }
+  return {};  // granted, given up or finished: nothing to wake any more
 }
 
 FAIRSEM_INLINE AcquireAction AcquireFsm::on_trouble(const AcquireEvent& event) {
   // Retrying: the poll due answers it, when due (the waker is cut off, or refused, each time
   // it tries while the server is away).
-  if (stage_ == Stage::retrying) return retry_step(event.now);
+  if (in<Retrying>()) return retry_step(event.now);
   // Only while listening: a poll out (or done) answers what a lost wake-up would have said.
-  if (stage_ != Stage::waiting) return {};
+  const Waiting* waiting = std::get_if<Waiting>(&stage_);
+  if (!waiting) return {};
   // The waker's BRPOP was cut off: a wake-up it popped may be lost, so poll now rather than at
   // the next poll interval.
-  if (event.kind == AcquireEvent::Kind::interrupted) return next_step(event.now, true);
+  if (event.kind == AcquireEvent::Kind::interrupted) return poll_now(event.now);
   // A transient refusal goes straight to the poll; after any other the wait goes on: a
   // wake-up can still come, and the poll follows when due. Said once per wait.
-  if (event.transient) return next_step(event.now, true);
-  if (reported_) return next_step(event.now, false);
-  reported_ = true;
-  stage_ = Stage::reporting;
+  if (event.transient) return poll_now(event.now);
+  if (waiting->reported) return wait_on(event.now);
+  stage_ = Reporting{waiting->next_poll};
   AcquireAction a = AcquireAction::of(AcquireAction::Kind::report);
   a.error = event.error;
   return a;
 }
 
-FAIRSEM_INLINE AcquireAction AcquireFsm::on_replicas(long long acked) {
-  if (stage_ != Stage::replicating) return {};
-  if (acked >= params_.min_replicas) return grant();
-  // A caller-chosen id may be another handle's permit, granted to this call as well: it is
-  // left to its lease, never given up here. A random one is given back.
-  return end(AcquireOutcome::replication, !params_.chosen_id);
-}
-
 FAIRSEM_INLINE AcquireAction AcquireFsm::on_done(Clock::time_point now) {
-  switch (stage_) {
-    case Stage::subscribing:
-    case Stage::rearming:
-      // A new wait: the next poll is one interval away, and a refused BRPOP is said again.
-      reported_ = false;
-      next_poll_ = now + params_.poll_interval;
-      return listen(now);
-    case Stage::reporting:
-      return listen(now);
-    case Stage::granting:
-      return finish(AcquireOutcome::granted);
-    case Stage::leaving:
-      return left();
-    case Stage::finishing:
-      finished_ = true;
-      if (leave_after_finish_) return leave();
-      stage_ = Stage::over;
-      return {};
-    default:
-      return {};
+  // A new wait: the next poll is one interval away, and a refused BRPOP is said again.
+  if (in<Subscribing, Rearming>()) return listen(now, Waiting{now + params_.poll_interval, false});
+  // The same wait goes on, reported.
+  if (const Reporting* reporting = std::get_if<Reporting>(&stage_)) {
+    return listen(now, Waiting{reporting->next_poll, true});
   }
+  if (in<Granting>()) return finish(AcquireOutcome::granted);
+  if (const Leaving* leaving = std::get_if<Leaving>(&stage_)) return left(leaving->then_finish);
+  if (const Finishing* finishing = std::get_if<Finishing>(&stage_)) {
+    if (finishing->then_leave) return leave(std::nullopt);
+    stage_ = Over{};
+  }
+  return {};
 }
 
 FAIRSEM_INLINE AcquireAction AcquireFsm::on_tick(Clock::time_point now) {
-  if (stage_ == Stage::in_line) return in_line(now);
-  if (stage_ == Stage::waiting) return next_step(now, false);
-  if (stage_ == Stage::retrying) return retry_step(now);
+  if (in<InLine>()) return in_line(now);
+  if (in<Waiting>()) return wait_on(now);
+  if (in<Retrying>()) return retry_step(now);
   return {};  // a timer of an earlier wait: what runs now answers
 }
 
-FAIRSEM_INLINE AcquireAction AcquireFsm::on_cancelled() {
-  if (cancel_heard_) return {};
-  cancel_heard_ = true;
-  kept_wake_.reset();
-  // The outcome first: the caller should not wait for a round trip (or, with Redis unreachable,
-  // a command timeout). The entry is given up right after.
-  switch (stage_) {
-    case Stage::finishing:
-      // Decided, not delivered yet: the cancel wins over whatever it was (a permit made is
-      // dropped, which releases it; an eviction or an error is not reported), since cancel()
-      // promised a CancelledError. Left already if it had to be.
-      return finish(AcquireOutcome::cancelled);
-    case Stage::leaving:
-      // The leave dropped for the cancel comes after the outcome.
-      leave_after_finish_ = true;
-      return finish(AcquireOutcome::cancelled);
-    default:
-      // Queued (or granted by a reply or a wake-up not acted on yet): the entry, a permit or
-      // not, is given up, which passes a promotion on to the next waiter. So is one that a
-      // call whose reply was lost may have made (queued, or granted at once): by ticket 0, now
-      // or, while the server is away, in the background until it would expire.
-      leave_after_finish_ = must_leave();
-      return finish(AcquireOutcome::cancelled);
-  }
-}
-
-FAIRSEM_INLINE AcquireAction AcquireFsm::listen(Clock::time_point now) {
-  stage_ = Stage::waiting;
+FAIRSEM_INLINE AcquireAction AcquireFsm::listen(Clock::time_point now, Waiting wait) {
+  stage_ = wait;
   if (kept_wake_) {
     WakeUp wake = std::move(*kept_wake_);
     kept_wake_.reset();
@@ -286,10 +228,10 @@ FAIRSEM_INLINE AcquireAction AcquireFsm::listen(Clock::time_point now) {
     // one the reply describes: a first call sent again after a lost reply queues anew when the
     // entry the lost one made was evicted meanwhile. The poll says which (the script finds the
     // marker of an evicted entry).
-    if (wake.reason != WakeReason::promoted) return next_step(now, true);
+    if (wake.reason != WakeReason::promoted) return poll_now(now);
     return wake_up(wake, now);
   }
-  return next_step(now, false);
+  return wait_on(now);
 }
 
 FAIRSEM_INLINE AcquireAction AcquireFsm::wake_up(const WakeUp& wake, Clock::time_point now) {
@@ -312,19 +254,21 @@ FAIRSEM_INLINE AcquireAction AcquireFsm::wake_up(const WakeUp& wake, Clock::time
     reply_.slots = wake.slots;
     return grant();
   }
-  return next_step(now, true);
+  return poll_now(now);
 }
 
-FAIRSEM_INLINE AcquireAction AcquireFsm::next_step(Clock::time_point now, bool poll_now) {
-  if (past_deadline(now)) return end(AcquireOutcome::timed_out, true);
-  if (poll_now || now >= next_poll_) {
-    stage_ = Stage::polling;
-    return call(AcquireAction::Kind::poll);
-  }
-  stage_ = Stage::waiting;
+FAIRSEM_INLINE AcquireAction AcquireFsm::wait_on(Clock::time_point now) {
+  const Clock::time_point next_poll = std::get<Waiting>(stage_).next_poll;
+  if (past_deadline(now) || now >= next_poll) return poll_now(now);
   AcquireAction a = AcquireAction::of(AcquireAction::Kind::wait);
-  a.until = params_.deadline ? std::min(next_poll_, *params_.deadline) : next_poll_;
+  a.until = params_.deadline ? std::min(next_poll, *params_.deadline) : next_poll;
   return a;
+}
+
+FAIRSEM_INLINE AcquireAction AcquireFsm::poll_now(Clock::time_point now) {
+  if (past_deadline(now)) return end(AcquireOutcome::timed_out, true);
+  stage_ = Polling{};
+  return call(AcquireAction::Kind::poll);
 }
 
 FAIRSEM_INLINE AcquireAction AcquireFsm::call(AcquireAction::Kind kind) const {
@@ -336,82 +280,26 @@ FAIRSEM_INLINE AcquireAction AcquireFsm::call(AcquireAction::Kind kind) const {
 }
 
 FAIRSEM_INLINE AcquireAction AcquireFsm::retry(Clock::time_point now) {
-  retry_at_ = now + backoff_.next();
+  stage_ = Retrying{now + backoff_.next()};
   return retry_step(now);
 }
 
 FAIRSEM_INLINE AcquireAction AcquireFsm::retry_step(Clock::time_point now) {
   // Given up at the deadline (the leave goes to the background: the server is away). A first
   // call not answered yet leaves its id only if that id is surely its own (must_leave()).
+  const Clock::time_point retry_at = std::get<Retrying>(stage_).retry_at;
   if (past_deadline(now)) return end(AcquireOutcome::timed_out, must_leave());
-  if (now >= retry_at_ && !answered_) {
-    stage_ = Stage::calling;
+  if (now >= retry_at && !answered()) {
+    stage_ = Calling{};
     return call(AcquireAction::Kind::send_queue);
   }
-  if (now >= retry_at_) {
-    stage_ = Stage::polling;
+  if (now >= retry_at) {
+    stage_ = Polling{};
     return call(AcquireAction::Kind::poll);
   }
-  stage_ = Stage::retrying;
   AcquireAction a = AcquireAction::of(AcquireAction::Kind::backoff);
-  a.until = params_.deadline ? std::min(retry_at_, *params_.deadline) : retry_at_;
+  a.until = params_.deadline ? std::min(retry_at, *params_.deadline) : retry_at;
   return a;
-}
-
-FAIRSEM_INLINE AcquireAction AcquireFsm::granted() {
-  if (params_.min_replicas == 0) return grant();
-  // On the connection whose call granted (or confirmed) the permit.
-  stage_ = Stage::replicating;
-  return AcquireAction::of(AcquireAction::Kind::await_replicas);
-}
-
-FAIRSEM_INLINE AcquireAction AcquireFsm::grant() {
-  stage_ = Stage::granting;
-  AcquireAction a = AcquireAction::of(AcquireAction::Kind::grant);
-  a.reply = reply_;
-  a.sent = sent_;
-  return a;
-}
-
-FAIRSEM_INLINE AcquireAction AcquireFsm::end(AcquireOutcome outcome, bool leave_first) {
-  if (!leave_first) return finish(outcome);
-  outcome_ = outcome;
-  return leave();
-}
-
-FAIRSEM_INLINE AcquireAction AcquireFsm::finish(AcquireOutcome outcome) {
-  stage_ = Stage::finishing;
-  outcome_ = outcome;
-  AcquireAction a = AcquireAction::of(AcquireAction::Kind::finish);
-  a.outcome = outcome;
-  return a;
-}
-
-FAIRSEM_INLINE AcquireAction AcquireFsm::leave() {
-  stage_ = Stage::leaving;
-  // Ticket 0 names whatever entry the id has: one a lost reply would have named, when the id
-  // is surely this request's own.
-  const long long ticket = lost_reply_ && !params_.chosen_id ? 0 : reply_.ticket;
-  if (!unreachable_) {
-    AcquireAction a = AcquireAction::of(AcquireAction::Kind::leave);
-    a.ticket = ticket;
-    return a;
-  }
-  // The server is away: waiting for it would hold the outcome up (a deadline would pass by
-  // a command's retries, a cancel by minutes). The leave goes on in the background, retried
-  // until the entry expires: past that, the server reaps it before it could promote it.
-  left_later_ = true;
-  if (now_ >= entry_expiry_) return left();
-  AcquireAction a = AcquireAction::of(AcquireAction::Kind::leave_later);
-  a.ticket = ticket;
-  a.until = entry_expiry_;
-  return a;
-}
-
-FAIRSEM_INLINE AcquireAction AcquireFsm::left() {
-  if (!finished_) return finish(outcome_);
-  stage_ = Stage::over;
-  return {};
 }
 
 FAIRSEM_INLINE bool AcquireFsm::past_deadline(Clock::time_point now) const noexcept {

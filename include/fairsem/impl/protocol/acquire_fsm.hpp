@@ -7,7 +7,8 @@
 // cancel. The blocking acquire (semaphore_core_acquire-inl.hpp) and AsyncAcquire
 // (async_acquire-inl.hpp) both drive it, one doing the I/O on the calling thread, the other a step
 // at a time on the Client's executor; the unit tests drive it with no server at all
-// (tests/unit/acquire_fsm_test.cpp). Internal.
+// (tests/unit/protocol/acquire_fsm_*test.cpp). Internal. Defined in two files, one per facet:
+// acquire_fsm-inl.hpp and acquire_fsm_end-inl.hpp (how an acquire ends).
 //
 // A driver starts with resume(start), then performs each action and resumes with what came of
 // it, until the action is `none` with the machine over():
@@ -35,6 +36,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <variant>
 
 #include "fairsem/impl/protocol/replies.hpp"
 #include "fairsem/impl/protocol/retry_backoff.hpp"
@@ -185,28 +187,64 @@ class AcquireFsm {
   /// Tells the machine what happened; returns what to do next.
   AcquireAction resume(const AcquireEvent& event);
 
-  /// True when the request only tries: try_acquire, or a deadline passed when it was made.
-  bool tries() const noexcept { return tries_; }
   /// True once nothing is left to do (the request finished, and left the queue if it had to).
-  bool over() const noexcept { return stage_ == Stage::over; }
+  bool over() const noexcept { return in<Over>(); }
 
  private:
-  enum class Stage {
-    idle,         // not started
-    in_line,      // waiting for its admission turn
-    calling,      // the first call is out
-    subscribing,  // queued: the subscription is being made
-    waiting,      // queued and listening: for a wake-up, the next poll or the deadline
-    polling,      // a poll is out
-    retrying,     // a poll failed in a way that passes: waiting to poll again
-    rearming,     // the poll found the request still queued: listening again
-    replicating,  // granted: WAIT is out
-    granting,     // the permit is being made
-    reporting,    // a refused BRPOP is being logged
-    leaving,      // the entry is being given up
-    finishing,    // the outcome is being delivered
-    over
+  friend struct AcquireFsmPeer;  // what the unit tests read (tests/support/acquire_fsm_peer.hpp)
+
+  // The stages, each with what holds only in it.
+  struct Idle {};         // not started
+  struct InLine {};       // waiting for its admission turn
+  struct Calling {};      // the first call is out
+  struct Subscribing {};  // queued: the subscription is being made
+  struct Waiting {        // queued and listening: for a wake-up, the next poll or the deadline
+    Clock::time_point next_poll;
+    bool reported = false;  // a refused BRPOP was reported in this wait (said once a wait)
   };
+  struct Reporting {  // a refused BRPOP is being logged; then the same wait goes on
+    Clock::time_point next_poll;
+  };
+  struct Polling {};  // a poll is out
+  struct Retrying {   // a call failed in a way that passes: waiting to send it again
+    Clock::time_point retry_at;
+  };
+  struct Rearming {};     // the poll found the request still queued: listening again
+  struct Replicating {};  // granted: WAIT is out
+  struct Granting {};     // the permit is being made
+  struct Leaving {        // the entry is being given up
+    bool later = false;   // in the background (leave_later): the server is unreachable
+    // The outcome delivered after it; none: delivered already (a cancel's leave comes after).
+    std::optional<AcquireOutcome> then_finish;
+  };
+  struct Finishing {  // the outcome is being delivered
+    AcquireOutcome outcome = AcquireOutcome::failed;
+    bool then_leave = false;  // cancelled: the entry is given up after the callback
+  };
+  struct Over {};
+  using Stage = std::variant<Idle, InLine, Calling, Subscribing, Waiting, Reporting, Polling,
+                             Retrying, Rearming, Replicating, Granting, Leaving, Finishing, Over>;
+
+  /// What the server may hold for this request's id, as far as the machine knows.
+  enum class Entry {
+    none,        // no call may have reached it: nothing to leave
+    unanswered,  // the first call may have reached it, its reply lost: an entry with no ticket
+    known,       // the entry the last reply named (reply_.ticket)
+    unsure       // that one, or one a poll since queued anew (the entry was gone), its reply lost
+  };
+
+  template <typename... S>
+  bool in() const noexcept {
+    return (std::holds_alternative<S>(stage_) || ...);
+  }
+  /// The first call was sent (it may have queued even if it failed).
+  bool sent_first() const noexcept { return entry_ != Entry::none; }
+  /// A reply came: the request has a ticket (and, queued, a subscription).
+  bool answered() const noexcept { return entry_ == Entry::known || entry_ == Entry::unsure; }
+  /// An acquire call since the last reply may have run unanswered.
+  bool lost_reply() const noexcept {
+    return entry_ == Entry::unanswered || entry_ == Entry::unsure;
+  }
 
   AcquireAction on_start(Clock::time_point now);
   AcquireAction on_admitted(Clock::time_point now);
@@ -223,60 +261,61 @@ class AcquireFsm {
   AcquireAction in_line(Clock::time_point now);
   /// A reply of mode queue (the first call's, or a poll's).
   AcquireAction queue_reply(bool first);
-  /// Listening again (after subscribe, rearm or a report): a wake-up kept meanwhile first.
-  AcquireAction listen(Clock::time_point now);
+  /// Listening (again) in `wait` (after subscribe, rearm or a report): a wake-up kept
+  /// meanwhile first.
+  AcquireAction listen(Clock::time_point now, Waiting wait);
   /// A wake-up for this request's id, while it listens.
   AcquireAction wake_up(const WakeUp& wake, Clock::time_point now);
-  /// Waiting on: the deadline ends it; a poll comes now (`poll_now`) or when due.
-  AcquireAction next_step(Clock::time_point now, bool poll_now);
+  /// Waiting on (the stage is Waiting): the deadline ends it; the poll comes when due.
+  AcquireAction wait_on(Clock::time_point now);
+  /// A poll now, unless the deadline has passed, which ends the wait.
+  AcquireAction poll_now(Clock::time_point now);
   /// An acquire call of `kind` (send_queue or poll), bounded by the deadline.
   AcquireAction call(AcquireAction::Kind kind) const;
   /// A poll (or the rearm after it) failed in a way that passes: poll again after a backoff.
   AcquireAction retry(Clock::time_point now);
-  /// Retrying: the deadline ends it; the next poll comes when due.
+  /// Retrying (the stage is Retrying): the deadline ends it; the next call comes when due.
   AcquireAction retry_step(Clock::time_point now);
   /// Granted (by a reply, or by a wake-up): WAIT first with min_replicas, then the permit.
   AcquireAction granted();
   AcquireAction grant();
   /// Ends with `outcome`, leaving the queue first when `leave_first`.
   AcquireAction end(AcquireOutcome outcome, bool leave_first);
-  AcquireAction finish(AcquireOutcome outcome);
-  /// Leaves the queue: at once, or in the background while the server is unreachable (nothing,
-  /// when the entry has surely expired by now).
-  AcquireAction leave();
-  /// After leaving (or handing the leave on): the outcome, or over.
-  AcquireAction left();
+  /// Delivers `outcome`, giving the entry up after it when `then_leave`.
+  AcquireAction finish(AcquireOutcome outcome, bool then_leave = false);
+  /// Leaves the queue, then delivers `then_finish` (if not delivered yet): at once, or in the
+  /// background while the server is unreachable (nothing, when the entry has surely expired
+  /// by now).
+  AcquireAction leave(std::optional<AcquireOutcome> then_finish);
+  /// After leaving (or handing the leave on): `then_finish`, or over.
+  AcquireAction left(std::optional<AcquireOutcome> then_finish);
   /// Ending without its permit (an error, a cancel, a give-up): whether this request may, and
   /// must, give its entry up: one a reply named, or one a call that may have reached the
   /// server made (its reply lost), when the id is surely this request's own.
   bool must_leave() const noexcept;
+  /// A cancel was heard: it is being delivered, or the entry is being given up after it.
+  bool cancel_heard() const noexcept;
   bool past_deadline(Clock::time_point now) const noexcept;
 
   const AcquireParams params_;
-  const bool tries_;
-  Stage stage_ = Stage::idle;
+  const bool tries_;  // try_acquire, or a deadline passed when the request was made
+  Stage stage_;
   Clock::time_point now_;  // the time of the event being told
-  RetryBackoff backoff_;
-  Clock::time_point retry_at_;
+  Entry entry_ = Entry::none;
   // The last call failed in a way that passes (the server is believed unreachable): giving up
-  // hands the leave to the background rather than wait for it.
+  // hands the leave to the background rather than wait for it. A fact about the server, not
+  // the stage: a reply clears it, and it holds on through retrying, its calls, a grant by a
+  // wake-up and the leave.
   bool unreachable_ = false;
   // When the entry expires on the server, at the latest, if no call renews it: a lease after
   // the last call that may have reached it.
   Clock::time_point entry_expiry_;
-  bool left_later_ = false;  // the leave was handed to the background
-  bool sent_first_ = false;  // the first call was sent (it may have queued even if it failed)
-  bool answered_ = false;    // a reply came: the request has a ticket (and a subscription)
-  bool lost_reply_ = false;  // an acquire call since the last reply may have run unanswered
-  AcquireReply reply_;
+  RetryBackoff backoff_;
+  AcquireReply reply_;  // the last reply
   Clock::time_point sent_;
-  Clock::time_point next_poll_ = Clock::time_point::max();
-  bool reported_ = false;                            // a refused BRPOP was reported in this wait
-  std::optional<WakeUp> kept_wake_;                  // a wake-up that came while a call was out
-  AcquireOutcome outcome_ = AcquireOutcome::failed;  // what finish delivers (after leaving)
-  bool finished_ = false;                            // the finish action was done
-  bool leave_after_finish_ = false;  // cancelled: the entry is given up after the callback
-  bool cancel_heard_ = false;
+  // A wake-up that came while a call was out (Calling, Subscribing, Polling, Rearming,
+  // Reporting, or Retrying with no reply yet): read once the call is answered (listen()).
+  std::optional<WakeUp> kept_wake_;
 };
 
 }  // namespace fairsem::detail

@@ -7,5 +7,6 @@
 
 #include "fairsem/impl/protocol/acquire_event-inl.hpp"
 #include "fairsem/impl/protocol/acquire_fsm-inl.hpp"
+#include "fairsem/impl/protocol/acquire_fsm_end-inl.hpp"
 #include "fairsem/impl/protocol/replies-inl.hpp"
 #include "fairsem/impl/protocol/retry_backoff-inl.hpp"

@@ -7,7 +7,9 @@
 
 #include <algorithm>
 #include <string>
+#include <type_traits>
 #include <utility>
+#include <variant>
 #include <vector>
 
 #include "fairsem/errors.hpp"
@@ -15,6 +17,10 @@
 #include "fairsem/impl/text.hpp"
 
 namespace fairsem::detail {
+
+// A reply moved into a call's outcome cannot leave it valueless, which send() would then take
+// for an outcome set.
+static_assert(std::is_nothrow_move_constructible_v<Reply>);
 
 namespace call_batcher_helpers {
 
@@ -60,9 +66,9 @@ FAIRSEM_INLINE Reply CallBatcher::eval(Connection& conn, const Script& script, c
   // A cancel (the connection's interrupt) takes a call out while it is still queued; once sent,
   // it waits for its batch, which the sender's command timeout bounds.
   const bool interruptible = conn.interrupt() != nullptr;
-  while (!me.done) {
+  while (!me.done()) {
     if (interruptible && conn.deadline_passed()) withdraw(lock, conn, me);
-    if (me.turn) {
+    if (me.stage == Call::Stage::turn) {
       send_turn(lock, conn, me);
     } else if (interruptible) {
       me.wake.wait_for(lock, kCancelCheck);
@@ -71,10 +77,12 @@ FAIRSEM_INLINE Reply CallBatcher::eval(Connection& conn, const Script& script, c
     }
   }
   lock.unlock();
-  if (batched != nullptr) *batched = me.batched;
-  if (me.error) std::rethrow_exception(me.error);
-  if (me.rerun) return conn.eval(script, keys, args);
-  return std::move(*me.reply);
+  if (batched != nullptr) *batched = me.stage == Call::Stage::done_batched;
+  if (const auto* error = std::get_if<std::exception_ptr>(&me.outcome)) {
+    std::rethrow_exception(*error);
+  }
+  if (std::holds_alternative<Call::Rerun>(me.outcome)) return conn.eval(script, keys, args);
+  return std::move(std::get<Reply>(me.outcome));
 }
 
 FAIRSEM_INLINE Reply CallBatcher::eval_alone(Connection& conn, const Script& script,
@@ -92,7 +100,7 @@ FAIRSEM_INLINE void CallBatcher::withdraw(std::unique_lock<std::mutex>& lock,
   const auto it = std::find(queue_.begin(), queue_.end(), &me);
   if (it == queue_.end()) return;  // sent already
   queue_.erase(it);
-  if (me.turn) pass_turn();  // the next call's caller sends instead
+  if (me.stage == Call::Stage::turn) pass_turn();  // the next call's caller sends instead
   lock.unlock();
   throw TimeoutError(
       fmt::format("fairsem: script {} to {} not attempted: the request it was for was cancelled",
@@ -102,7 +110,7 @@ FAIRSEM_INLINE void CallBatcher::withdraw(std::unique_lock<std::mutex>& lock,
 FAIRSEM_INLINE void CallBatcher::send_turn(std::unique_lock<std::mutex>& lock, Connection& conn,
                                            Call& me) {
   // Everything queued goes, oldest first (`me` is the oldest), on this caller's connection.
-  me.turn = false;
+  me.stage = Call::Stage::waiting;  // for the batch it sends
   sending_ = true;
   std::vector<Call*> batch;
   const std::size_t n = std::min(queue_.size(), max_batch_);
@@ -130,8 +138,7 @@ FAIRSEM_INLINE void CallBatcher::send_turn(std::unique_lock<std::mutex>& lock, C
     ++batches_;
   }
   for (Call* call : batch) {
-    call->done = true;
-    call->batched = batch.size() > 1;
+    call->stage = batch.size() > 1 ? Call::Stage::done_batched : Call::Stage::done;
     if (call != &me) call->wake.notify_one();
   }
   sending_ = false;
@@ -139,8 +146,8 @@ FAIRSEM_INLINE void CallBatcher::send_turn(std::unique_lock<std::mutex>& lock, C
 }
 
 FAIRSEM_INLINE void CallBatcher::pass_turn() {
-  if (sending_ || queue_.empty() || queue_.front()->turn) return;
-  queue_.front()->turn = true;
+  if (sending_ || queue_.empty() || queue_.front()->stage == Call::Stage::turn) return;
+  queue_.front()->stage = Call::Stage::turn;
   queue_.front()->wake.notify_one();
 }
 
@@ -163,11 +170,11 @@ FAIRSEM_INLINE void CallBatcher::send(Connection& conn, Call* const* batch,
       Call& call = *batch[i];
       Reply& reply = replies[i];
       if (!reply.is_error()) {
-        call.reply = std::move(reply);
+        call.outcome = std::move(reply);
       } else if (script_did_not_run(reply.str)) {
-        call.rerun = true;
+        call.outcome = Call::Rerun{};
       } else {
-        call.error = std::make_exception_ptr(
+        call.outcome = std::make_exception_ptr(
             ReplyError(fmt::format("fairsem: script {} on {} failed: {}", call.script->name,
                                    conn.endpoint(), reply.str),
                        reply.str));
@@ -179,8 +186,10 @@ FAIRSEM_INLINE void CallBatcher::send(Connection& conn, Call* const* batch,
     // thrown in several threads at once would be read in one while another frees it).
     const std::exception_ptr error = std::current_exception();
     for (std::size_t i = 0; i < n; ++i) {
-      if (!batch[i]->reply && !batch[i]->rerun && !batch[i]->error) {
-        batch[i]->error = call_batcher_helpers::copy_of(error);
+      if (std::holds_alternative<std::monostate>(batch[i]->outcome)) {
+        // A whole outcome moved in: setting the alternative alone (emplace) may throw.
+        batch[i]->outcome = Call::Outcome(std::in_place_type<std::exception_ptr>,
+                                          call_batcher_helpers::copy_of(error));
       }
     }
   }

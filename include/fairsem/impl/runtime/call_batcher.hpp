@@ -13,7 +13,7 @@
 #include <deque>
 #include <exception>
 #include <mutex>
-#include <optional>
+#include <variant>
 
 #include "fairsem/impl/net/connection.hpp"
 #include "fairsem/impl/protocol/reply.hpp"
@@ -48,16 +48,26 @@ class CallBatcher {
   /// back (`done`) or its turn to send has come (`turn`), and nobody else wakes for it: a
   /// finished batch wakes its own callers and the next sender, not every thread queued.
   struct Call {
+    enum class Stage {
+      waiting,      // queued, or out in a batch
+      turn,         // the oldest queued call, nothing out: its caller sends the next batch
+      done,         // its batch is back, and with it the outcome
+      done_batched  // the same, from a batch that carried other calls too (one write)
+    };
+    /// Did not run: the caller runs it with conn.eval().
+    struct Rerun {};
+    using Outcome = std::variant<std::monostate, Reply, std::exception_ptr, Rerun>;
+
     const Script* script;
     const Args* keys;
     const Args* args;
-    std::optional<Reply> reply{};
-    std::exception_ptr error{};
-    bool rerun = false;    // did not run: the caller runs it with conn.eval()
-    bool batched = false;  // went in one write with other calls
-    bool done = false;
-    bool turn = false;  // the oldest queued call, nothing out: its caller sends the next batch
+    Stage stage = Stage::waiting;  // guarded by mu_
+    // Set by the sender while the batch is out, read by the caller once it is done: none yet,
+    // the reply, the error, or Rerun.
+    Outcome outcome{};
     std::condition_variable wake{};
+
+    bool done() const noexcept { return stage == Stage::done || stage == Stage::done_batched; }
   };
   /// How often a queued call whose connection has an interrupt looks whether it was cancelled.
   static constexpr std::chrono::milliseconds kCancelCheck{5};

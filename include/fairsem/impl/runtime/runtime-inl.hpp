@@ -14,9 +14,7 @@
 #include "fairsem/client.hpp"
 #include "fairsem/impl/semaphore/semaphore_core.hpp"
 
-namespace fairsem {
-
-namespace detail {
+namespace fairsem::detail {
 
 namespace runtime_helpers {
 
@@ -162,6 +160,4 @@ FAIRSEM_INLINE std::shared_ptr<Waker> Runtime::waker(int slot) {
   return waker;
 }
 
-}  // namespace detail
-
-}  // namespace fairsem
+}  // namespace fairsem::detail
