@@ -17,12 +17,12 @@
 #include <thread>
 #include <vector>
 
+#include "call_batcher_peer.hpp"
 #include "redis_server.hpp"
 #include "test_env.hpp"
-#include "test_probe.hpp"
 #include "wait.hpp"
 
-using fairsem::detail::TestProbe;
+using fairsem::detail::CallBatcherPeer;
 
 namespace fairsem {
 namespace {
@@ -67,7 +67,7 @@ struct HeldOut {
       }
       return nullptr;
     });
-    EXPECT_TRUE(test::wait_until([&] { return TestProbe::busy(batcher); }));
+    EXPECT_TRUE(test::wait_until([&] { return CallBatcherPeer::busy(batcher); }));
   }
 };
 
@@ -119,7 +119,7 @@ class CallBatcherTest : public ::testing::Test {
     if (forget_echo) admin_.command({"SCRIPT", "FLUSH"});
     held_ = std::make_unique<HeldOut>(admin_, batcher_, options_);
     callers_ = std::make_unique<Callers>(batcher_, options_, *echo_, prefix_);
-    ASSERT_TRUE(test::wait_until([&] { return TestProbe::queued(batcher_) == kQueued; }));
+    ASSERT_TRUE(test::wait_until([&] { return CallBatcherPeer::queued(batcher_) == kQueued; }));
   }
   // Ends the held call (SCRIPT KILL) and returns what it threw.
   std::exception_ptr end_the_held_call() {
@@ -148,10 +148,10 @@ class CallBatcherTest : public ::testing::Test {
 
 TEST_F(CallBatcherTest, CallsMadeWhileOneIsOutGoInOneBatchAndEachGetsItsOwnReply) {
   queue_behind_a_held_call();
-  EXPECT_EQ(TestProbe::batches(batcher_), 0u) << "nothing may go while the first call is out";
+  EXPECT_EQ(CallBatcherPeer::batches(batcher_), 0u) << "nothing may go while the first call is out";
   EXPECT_TRUE(end_the_held_call()) << "the looping script was killed, so its call failed";
   expect_each_served();
-  EXPECT_EQ(TestProbe::batches(batcher_), 1u);
+  EXPECT_EQ(CallBatcherPeer::batches(batcher_), 1u);
   EXPECT_EQ(batcher_.batched_calls(), static_cast<std::uint64_t>(kQueued));
   for (int i = 0; i < kQueued; ++i) {
     EXPECT_TRUE(callers_->batched[static_cast<std::size_t>(i)]) << "call " << i << " says alone";
@@ -173,7 +173,7 @@ TEST_F(CallBatcherTest, ACallCancelledWhileQueuedIsNeverSentAndTheOthersAreServe
   const std::string cancelled = callers_->results[kCancelled].get();
   EXPECT_EQ(cancelled.rfind("connection error: ", 0), 0u) << cancelled;
   EXPECT_NE(cancelled.find("cancelled"), std::string::npos) << cancelled;
-  EXPECT_EQ(TestProbe::queued(batcher_), static_cast<std::size_t>(kQueued - 1));
+  EXPECT_EQ(CallBatcherPeer::queued(batcher_), static_cast<std::size_t>(kQueued - 1));
   end_the_held_call();
   expect_each_served(kCancelled);
   EXPECT_EQ(admin_.command({"EXISTS", prefix_ + std::to_string(kCancelled)}).integer, 0)
@@ -190,8 +190,8 @@ TEST_F(CallBatcherTest, WhenTheServerGoesEveryCallOfTheBatchGetsAConnectionError
     const std::string result = callers_->results[i].get();
     EXPECT_EQ(result.rfind("connection error: ", 0), 0u) << result;
   }
-  EXPECT_EQ(TestProbe::queued(batcher_), 0u);
-  EXPECT_FALSE(TestProbe::busy(batcher_));
+  EXPECT_EQ(CallBatcherPeer::queued(batcher_), 0u);
+  EXPECT_FALSE(CallBatcherPeer::busy(batcher_));
 }
 
 }  // namespace

@@ -18,10 +18,10 @@
 #include "process_stats.hpp"
 #include "redis_server.hpp"
 #include "test_env.hpp"
-#include "test_probe.hpp"
 #include "wait.hpp"
+#include "waker_peer.hpp"
 
-using fairsem::detail::TestProbe;
+using fairsem::detail::WakerPeer;
 
 namespace fairsem {
 namespace {
@@ -236,7 +236,7 @@ TEST_F(WakerTest, OneThreadServesALanePerSlotAndARefusalStaysInItsLane) {
   const auto refused = waker_->subscribe(7, other, "r", conn_);
   const WakeWait w = refused->wait_for(30s);
   EXPECT_NE(w.error.find("WRONGTYPE"), std::string::npos) << "got: " << w.error;
-  EXPECT_EQ(TestProbe::lanes(*waker_), 2U);
+  EXPECT_EQ(WakerPeer::lanes(*waker_), 2U);
   EXPECT_EQ(test::thread_count(), threads) << "a slot got a thread of its own";
   EXPECT_TRUE(wait_until([&] { return connected_clients() == connections + 1; }))
       << "a slot's lane has no connection of its own";

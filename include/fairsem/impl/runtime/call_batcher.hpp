@@ -43,7 +43,7 @@ class CallBatcher {
   std::uint64_t batched_calls() const noexcept;
 
  private:
-  friend struct TestProbe;  // tests/support/test_probe.hpp: its batches, queue and turn
+  friend struct CallBatcherPeer;  // tests/support/call_batcher_peer.hpp: its batches, queue, turn
   /// A queued call, on its caller's stack. Its caller sleeps on `wake` until its batch is
   /// back (`done`) or its turn to send has come (`turn`), and nobody else wakes for it: a
   /// finished batch wakes its own callers and the next sender, not every thread queued.

@@ -95,7 +95,7 @@ class Waker : public std::enable_shared_from_this<Waker> {
   bool serves(int slot) const;
 
  private:
-  friend struct TestProbe;  // tests/support/test_probe.hpp: its lanes
+  friend struct WakerPeer;  // tests/support/waker_peer.hpp: its lanes
   friend class WakeSubscription;
   friend class WakerGroup;
   /// One semaphore's inbox: how many subscriptions listen through it, and since when none.
