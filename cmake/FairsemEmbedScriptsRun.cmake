@@ -5,7 +5,7 @@
 string(REPLACE "|" ";" _scripts "${SCRIPTS}")
 set(_delim "fairsem_lua")
 set(_out "// Generated from src/lua by cmake/FairsemEmbedScriptsRun.cmake. Do not edit.\n")
-string(APPEND _out "// Included by fairsem/impl/scripts.hpp (after struct Script), never on its own.\n")
+string(APPEND _out "// Included by fairsem/impl/protocol/scripts.hpp (after struct Script), never on its own.\n")
 string(APPEND _out "#pragma once\n\n#include <array>\n\nnamespace fairsem::detail::scripts {\n")
 
 # Writes TEXT to FILE unless FILE holds it already (so that rebuilds stay incremental).

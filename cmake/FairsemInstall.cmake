@@ -14,9 +14,10 @@ install(TARGETS fairsem fairsem_header_only
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
   INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
-# The public headers (include/fairsem/*.hpp) and, under fairsem/impl/, the library's internal
-# headers and implementation (*-inl.hpp), with the generated scripts_data.hpp beside them: the
-# compiled library's users include none of them, header-only mode includes them all.
+# The public headers (include/fairsem/*.hpp) and, under fairsem/impl/ and its folders, the
+# library's internal headers and implementation (*-inl.hpp, each folder's list in units.hpp),
+# with the generated scripts_data.hpp beside them: the compiled library's users include none of
+# them, header-only mode includes them all.
 install(DIRECTORY include/fairsem DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
   FILES_MATCHING PATTERN "*.hpp")
 install(FILES "${FAIRSEM_GENERATED_INCLUDE_DIR}/fairsem/impl/scripts_data.hpp"

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
-# Runs clang-tidy 14 with the checked-in .clang-tidy over the library's sources (src/*.cpp, each
-# of which includes its include/fairsem/impl/*-inl.hpp), the `fairsem` command (tools/fairsem/),
-# the command-line code it shares with the example programs (tools/args/) and the examples
-# (examples/); the headers in include/fairsem, implementation included, are checked through its
-# HeaderFilterRegex, the programs' own headers through the programs that include them. The
-# library's units are checked as one translation unit, the `fairsem` command's files as another
-# (see fold_units below), the other programs one by one. Fails on any finding (.clang-tidy makes
-# every warning an error), and on a file that is not in the compile database (clang-tidy would
-# skip it silently).
+# Runs clang-tidy 14 with the checked-in .clang-tidy over the library's sources (src/*.cpp, one
+# per folder of include/fairsem/impl/, each including that folder's units.hpp), the `fairsem`
+# command (tools/fairsem/), the command-line code it shares with the example programs
+# (tools/args/) and the examples (examples/); the headers in include/fairsem, implementation
+# included, are checked through its HeaderFilterRegex, the programs' own headers through the
+# programs that include them. The library's units are checked as one translation unit, the
+# `fairsem` command's files as another (see fold_units below), the other programs one by one.
+# Fails on any finding (.clang-tidy makes every warning an error), and on a file that is not in
+# the compile database (clang-tidy would skip it silently).
 #
 #   bash scripts/tidy.sh                       # every file in src/, src/prometheus/,
 #                                              # tools/fairsem/, tools/args/, examples/
@@ -50,9 +50,9 @@ PY
 }
 
 # fold_units DIR: what is checked folded (fold), and the rest one file at a time (patterns).
-#   - The library's units (src/*.cpp, each only an #include of its
-#     include/fairsem/impl/<unit>-inl.hpp), as DIR/units.cpp, which includes each unit's -inl.hpp
-#     as header-only mode compiles them (30 s instead of about 5 minutes of CPU). One check is
+#   - The library's translation units (src/*.cpp, each only an #include of a folder's list,
+#     include/fairsem/impl/<folder>/units.hpp), as DIR/units.cpp, which includes what each of
+#     them includes, as header-only mode compiles them (the headers they share are parsed once). One check is
 #     off there, misc-no-recursion: seeing the whole library at once, it reports call cycles that
 #     exist by design and end after one turn (a connection found through Sentinel or a cluster
 #     opens direct connections to ask where to go; a redirection reloads the scripts on the node
@@ -75,7 +75,7 @@ fold_units() {
   done
   if [ "${#units[@]}" -gt 1 ]; then
     # shellcheck disable=SC2016  # expanded by fold, for each file
-    fold "$dir" units 'echo "#include \"fairsem/impl/$(basename "$f" .cpp)-inl.hpp\""' \
+    fold "$dir" units 'grep "^#include" "$f"' \
       -misc-no-recursion "" "${units[@]}"
   else
     rest+=("${units[@]}")
@@ -98,8 +98,8 @@ tidy_pass() {
   shift 2
   fairsem_log "[tidy] configure $dir ($label)"
   # clang++-14 compiles what clang-tidy-14 parses, so no flag of another compiler confuses it.
-  # FAIRSEM_INLINE=inline: the implementation (include/fairsem/impl/*-inl.hpp, which each
-  # src/*.cpp includes) is read as header-only mode compiles it, so misc-definitions-in-headers
+  # FAIRSEM_INLINE=inline: the implementation (include/fairsem/impl/*/*-inl.hpp, which the
+  # src/*.cpp include) is read as header-only mode compiles it, so misc-definitions-in-headers
   # passes it and finds any definition there that lacks FAIRSEM_INLINE (a duplicate symbol
   # header-only). Nothing is built from this directory.
   cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DCMAKE_CXX_COMPILER=clang++-14 \
@@ -153,23 +153,26 @@ if [ "${#files[@]}" -eq 0 ]; then
     ! -path examples/asio_requests.cpp | sort)
 fi
 # A header given on its own is in no compile command: clang-tidy would check it without the
-# build's flags and find nothing. Name the src/<unit>.cpp that includes it instead.
+# build's flags and find nothing. Name the src/<folder>.cpp that includes it instead.
 for f in "${files[@]}"; do
-  if [[ "$f" == *-inl.hpp ]]; then
-    unit=$(basename "$f" -inl.hpp)
-    echo "tidy.sh: $f is checked through src/$unit.cpp; pass that" >&2
+  if [[ "$f" == include/fairsem/impl/*/*-inl.hpp ]]; then
+    folder=$(basename "$(dirname "$f")")
+    echo "tidy.sh: $f is checked through src/$folder.cpp; pass that" >&2
+    exit 2
+  elif [[ "$f" == *-inl.hpp ]]; then
+    echo "tidy.sh: $f is checked through the src/*.cpp that includes it; pass that" >&2
     exit 2
   fi
 done
 # FAIRSEM_TIDY_BUILD_DIR: another build directory (default build/ci-tidy).
 status=0
 tidy_pass "${FAIRSEM_TIDY_BUILD_DIR:-build/ci-tidy}" "Debian's hiredis" || status=1
-# The TLS code (include/fairsem/impl/tls-inl.hpp, compiled by src/tls.cpp) is compiled only
+# The TLS code (include/fairsem/impl/net/tls-inl.hpp, compiled by src/net.cpp) is compiled only
 # against hiredis 1.x with hiredis_ssl: when the compat stage has built one, check it again with
 # TLS on.
 hiredis="build/compat/hiredis-${FAIRSEM_COMPAT_HIREDIS:-1.2.0}/prefix"
-if [ -d "$hiredis/lib/cmake/hiredis" ] && [[ " ${files[*]} " == *" src/tls.cpp "* ]]; then
-  files=(src/tls.cpp)
+if [ -d "$hiredis/lib/cmake/hiredis" ] && [[ " ${files[*]} " == *" src/net.cpp "* ]]; then
+  files=(src/net.cpp)
   tidy_pass "${FAIRSEM_TIDY_BUILD_DIR:-build/ci-tidy}-tls" "hiredis 1.x with TLS" \
     "-Dhiredis_DIR=$PWD/$hiredis/lib/cmake/hiredis" -DFAIRSEM_TLS=ON || status=1
 fi

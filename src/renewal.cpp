@@ -1,3 +1,3 @@
-// Compiles fairsem/impl/renewal-inl.hpp into libfairsem (the default mode; see
+// The compiled library's translation unit for fairsem/impl/renewal/ (the default mode; see
 // fairsem/impl/config.hpp).
-#include "fairsem/impl/renewal-inl.hpp"
+#include "fairsem/impl/renewal/units.hpp"

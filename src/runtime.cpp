@@ -1,3 +1,3 @@
-// Compiles fairsem/impl/runtime-inl.hpp into libfairsem (the default mode; see
+// The compiled library's translation unit for fairsem/impl/runtime/ (the default mode; see
 // fairsem/impl/config.hpp).
-#include "fairsem/impl/runtime-inl.hpp"
+#include "fairsem/impl/runtime/units.hpp"

@@ -1,3 +1,3 @@
-// Compiles fairsem/impl/semaphore-inl.hpp into libfairsem (the default mode; see
+// The compiled library's translation unit for fairsem/impl/semaphore/ (the default mode; see
 // fairsem/impl/config.hpp).
-#include "fairsem/impl/semaphore-inl.hpp"
+#include "fairsem/impl/semaphore/units.hpp"

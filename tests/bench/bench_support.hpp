@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "fairsem/connection_options.hpp"
-#include "fairsem/impl/connection.hpp"
+#include "fairsem/impl/net/connection.hpp"
 
 namespace fairsem::bench {
 

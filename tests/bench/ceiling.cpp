@@ -46,8 +46,8 @@
 
 #include "bench_support.hpp"
 #include "fairsem/fairsem.hpp"
-#include "fairsem/impl/reply.hpp"
-#include "fairsem/impl/router.hpp"
+#include "fairsem/impl/net/router.hpp"
+#include "fairsem/impl/protocol/reply.hpp"
 #include "redis_cluster.hpp"
 
 namespace fairsem::bench {

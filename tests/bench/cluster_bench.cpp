@@ -23,7 +23,7 @@
 
 #include "bench_support.hpp"
 #include "fairsem/fairsem.hpp"
-#include "fairsem/impl/router.hpp"
+#include "fairsem/impl/net/router.hpp"
 #include "redis_cluster.hpp"
 
 namespace fairsem::bench {

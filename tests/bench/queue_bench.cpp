@@ -35,7 +35,7 @@
 #include <vector>
 
 #include "bench_support.hpp"
-#include "fairsem/impl/replies.hpp"
+#include "fairsem/impl/protocol/replies.hpp"
 
 namespace fairsem::bench {
 namespace {

@@ -1,11 +1,11 @@
 // libFuzzer target: RESP bytes through parse_resp (hiredis's reader and fairsem's conversion),
-// then every reply decoder of include/fairsem/impl/replies.hpp on every parsed reply.
+// then every reply decoder of include/fairsem/impl/protocol/replies.hpp on every parsed reply.
 //
 // Only the documented errors are caught: ProtocolError from every decoder, and the refusal
 // errors (LimitMismatchError, ReplyError) from check_script_reply/throw_refusal. Anything else
 // escapes and libFuzzer reports it, as it does sanitizer findings and failed checks below.
 
-#include <fairsem/impl/replies.hpp>
+#include <fairsem/impl/protocol/replies.hpp>
 
 #include <chrono>
 #include <cstddef>

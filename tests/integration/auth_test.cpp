@@ -7,7 +7,7 @@
 #include <unistd.h>
 
 #include <fairsem/fairsem.hpp>
-#include <fairsem/impl/connection.hpp>
+#include <fairsem/impl/net/connection.hpp>
 
 #include <functional>
 #include <string>

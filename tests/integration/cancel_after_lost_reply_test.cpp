@@ -16,7 +16,7 @@
 #include "cutting_proxy.hpp"
 #include "exception_is.hpp"
 #include "fairsem/fairsem.hpp"
-#include "fairsem/impl/connection.hpp"
+#include "fairsem/impl/net/connection.hpp"
 #include "proxied_redis.hpp"
 #include "script_command.hpp"
 #include "test_env.hpp"

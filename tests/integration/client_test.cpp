@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "fairsem/fairsem.hpp"
-#include "fairsem/impl/connection.hpp"
-#include "fairsem/impl/thread_reaper.hpp"
+#include "fairsem/impl/net/connection.hpp"
+#include "fairsem/impl/threads/thread_reaper.hpp"
 #include "process_stats.hpp"
 #include "redis_server.hpp"
 #include "test_env.hpp"

@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "fairsem/fairsem.hpp"
-#include "fairsem/impl/connection.hpp"
+#include "fairsem/impl/net/connection.hpp"
 #include "node_admin.hpp"
 #include "process_stats.hpp"
 #include "redis_cluster.hpp"

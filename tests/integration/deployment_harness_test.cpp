@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "fairsem/errors.hpp"
-#include "fairsem/impl/connection.hpp"
+#include "fairsem/impl/net/connection.hpp"
 #include "redis_cluster.hpp"
 #include "redis_sentinel.hpp"
 #include "test_certs.hpp"

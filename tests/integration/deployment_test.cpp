@@ -6,8 +6,8 @@
 #include <gtest/gtest.h>
 
 #include <fairsem/fairsem.hpp>
-#include <fairsem/impl/connection.hpp>
-#include <fairsem/impl/router.hpp>
+#include <fairsem/impl/net/connection.hpp>
+#include <fairsem/impl/net/router.hpp>
 
 #include <signal.h>
 

@@ -7,8 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <fairsem/fairsem.hpp>
-#include <fairsem/impl/connection.hpp>
-#include <fairsem/impl/scripts.hpp>
+#include <fairsem/impl/net/connection.hpp>
+#include <fairsem/impl/protocol/scripts.hpp>
 
 #include <string>
 

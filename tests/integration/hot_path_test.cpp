@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "fairsem/impl/connection.hpp"
+#include "fairsem/impl/net/connection.hpp"
 #include "redis_server.hpp"
 #include "semaphore_fixture.hpp"
 #include "test_env.hpp"

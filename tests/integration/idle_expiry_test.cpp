@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "fairsem/fairsem.hpp"
-#include "fairsem/impl/connection.hpp"
+#include "fairsem/impl/net/connection.hpp"
 #include "key_expiry.hpp"
 #include "redis_server.hpp"
 #include "semaphore_fixture.hpp"

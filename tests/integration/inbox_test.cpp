@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "fairsem/fairsem.hpp"
-#include "fairsem/impl/connection.hpp"
+#include "fairsem/impl/net/connection.hpp"
 #include "redis_server.hpp"
 #include "test_env.hpp"
 #include "wait.hpp"

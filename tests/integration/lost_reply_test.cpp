@@ -11,8 +11,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <fairsem/impl/connection.hpp>
-#include <fairsem/impl/scripts.hpp>
+#include <fairsem/impl/net/connection.hpp>
+#include <fairsem/impl/protocol/scripts.hpp>
 #include <fairsem/semaphore.hpp>
 
 #include <chrono>

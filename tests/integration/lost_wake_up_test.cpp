@@ -13,7 +13,7 @@
 
 #include "cutting_proxy.hpp"
 #include "fairsem/fairsem.hpp"
-#include "fairsem/impl/connection.hpp"
+#include "fairsem/impl/net/connection.hpp"
 #include "proxied_redis.hpp"
 #include "test_env.hpp"
 #include "wait.hpp"

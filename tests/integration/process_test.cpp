@@ -27,7 +27,7 @@
 #include <vector>
 
 #include "child_process.hpp"
-#include "fairsem/impl/connection.hpp"
+#include "fairsem/impl/net/connection.hpp"
 #include "fairsem/semaphore.hpp"
 #include "fenced_store.hpp"
 #include "test_env.hpp"

@@ -19,7 +19,7 @@
 #include <vector>
 
 #include "fairsem/fairsem.hpp"
-#include "fairsem/impl/connection.hpp"
+#include "fairsem/impl/net/connection.hpp"
 #include "fairsem/impl/text.hpp"
 #include "log_lines.hpp"
 #include "queued_waiters.hpp"

@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <fairsem/fairsem.hpp>
-#include <fairsem/impl/connection.hpp>
+#include <fairsem/impl/net/connection.hpp>
 #include <fairsem/server_info.hpp>
 
 #include <cctype>

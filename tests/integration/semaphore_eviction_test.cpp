@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "fairsem/fairsem.hpp"
-#include "fairsem/impl/connection.hpp"
-#include "fairsem/impl/scripts.hpp"
+#include "fairsem/impl/net/connection.hpp"
+#include "fairsem/impl/protocol/scripts.hpp"
 #include "semaphore_fixture.hpp"
 #include "test_env.hpp"
 #include "wait.hpp"

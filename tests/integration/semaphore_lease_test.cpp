@@ -15,7 +15,7 @@
 #include <unistd.h>
 
 #include "fairsem/fairsem.hpp"
-#include "fairsem/impl/connection.hpp"
+#include "fairsem/impl/net/connection.hpp"
 #include "redis_server.hpp"
 #include "semaphore_fixture.hpp"
 #include "test_env.hpp"

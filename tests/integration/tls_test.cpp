@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "error_of.hpp"
-#include "fairsem/impl/connection.hpp"
+#include "fairsem/impl/net/connection.hpp"
 #include "fairsem/semaphore.hpp"
 #include "fake_peer.hpp"
 #include "redis_server.hpp"

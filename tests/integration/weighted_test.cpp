@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "fairsem/fairsem.hpp"
-#include "fairsem/impl/scripts.hpp"
+#include "fairsem/impl/protocol/scripts.hpp"
 #include "semaphore_fixture.hpp"
 #include "test_env.hpp"
 #include "wait.hpp"

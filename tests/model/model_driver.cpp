@@ -8,7 +8,7 @@
 #include <fstream>
 #include <stdexcept>
 
-#include "fairsem/impl/scripts.hpp"
+#include "fairsem/impl/protocol/scripts.hpp"
 #include "test_env.hpp"
 
 namespace fairsem::model {

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "fairsem/impl/connection.hpp"
+#include "fairsem/impl/net/connection.hpp"
 #include "redis_server.hpp"
 #include "semaphore_model.hpp"
 

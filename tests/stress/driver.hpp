@@ -22,7 +22,7 @@
 
 #include "checker.hpp"
 #include "fairsem/fairsem.hpp"
-#include "fairsem/impl/connection.hpp"
+#include "fairsem/impl/net/connection.hpp"
 #include "fault_proxy.hpp"
 #include "redis_cluster.hpp"
 #include "redis_server.hpp"

@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-#include "fairsem/impl/connection.hpp"
+#include "fairsem/impl/net/connection.hpp"
 #include "script_command.hpp"
 #include "words.hpp"
 

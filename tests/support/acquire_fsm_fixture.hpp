@@ -16,7 +16,7 @@
 
 #include "acquire_fsm_names.hpp"
 #include "acquire_fsm_peer.hpp"
-#include "fairsem/impl/acquire_fsm.hpp"
+#include "fairsem/impl/protocol/acquire_fsm.hpp"
 
 namespace fairsem::detail {
 

@@ -3,7 +3,7 @@
 // The names of AcquireFsm's actions, outcomes and events (acquire_fsm.hpp), for what the unit
 // tests print: GoogleTest's failure messages and the property test's traces.
 
-#include "fairsem/impl/acquire_fsm.hpp"
+#include "fairsem/impl/protocol/acquire_fsm.hpp"
 
 namespace fairsem::test {
 

@@ -3,7 +3,7 @@
 // What the unit tests read of an AcquireFsm (acquire_fsm.hpp) and its driver does not need:
 // the class declares this struct its friend.
 
-#include "fairsem/impl/acquire_fsm.hpp"
+#include "fairsem/impl/protocol/acquire_fsm.hpp"
 
 namespace fairsem::detail {
 

@@ -7,7 +7,7 @@
 
 #include <string>
 
-#include "fairsem/impl/connection.hpp"
+#include "fairsem/impl/net/connection.hpp"
 
 namespace fairsem::test {
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "fairsem/impl/connection.hpp"
+#include "fairsem/impl/net/connection.hpp"
 
 namespace fairsem::test {
 

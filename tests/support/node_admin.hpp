@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "fairsem/impl/connection.hpp"
-#include "fairsem/impl/reply.hpp"
+#include "fairsem/impl/net/connection.hpp"
+#include "fairsem/impl/protocol/reply.hpp"
 #include "redis_server.hpp"
 
 namespace fairsem::test {

@@ -4,7 +4,7 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "fairsem/impl/scripts.hpp"
+#include "fairsem/impl/protocol/scripts.hpp"
 
 namespace fairsem::test {
 namespace {

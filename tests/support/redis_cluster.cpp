@@ -12,8 +12,8 @@
 #include <utility>
 
 #include "fairsem/errors.hpp"
-#include "fairsem/impl/connection.hpp"
-#include "fairsem/impl/router.hpp"
+#include "fairsem/impl/net/connection.hpp"
+#include "fairsem/impl/net/router.hpp"
 #include "node_admin.hpp"
 #include "run_captured.hpp"
 #include "server_build.hpp"

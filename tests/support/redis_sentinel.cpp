@@ -7,7 +7,7 @@
 #include <utility>
 
 #include "fairsem/errors.hpp"
-#include "fairsem/impl/connection.hpp"
+#include "fairsem/impl/net/connection.hpp"
 #include "fairsem/impl/text.hpp"
 #include "node_admin.hpp"
 #include "wait.hpp"

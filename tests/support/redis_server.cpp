@@ -21,7 +21,7 @@
 #include <stdexcept>
 #include <thread>
 
-#include "fairsem/impl/connection.hpp"
+#include "fairsem/impl/net/connection.hpp"
 #include "fairsem/impl/text.hpp"
 #include "run_captured.hpp"
 #include "server_build.hpp"

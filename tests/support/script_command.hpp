@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "fairsem/impl/connection.hpp"
+#include "fairsem/impl/net/connection.hpp"
 
 namespace fairsem::test {
 

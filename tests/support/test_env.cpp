@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "fairsem/impl/connection.hpp"
+#include "fairsem/impl/net/connection.hpp"
 #include "server_build.hpp"
 
 namespace fairsem::test {

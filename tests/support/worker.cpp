@@ -64,8 +64,8 @@
 #include <vector>
 
 #include "fairsem/connection_options.hpp"
-#include "fairsem/impl/connection.hpp"
-#include "fairsem/impl/thread_reaper.hpp"
+#include "fairsem/impl/net/connection.hpp"
+#include "fairsem/impl/threads/thread_reaper.hpp"
 #include "fairsem/semaphore.hpp"
 #include "fenced_store.hpp"
 

@@ -1,12 +1,13 @@
 #pragma once
 
-// How fairsem's implementation is compiled; included by every fairsem/impl/*-inl.hpp.
+// How fairsem's implementation is compiled; included by every fairsem/impl/*/*-inl.hpp.
 //
-// The implementation lives in fairsem/impl/*-inl.hpp, one file per former src/*.cpp, and is
-// compiled one of two ways:
-//   - the compiled library (the default, CMake target fairsem::fairsem): src/<unit>.cpp includes
-//     fairsem/impl/<unit>-inl.hpp, so each is compiled exactly once, into libfairsem, and
-//     FAIRSEM_INLINE is empty. No public header includes anything under fairsem/impl/.
+// The implementation lives in fairsem/impl/<folder>/*-inl.hpp, listed once per folder in
+// fairsem/impl/<folder>/units.hpp, and is compiled one of two ways:
+//   - the compiled library (the default, CMake target fairsem::fairsem): src/<folder>.cpp
+//     includes fairsem/impl/<folder>/units.hpp, so each file is compiled exactly once, into
+//     libfairsem, and FAIRSEM_INLINE is empty. No public header includes anything under
+//     fairsem/impl/.
 //   - header-only (FAIRSEM_HEADER_ONLY defined for every translation unit of the consumer, as
 //     the CMake target fairsem::fairsem_header_only does): the public headers include the whole
 //     implementation (fairsem/impl/header_only.hpp) and FAIRSEM_INLINE is `inline`, so any number

@@ -21,7 +21,7 @@
 #include "child_process.hpp"
 #include "cli_fixture.hpp"
 #include "fairsem/fairsem.hpp"
-#include "fairsem/impl/connection.hpp"
+#include "fairsem/impl/net/connection.hpp"
 #include "test_env.hpp"
 #include "wait.hpp"
 

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "cli_fixture.hpp"
-#include "fairsem/impl/scripts.hpp"
+#include "fairsem/impl/protocol/scripts.hpp"
 #include "script_command.hpp"
 
 namespace fairsem {

@@ -1,3 +1,0 @@
-// Compiles fairsem/impl/hiredis_reply-inl.hpp into libfairsem (the default mode; see
-// fairsem/impl/config.hpp).
-#include "fairsem/impl/hiredis_reply-inl.hpp"

@@ -1,3 +1,0 @@
-// Compiles fairsem/impl/waker_loop-inl.hpp into libfairsem (the default mode; see
-// fairsem/impl/config.hpp).
-#include "fairsem/impl/waker_loop-inl.hpp"
