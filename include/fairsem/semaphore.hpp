@@ -47,11 +47,30 @@ struct ResizeResult {
   long long promoted = 0;  // waiters granted a permit at once (growing)
 };
 
+/// One tenant of a semaphore (SemaphoreOptions::tenant) as Status shows it.
+struct TenantStatus {
+  std::string name;        // "": the default tenant
+  long long weight = 1;    // SemaphoreAdmin::set_tenant_weight; 1 unless set
+  long long held = 0;      // units its holders hold
+  long long holders = 0;   // its permits
+  long long waiting = 0;   // units its waiters ask for
+  long long waiters = 0;   // its queued requests
+  /// How long its longest-waiting request has waited (nullopt: none waits, or no waiter's
+  /// client said when it queued).
+  std::optional<std::chrono::milliseconds> oldest_wait;
+};
+
 struct Status {
   long long limit = 0;        // the current limit; 0 from SemaphoreAdmin: none stored (never used)
   long long last_ticket = 0;  // the counter: the newest ticket (fencing token) drawn
-  std::vector<PermitInfo> holders;  // in ticket order; more than limit right after a shrink
-  std::vector<PermitInfo> waiters;  // in queue order
+  /// In ticket order (fencing tokens); more than limit right after a shrink.
+  std::vector<PermitInfo> holders;
+  /// In ticket order: the order of the queue, and of each tenant's (among tenants, grants go by
+  /// weighted fair queuing).
+  std::vector<PermitInfo> waiters;
+  /// Every tenant with a holder, a waiter or a stored weight, by name (the default tenant is
+  /// "": the only one of a semaphore that never named one).
+  std::vector<TenantStatus> tenants;
 };
 
 /// How an asynchronous acquire ended: `error` null and `permit` set when granted; both empty
@@ -304,6 +323,14 @@ class SemaphoreAdmin {
   EvictResult evict(const std::string& permit_id);
   /// As FairSemaphore::resize(); on a semaphore never used, stores its first limit.
   ResizeResult resize(long long new_limit);
+  /// Stores `tenant`'s weight with the semaphore, for every client: among tenants with
+  /// waiters, each gets units in proportion to its weight (SemaphoreOptions::tenant,
+  /// docs/guarantees.md#tenants). At least 1; 1, the default, removes a stored weight. Later
+  /// grants follow it; what was granted stays. Upgrades the semaphore to data model 3 (clients
+  /// of fairsem 0.4 and earlier refuse it). Returns the weight it had. A weight below 1 or a bad
+  /// tenant is InvalidArgument, and nothing is sent. Weights are kept with the semaphore's keys
+  /// (with idle_expiry, they expire with them).
+  long long set_tenant_weight(const std::string& tenant, long long weight);
 
   /// The semaphore's name; empty for a moved-from handle.
   const std::string& name() const noexcept;

@@ -52,6 +52,8 @@ struct PermitInfo {
   /// From status(), for a waiter: how long since it queued, by the server's clock (nullopt
   /// for a holder, and for a waiter whose client is of fairsem 0.3.1 or earlier).
   std::optional<std::chrono::milliseconds> waited;
+  /// Whose permit or request it is (SemaphoreOptions::tenant; "": the default tenant).
+  std::string tenant;
 };
 
 /// Called when renewing a held permit failed while its lease still runs: the renew call threw
@@ -72,6 +74,9 @@ using RenewFailureCallback =
 /// The largest limit a semaphore may have (10^9): it keeps every ticket and slot exact in the
 /// server's Lua, whose numbers are doubles.
 inline constexpr long long kMaxLimit = 1'000'000'000;
+
+/// The longest SemaphoreOptions::tenant, in bytes.
+inline constexpr std::size_t kMaxTenantLength = 200;
 
 /// The longest SemaphoreOptions::idle_expiry (10 years).
 inline constexpr std::chrono::milliseconds kMaxIdleExpiry = std::chrono::hours(24 * 3653);
@@ -134,6 +139,14 @@ struct SemaphoreOptions {
   /// only once no client of 0.3.1 or earlier uses the semaphore (they do not keep its keys alive).
   /// At least the lease, at most kMaxIdleExpiry.
   std::chrono::milliseconds idle_expiry = std::chrono::milliseconds(0);
+  /// Whose requests this handle makes: fair shares between tenants of one semaphore. Among the
+  /// tenants with waiters, permits go by weighted fair queuing of units (each tenant's weight
+  /// set with SemaphoreAdmin::set_tenant_weight, 1 by default); within a tenant, in strict FIFO
+  /// order as always; a tenant alone gets the whole limit (docs/guarantees.md#tenants). Any
+  /// bytes but control bytes, at most kMaxTenantLength. Empty (the default): the default tenant.
+  /// The first request that names a tenant upgrades the semaphore to data model 3, which clients
+  /// of fairsem 0.4 and earlier refuse (DataModelError) rather than misread.
+  std::string tenant;
 
   /// Throws InvalidArgument naming the first bad field.
   void validate() const;
@@ -146,6 +159,10 @@ struct SemaphoreOptions {
 /// Checks a semaphore name or permit id: non-empty, at most 200 bytes, no '{', '}',
 /// whitespace or control bytes. Throws InvalidArgument naming `what`.
 void validate_name(std::string_view value, std::string_view what);
+
+/// Checks a tenant (SemaphoreOptions::tenant): at most kMaxTenantLength bytes, no control
+/// bytes; empty is the default tenant. Throws InvalidArgument.
+void validate_tenant(std::string_view tenant);
 
 /// A fresh id of 128 random bits as 32 lowercase hex digits, from the kernel's random source (a
 /// forked child never repeats its parent's ids): what a permit gets when

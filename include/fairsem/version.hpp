@@ -2,10 +2,10 @@
 
 // fairsem follows semantic versioning; CMake reads the project version from these lines.
 #define FAIRSEM_VERSION_MAJOR 0
-#define FAIRSEM_VERSION_MINOR 4
+#define FAIRSEM_VERSION_MINOR 5
 #define FAIRSEM_VERSION_PATCH 0
 
-#define FAIRSEM_VERSION_STRING "0.4.0"
+#define FAIRSEM_VERSION_STRING "0.5.0"
 
 namespace fairsem {
 

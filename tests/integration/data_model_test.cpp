@@ -38,17 +38,17 @@ TEST_F(DataModelTest, ALaterDataModelIsRefusedByEveryOperationWithNothingWritten
   FairSemaphore sem(redis_options(), "later", o);
   std::optional<Permit> held = sem.try_acquire();
   ASSERT_TRUE(held);
-  // A later fairsem took the semaphore's data on to its data model 3.
-  admin_.command({"HSET", key("later", "meta"), "model", "3", "model_by", "9.1.0"});
+  // A later fairsem took the semaphore's data on to its data model 4.
+  admin_.command({"HSET", key("later", "meta"), "model", "4", "model_by", "9.1.0"});
   const auto before = snapshot();
   const auto refused = [&](const DataModelError& e) {
-    EXPECT_EQ(e.stored_model(), "3");
-    EXPECT_EQ(e.supported_model(), 2);
+    EXPECT_EQ(e.stored_model(), "4");
+    EXPECT_EQ(e.supported_model(), 3);
     EXPECT_EQ(e.written_by(), "9.1.0");
-    EXPECT_NE(std::string(e.what()).find("the semaphore's keys are in data model 3 (written by "
+    EXPECT_NE(std::string(e.what()).find("the semaphore's keys are in data model 4 (written by "
                                          "fairsem 9.1.0), and this client (fairsem " +
                                          std::string(version()) +
-                                         ") reads and writes data model 2; nothing was changed"),
+                                         ") reads and writes data model 3; nothing was changed"),
               std::string::npos)
         << e.what();
   };
@@ -80,12 +80,12 @@ TEST_F(DataModelTest, ALaterDataModelIsRefusedByEveryOperationWithNothingWritten
   for (const Args& call :
        {Args{"open"}, Args{"acquire", "x", "queue", "o"},
         Args{"release", held->id(), ticket, "60000"}, Args{"renew", held->id(), ticket},
-        Args{"status"}, Args{"evict", held->id()}, Args{"resize", "2"}}) {
+        Args{"status"}, Args{"evict", held->id()}, Args{"resize", "2"}, Args{"tenant", "t", "2"}}) {
     const Reply r = run("later", call);
     ASSERT_EQ(r.elements.size(), 4U) << call[0];
     EXPECT_EQ(r.elements[0].integer, -7) << call[0];
-    EXPECT_EQ(r.elements[1].str, "3") << call[0];
-    EXPECT_EQ(r.elements[2].integer, 2) << call[0];
+    EXPECT_EQ(r.elements[1].str, "4") << call[0];
+    EXPECT_EQ(r.elements[2].integer, 3) << call[0];
     EXPECT_EQ(r.elements[3].str, "9.1.0") << call[0];
   }
   EXPECT_EQ(before, snapshot());

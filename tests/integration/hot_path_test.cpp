@@ -200,9 +200,9 @@ TEST_F(HotPathTest, EveryOtherCaseIsTheGeneralPathsToo) {
   EXPECT_EQ(
       acquire_both_ways({"model-3",
                          [this](const auto& key) {
-                           admin_.command({"HSET", key("meta"), "model", "3", "model_by", "9.9.9"});
+                           admin_.command({"HSET", key("meta"), "model", "4", "model_by", "9.9.9"});
                          }}),
-      "[-7][3][2][9.9.9]");
+      "[-7][4][3][9.9.9]");
   acquire_both_ways({"model-2", [this](const auto& key) {
                        admin_.command({"HSET", key("meta"), "model", "2", "model_by", "0.3.1"});
                      }});
@@ -239,9 +239,9 @@ TEST_F(HotPathTest, TheLastHolderOutLeavesAsTheGeneralPathLetsIt) {
   EXPECT_EQ(release_both_ways(
                 "model-3", 1, "1001",
                 [this](const std::string& name) {
-                  admin_.command({"HSET", key(name, "meta"), "model", "3", "model_by", "9.9.9"});
+                  admin_.command({"HSET", key(name, "meta"), "model", "4", "model_by", "9.9.9"});
                 }),
-            "[-7][3][2][9.9.9]");
+            "[-7][4][3][9.9.9]");
   for (const std::string suffix : {"owner", "time", "info", "slots"}) {
     const std::string reply =
         release_both_ways("foreign-" + suffix, 1, "1001", [this, suffix](const std::string& name) {

@@ -127,7 +127,7 @@ std::string compare_state(const RawState& raw, const Model& model,
   if (s.expiry) meta["expiry"] = std::to_string(*s.expiry);
   if (s.expires) meta["expires"] = std::to_string(*s.expires);
   if (s.later_model) {
-    meta["model"] = "3";
+    meta["model"] = "4";
     meta["model_by"] = "9.9.9";
   }
   if (raw.meta != meta)

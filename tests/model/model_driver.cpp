@@ -175,7 +175,7 @@ Reply Driver::run(const Call& call) {
 
 void Driver::set_later_model(bool later) {
   if (later) {
-    conn_->command({"HSET", keys_[3], "model", "3", "model_by", "9.9.9"});
+    conn_->command({"HSET", keys_[3], "model", "4", "model_by", "9.9.9"});
   } else {
     conn_->command({"HDEL", keys_[3], "model", "model_by"});
   }

@@ -8,7 +8,7 @@ namespace fairsem::model {
 
 namespace {
 
-constexpr long long kModel = 2;               // the data model the scripts read and write
+constexpr long long kModel = 3;  // the latest data model the scripts read and write (2, and 3 with tenants)
 constexpr long long kReceiptBucketMs = 4096;  // common.lua's RECEIPT_BUCKET_MS, RECEIPT_BUCKETS
 constexpr long long kReceiptBuckets = 16;
 
@@ -66,7 +66,7 @@ Reply Model::run(const Call& c) {
 }
 
 std::optional<Reply> Model::prepare(const Call& c, long long wanted) {
-  if (s_.later_model) return Reply{-7LL, std::string("3"), kModel, std::string("9.9.9")};
+  if (s_.later_model) return Reply{-7LL, std::string("4"), kModel, std::string("9.9.9")};
   const long long expiry = s_.expiry.value_or(0);
   if (c.op == "open" && wanted > 0 && expiry > 0 && wanted != expiry) {
     return Reply{-6LL, std::to_string(expiry)};
@@ -237,11 +237,11 @@ Reply Model::renew(const Call& c) {
 Reply Model::status(const Call& c) {
   if (auto refused = prepare(c, 0)) return *refused;
   reap();
-  Reply r{now_, limit_, s_.counter.value_or(0)};
+  Reply r{now_, limit_, s_.counter.value_or(0), 0LL};  // (no tenant weights stored)
   for (const Entry& e : s_.entries) {
     r.insert(r.end(), {e.id, e.ticket, e.deadline, e.info,
                        e.holder() ? static_cast<long long>(e.slots.size()) : e.units,
-                       joined(e.slots), e.queued.value_or(-1)});
+                       joined(e.slots), e.queued.value_or(-1), std::string()});
   }
   return r;
 }

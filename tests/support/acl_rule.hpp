@@ -26,7 +26,7 @@ inline constexpr std::string_view kFairsemAclRule =
     "resetchannels ~fairsem:* "
     "+evalsha +script|load +brpop +select "
     "+time +type +get +set +incr +del +pexpire +pexpireat "
-    "+hget +hmget +hset +hdel +hlen +hkeys +hgetall "
+    "+hget +hmget +hset +hdel +hexists +hlen +hkeys +hgetall "
     "+lpush +lindex "
     "+zadd +zrem +zrank +zscore +zcard +zrange +zrangebyscore +zremrangebyscore "
     "+zpopmin +zinterstore";

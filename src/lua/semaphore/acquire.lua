@@ -3,12 +3,13 @@
 -- renews the entry and reports where it stands (or that it was granted, evicted or removed as
 -- too large for the limit).
 --   ARGV: acquire LIMIT LEASE_MS ID MODE OWNER_INFO
---               [TICKET [UNITS [CLIENT [MAX_WAITERS [IDLE_EXPIRY [FRESH]]]]]]
+--               [TICKET [UNITS [CLIENT [MAX_WAITERS [IDLE_EXPIRY [FRESH [TENANT]]]]]]]
 --   CLIENT: the Client whose inbox is to wake this waiter (see Wake-ups in common.lua; empty:
 --   none). MAX_WAITERS: a request that would queue behind this many waiters or more is refused
 --   with {-5, waiting}, writing nothing; one already queued (polling) never is. 0 or none: no
 --   bound. IDLE_EXPIRY: see "Idle expiry" in common.lua. FRESH 1: the id was drawn at random for
---   this call and never sent before (see below).
+--   this call and never sent before (see below). TENANT: whose request it is (tenants.lua;
+--   empty or absent: the default tenant); the first one named upgrades the semaphore.
 --   Reply {state, ticket, deadline, position, now, slot...} (see common.lua).
 
 local meta, refused = read_meta()
@@ -24,7 +25,8 @@ if refused then return refused end
 do
   -- (A holder, the general path's common case, shows in meta's `slots`, tested first.)
   local units, stored
-  if meta[2] == '0' and not meta[5] and meta[1] == ARGV[2] and ARGV[12] == '1' then
+  if meta[2] == '0' and not meta[5] and meta[1] == ARGV[2] and ARGV[12] == '1'
+      and (ARGV[13] or '') == '' then
     units, stored = tonumber(ARGV[8] or '1'), limit_in(meta[1])
   end
   if stored and (tonumber(meta[3] or '0') or 0) == 0
@@ -102,6 +104,7 @@ local polling = tonumber(ARGV[7] or '0') ~= 0
 local units = tonumber(ARGV[8] or '1')
 local client = ARGV[9]
 if client == '' then client = nil end
+local tenant = ARGV[13] or ''
 -- FRESH: the client's first call with an id it has just drawn at random, so the id has no
 -- entry, no wake list and no marker here (a call sent again after a lost reply says 0).
 local fresh = ARGV[12] == '1' and not polling
@@ -139,6 +142,11 @@ if ticket then
       return {4, 0, 0, 0, now, -1}
     end
     call('ZADD', TIME, int(deadline), id)
+    if fair then
+      -- Its place in its tenant's queue.
+      local place = fair_position(id, call('HGET', INFO, TENANT .. id))
+      return acquired(2, tonumber(ticket), place or 1)
+    end
     return acquired(2, tonumber(ticket), call('ZRANK', OWNER, id) - held + 1)
   end
   -- Its own deadline had passed: it was reaped just now, and queues again below.
@@ -171,6 +179,8 @@ end
 -- Writes, each first one to its key guarded, the earlier ones undone on a refusal. A refused
 -- request above wrote nothing, not even the expiry's push.
 keep_alive(now)
+-- The first request naming a tenant upgrades the semaphore (tenants.lua).
+if tenant ~= '' and not fair then upgrade_to_fair(held) end
 -- A grant when nobody held (prepare() knew it without reading slots): slots' first access is
 -- the first write, guarded, and undone (with the slot taken) should a later one be refused.
 local slots
@@ -193,6 +203,10 @@ end
 bad = select(2, guarded(2, 'ZADD', int(deadline), id))
 if bad then return refuse(bad) end
 local fields = {id, owner_info}
+if tenant ~= '' then
+  fields[#fields + 1] = TENANT .. id
+  fields[#fields + 1] = tenant
+end
 if not granted then
   if units ~= 1 then
     fields[#fields + 1] = UNITS .. id
@@ -214,7 +228,7 @@ local counted = pcall_redis('INCR', COUNTER)
 if type(counted) == 'table' then
   local refused_counter = counter_refusal(counted)
   call('ZREM', TIME, id)
-  call('HDEL', INFO, id, UNITS .. id, INBOX .. id, QUEUED .. id)
+  call('HDEL', INFO, id, UNITS .. id, INBOX .. id, QUEUED .. id, TENANT .. id)
   return refuse(refused_counter)
 end
 ticket = counted
@@ -235,6 +249,7 @@ if count > 0 or ticket < lowest then
 end
 call('ZADD', OWNER, int(ticket), id)
 if counter_set then born(3) end
+if fair and not granted then fair_enqueue(id, ticket, tenant) end
 -- A new entry starts with an empty wake list: a caller-chosen id may find an old eviction
 -- marker there; a waiter queueing again after its entry expired, the wake-up of that entry
 -- (which must not grant this one); a first acquire retried after a lost reply, the marker
@@ -253,4 +268,5 @@ if count == 0 then
   born(5)
 end
 if granted then return acquired(1, ticket, 0, slots) end
+if fair then return acquired(2, ticket, fair_position(id, tenant) or 1) end
 return acquired(2, ticket, count - held + 1)

@@ -25,6 +25,8 @@
 --   8 P:{NAME}:slots    HASH  holder id -> its slots, ascending, comma-separated (one per unit
 --                             it holds): the holders are exactly its fields
 --   9 P:{NAME}:free     ZSET  the free slots below meta's `slots` (member = score = slot)
+-- and, for a semaphore whose requests name tenants (data model 3, see Tenants in tenants.lua),
+-- keys named after these: OWNER:tenants, OWNER:queue:TENANT and META:weights.
 --
 -- Units. Every slot below meta's `slots` is either a holder's or in free, so the units held
 -- are `slots` minus the size of free, read without walking the holders.
@@ -32,14 +34,16 @@
 -- ARGV: 1 the operation's name (each script ignores it: every script takes the same first
 -- arguments), 2 limit, 3 lease in ms, then per operation (see each file):
 --   open     [IDLE_EXPIRY]        check key types and the limit; store the limit if unset
---   acquire  ID MODE OWNER_INFO [TICKET [UNITS [CLIENT [MAX_WAITERS [IDLE_EXPIRY [FRESH]]]]]]
+--   acquire  ID MODE OWNER_INFO [TICKET [UNITS [CLIENT [MAX_WAITERS [IDLE_EXPIRY [FRESH [TENANT]]]]]]]
 --                                 MODE "try" (never queues) or "queue"; TICKET: the ticket a
 --                                 waiter polling again already has (0 or absent: none yet);
 --                                 UNITS: how many units (slots) it asks for, 1 when absent;
 --                                 CLIENT: the waiter's Client's inbox (see Wake-ups below;
 --                                 empty: none); IDLE_EXPIRY: see "Idle expiry" below;
 --                                 FRESH 1: ID was drawn at random for this call and never
---                                 sent before (no entry, wake list or marker to look for)
+--                                 sent before (no entry, wake list or marker to look for);
+--                                 TENANT: whose request it is (see tenants.lua; empty or
+--                                 absent: the default tenant)
 --   release  ID TICKET RECEIPT_MS [leaving | keep K]
 --                                 TICKET 0: whatever entry ID has; "leaving": a waiter giving up
 --                                 (either clears its wake list); "keep K": a holder gives back
@@ -48,7 +52,8 @@
 --   status
 --   evict    ID                   remove ID (holder or waiter) on an operator's request
 --   resize   NEW_LIMIT [IDLE_EXPIRY]  store a new limit (see "Limits" below)
--- Limit 0 ("whatever is stored") is accepted by status, evict and resize only, for tools that
+--   tenant   TENANT WEIGHT        store a tenant's weight (see tenants.lua)
+-- Limit 0 ("whatever is stored") is accepted by status, evict, resize and tenant only, for tools that
 -- do not know the limit; with no limit stored, status and evict neither reap nor promote.
 -- A semaphore that does not exist (no limit stored, nobody queued: never used, or its keys
 -- expired) is made by open and acquire only (and resize, which stores the limit it is given):
@@ -153,7 +158,9 @@
 -- not.)
 --
 -- Data model. These scripts read and write data model MODEL: 2, that of every release since
--- 0.2 (0.1's, without slots and free, is upgraded on first use). A later data model that they
+-- 0.2 (0.1's, without slots and free, is upgraded on first use), and FAIR_MODEL, 3, which they
+-- upgrade a semaphore to, in place, when a request first names a tenant or a weight is set
+-- (tenants.lua): a client of 0.4 or earlier is then refused, naming both models and MODEL_BY. A later data model that they
 -- could not read stores its number in meta's `model`, and the fairsem version that wrote it in
 -- `model_by`; every operation reads meta first and refuses such a semaphore, {-7, model,
 -- MODEL, model_by}, before it looks at any other key (whose type may have changed) or writes
@@ -169,7 +176,8 @@
 --   {-4, limit}                           acquire: more units asked than the limit (ever)
 --   {-5, waiting}                         acquire: the queue is at MAX_WAITERS
 --   {-6, stored_expiry}                   open: another IDLE_EXPIRY is stored
---   {-7, model, MODEL, model_by}          the semaphore is in a later data model
+--   {-7, model, MODEL, model_by}          the semaphore is in a later data model (FAIR_MODEL is
+--                                         reported as the one these scripts read)
 -- Otherwise:
 --   open     {1, expiry}            expiry: meta's idle expiry in ms after the open (0: none)
 --   acquire  {state, ticket, deadline, position, now, slot...}
@@ -182,23 +190,30 @@
 --                                         this permit was released by an earlier run
 --   renew    {now, deadline, r...}        per id: 1 holder, 0 lost, -1 evicted,
 --                                         k >= 2 waiting at k - 1
---   status   {now, limit, counter, id, ticket, deadline, info, units, slots, queued, ...}
+--   status   {now, limit, counter, W, (tenant, weight) * W,
+--             (id, ticket, deadline, info, units, slots, queued, tenant)...}
+--                                         W: the tenants whose weight is stored; the entries
 --                                         in ticket order; slots as stored, "" for a waiter;
 --                                         queued: when the entry queued, -1 if it did not
 --                                         (granted at once) or its client did not say (0.3.1)
 --   evict    {state}                      1 a holder removed, 2 a waiter removed, 0 not present,
 --                                         3 evicted already (its marker is still there)
 --   resize   {old_limit, new_limit, promoted}
+--   tenant   {old_weight}
 --
 -- Every operation is idempotent for a given permit id, so a client may repeat one whose reply
 -- was lost. Each generated script runs on its own, e.g. from a build directory:
 --   redis-cli --eval generated/lua/semaphore_status.lua o t c m i w: r: s f , status 1 1000
 
 local WANTED = {'zset', 'zset', 'string', 'hash', 'hash', nil, nil, 'hash', 'zset'}
-local MODEL = 2  -- the data model these scripts read and write (see Data model above)
+-- The data model these scripts read and write (see Data model above): 2, and 3 for a semaphore
+-- whose requests name tenants (tenants.lua), written by fairsem MODEL_BY.
+local MODEL, FAIR_MODEL, MODEL_BY = 2, 3, '@FAIRSEM_VERSION@'
 local UNITS = '{units}'  -- info's field {units}ID: the units waiter ID asks for, when above 1
 local INBOX = '{inbox}'  -- info's field {inbox}ID: the Client whose inbox wakes ID
 local QUEUED = '{queued}'  -- info's field {queued}ID: when ID queued, ms of the server clock
+local TENANT = '{tenant}'  -- info's field {tenant}ID: whose entry ID is, unless the default's
+local WAS = '{was}'  -- info's field {was}ID: the ticket holder ID waited under (tenants.lua)
 -- A new counter starts at the server's clock in ms times this: 2^53 (where Lua's numbers and
 -- ZSET scores stop being exact) / 1024 ms is the year 2248.
 local TICKETS_PER_MS = 1024
@@ -238,6 +253,10 @@ local expiry, expires = 0, nil
 local expires_ahead = false
 -- Whether prepare() found no semaphore, for an operation that must not make one (see there).
 local absent = false
+-- Whether the semaphore is in data model 3 (tenants.lua), and its virtual time there.
+local fair, vtime = false, 0
+-- The keys of data model 3 (tenants.lua): the tenants with waiters, and the stored weights.
+local TENANTS, WEIGHTS = KEYS[1] .. ':tenants', KEYS[4] .. ':weights'
 -- } state
 
 -- The refusal for the error `err` that pcall_redis returned from a call on KEYS[i]: -2 naming
@@ -355,6 +374,15 @@ local function refresh_expiry(now)
   expires = now + e + math.floor(e / 2)
   call('HSET', META, 'expires', int(expires))
   for _, i in ipairs({1, 2, 3, 4, 5, 8, 9}) do call('PEXPIREAT', KEYS[i], int(expires)) end
+  if fair then
+    -- The tenants' keys too: the weights, and each waiting tenant's queue (tenants.lua).
+    for _, key in ipairs({TENANTS, WEIGHTS, KEYS[1] .. ':idle'}) do
+      call('PEXPIREAT', key, int(expires))
+    end
+    for _, member in ipairs(call('ZRANGE', TENANTS, '0', '-1')) do
+      call('PEXPIREAT', OWNER .. ':queue:' .. string.sub(member, 18), int(expires))
+    end
+  end
 end
 
 -- Run by acquire and renew: pushes the expiry on when fewer than E ms are left.
@@ -367,11 +395,12 @@ end
 
 -- KEYS[i], which this run may just have created, expires with the others (in their last
 -- millisecond, a PEXPIREAT at `expires` would delete it at once: see Idle expiry).
+-- (`i` may also be the name of a key of data model 3.)
 local function born(i)
   if expiry == 0 then return end
   if not expires or (not expires_ahead and expires <= server_ms()) then
     expires_ahead = true
     return refresh_expiry(server_ms())
   end
-  call('PEXPIREAT', KEYS[i], int(expires))
+  call('PEXPIREAT', type(i) == 'number' and KEYS[i] or i, int(expires))
 end

@@ -8,9 +8,10 @@
 local function remove_entry(id, marker, keep_ms)
   local list = WAKE .. id
   local client = marker and call('HGET', INFO, INBOX .. id)
+  if fair then fair_unqueue(id, call('HGET', INFO, TENANT .. id)) end
   call('ZREM', OWNER, id)
   call('ZREM', TIME, id)
-  call('HDEL', INFO, id, UNITS .. id, INBOX .. id, QUEUED .. id)
+  call('HDEL', INFO, id, UNITS .. id, INBOX .. id, QUEUED .. id, TENANT .. id, WAS .. id)
   call('DEL', list)
   if marker then
     call('LPUSH', list, marker)
@@ -19,12 +20,52 @@ local function remove_entry(id, marker, keep_ms)
   end
 end
 
+-- promote() of data model 3: the waiters in the order of Grant order (tenants.lua).
+local function promote_fair(held, freed)
+  local room = limit - (used() - (freed and #freed or 0))
+  while room > 0 do
+    local tenant, id, ticket, vt, member = fair_next()
+    if not tenant then return held end
+    local asked = call('HMGET', INFO, UNITS .. id, INBOX .. id)
+    local units = tonumber(asked[1] or '1') or 1
+    if units > limit then
+      remove_entry(id, 'too-large', lease)
+    elseif units > room then
+      return held
+    else
+      local slots = take_slots(units, freed)
+      call('HSET', SLOTS, id, slots)
+      if held == 0 then born(8) end
+      -- A new ticket: fencing tokens rise in grant order (see Grant order in tenants.lua).
+      local granted = call('INCR', COUNTER)
+      local newest = tonumber(call('ZRANGE', OWNER, '-1', '-1', 'WITHSCORES')[2] or '0')
+      if granted <= newest then
+        granted = newest + 1
+        call('SET', COUNTER, int(granted))
+        born(3)
+      end
+      call('ZADD', OWNER, int(granted), id)
+      call('ZREM', queue_of(tenant), id)
+      call('HSET', INFO, WAS .. id, int(ticket))
+      if asked[1] then call('HDEL', INFO, UNITS .. id) end
+      fair_granted(tenant, member, vt, units)
+      wake(id, int(granted) .. ':' .. slots, asked[2])
+      room = room - units
+      held = held + 1
+      promoted_count = promoted_count + 1
+    end
+  end
+  return held
+end
+
 -- Grants units to the waiters at the head of the queue, in ticket order, while the first one
 -- left fits: nobody overtakes a waiter that does not (one asking for more than the limit is
 -- removed, TOO-LARGE, and the next one moves up). `freed`: slots below the limit that
 -- leaving holders just gave up, not yet in free; the promoted take those first, so a slot
--- passes straight from holder to holder. Returns the number of holders after.
+-- passes straight from holder to holder. Returns the number of holders after. (In data model 3,
+-- the order of tenants.lua.)
 local function promote(held, freed)
+  if fair then return promote_fair(held, freed) end
   local room = limit - (used() - (freed and #freed or 0))
   while room > 0 do
     -- Each promoted waiter takes at least one unit: at most `room` of them.
@@ -113,6 +154,14 @@ local function reap(now, check, held)
       fields[#fields + 1] = UNITS .. id
       fields[#fields + 1] = INBOX .. id
       fields[#fields + 1] = QUEUED .. id
+      fields[#fields + 1] = TENANT .. id
+      fields[#fields + 1] = WAS .. id
+    end
+    if fair then
+      local tenants = {}
+      for _, id in ipairs(expired) do tenants[#tenants + 1] = TENANT .. id end
+      tenants = call('HMGET', INFO, unpack(tenants))
+      for i, id in ipairs(expired) do fair_unqueue(id, tenants[i]) end
     end
     bad = select(2, guarded(5, 'HDEL', unpack(fields)))
     if bad then return nil, bad end
@@ -134,6 +183,9 @@ local function reap(now, check, held)
   -- owner, deadlines in time).
   bad = select(2, guarded(5, 'HLEN'))
   if bad then return nil, bad end
+  if fair then
+    for _, id in ipairs(expired) do fair_unqueue(id, call('HGET', INFO, TENANT .. id)) end
+  end
   call('ZREMRANGEBYSCORE', TIME, '-inf', cutoff)
   call('ZINTERSTORE', OWNER, 2, OWNER, TIME, 'WEIGHTS', 1, 0)
   call('ZINTERSTORE', TIME, 2, TIME, OWNER, 'WEIGHTS', 1, 0)
@@ -146,17 +198,19 @@ local function reap(now, check, held)
       fields[#fields + 1] = UNITS .. expired[j]
       fields[#fields + 1] = INBOX .. expired[j]
       fields[#fields + 1] = QUEUED .. expired[j]
+      fields[#fields + 1] = TENANT .. expired[j]
+      fields[#fields + 1] = WAS .. expired[j]
     end
     call('HDEL', INFO, unpack(fields))
   end
   count = call('ZCARD', OWNER)
   if call('HLEN', INFO) > count then
-    -- Fields of ids no longer queued (the {units}, {inbox} and {queued} fields of entries
+    -- Fields of ids no longer queued (the {units}, {inbox}, {queued}, ... fields of entries
     -- still there count too, hence this pass whenever an entry has one: O(N), like this
     -- rebuild, which is rare, since expired entries are mostly few).
     for _, field in ipairs(call('HKEYS', INFO)) do
       local id = field
-      for _, prefix in ipairs({UNITS, INBOX, QUEUED}) do
+      for _, prefix in ipairs({UNITS, INBOX, QUEUED, TENANT, WAS}) do
         if string.sub(field, 1, #prefix) == prefix then id = string.sub(field, #prefix + 1) end
       end
       if not call('ZSCORE', OWNER, id) then call('HDEL', INFO, field) end
@@ -207,9 +261,10 @@ local function limit_in(stored)
 end
 
 -- meta's fields that every operation starts from: {limit, slots, expiry, expires, model,
--- model_by}, or nil and a refusal when meta is not a hash.
+-- model_by, vtime}, or nil and a refusal when meta is not a hash.
 local function read_meta()
-  local meta = pcall_redis('HMGET', META, 'limit', 'slots', 'expiry', 'expires', 'model', 'model_by')
+  local meta = pcall_redis('HMGET', META, 'limit', 'slots', 'expiry', 'expires', 'model', 'model_by',
+    'vtime')
   if meta.err then return nil, refusal(4, meta) end
   return meta
 end
@@ -228,10 +283,13 @@ local function prepare(op, wanted, meta)
     meta, refused = read_meta()
     if refused then return refused end
   end
-  if meta[5] and not (tonumber(meta[5]) and tonumber(meta[5]) <= MODEL) then
-    return {-7, meta[5], MODEL, meta[6]}
+  if meta[5] and not (tonumber(meta[5]) and tonumber(meta[5]) <= FAIR_MODEL) then
+    return {-7, meta[5], FAIR_MODEL, meta[6]}
   end
-  if op == 'open' or op == 'status' or op == 'evict' or op == 'resize' then
+  fair = tonumber(meta[5] or '0') == FAIR_MODEL
+  vtime = tonumber(meta[7] or '0') or 0
+  local tool = op == 'status' or op == 'evict' or op == 'resize' or op == 'tenant'
+  if op == 'open' or tool then
     for _, i in ipairs({1, 2, 3, 4, 5, 8, 9}) do
       local actual = call('TYPE', KEYS[i])['ok']
       if actual ~= 'none' and actual ~= WANTED[i] then return {-2, KEYS[i], actual, WANTED[i]} end
@@ -249,9 +307,9 @@ local function prepare(op, wanted, meta)
   if op == 'open' and wanted > 0 and expiry > 0 and wanted ~= expiry then return {-6, meta[3]} end
   local adopt = wanted > 0 and expiry == 0
   if limit == 0 then
-    if op ~= 'status' and op ~= 'evict' and op ~= 'resize' then
+    if not tool then
       return redis.error_reply(
-        'fairsem semaphore script: limit 0 is only for status, evict and resize')
+        'fairsem semaphore script: limit 0 is only for status, evict, resize and tenant')
     end
     limit = tonumber(stored or '0')
   elseif not stored then
@@ -261,7 +319,7 @@ local function prepare(op, wanted, meta)
     if op == 'open' then return {-1, stored} end
     limit = tonumber(stored)
   end
-  if not stored and op ~= 'open' and op ~= 'acquire' and op ~= 'resize' then
+  if not stored and op ~= 'open' and op ~= 'acquire' and op ~= 'resize' and op ~= 'tenant' then
     -- No limit stored and nobody queued: the semaphore does not exist (never used, or its keys
     -- expired). Status, evict, release and renew then only read: a key they made would have no
     -- expiry, for good (a monitor polling idle semaphores would bring each one back).

@@ -35,6 +35,12 @@ if not ready then
 end
 local score = pcall_redis('ZSCORE', OWNER, id)
 if type(score) == 'table' then return refusal(1, score) end
+if fair and score and ticket ~= 0 and tonumber(score) ~= ticket and how == 'leaving'
+    and tonumber(pcall_redis('HGET', INFO, WAS .. id)) == ticket then
+  -- A waiter leaving in the instant of its promotion, under the ticket it waited with
+  -- (tenants.lua): the permit it was given passes on.
+  ticket = tonumber(score)
+end
 if not score or (ticket ~= 0 and tonumber(score) ~= ticket) then
   -- Gone, or the id now names a later permit: released by an earlier run of this call
   -- whose reply was lost (its receipt says so), or expired.
@@ -54,7 +60,8 @@ local last = how ~= 'keep' and mine and #mine == (ready and tonumber(meta[2]) or
   and call('ZCARD', OWNER) == 1
 if last then
   -- The first write: info's type is checked by it.
-  local removed = pcall_redis('HDEL', INFO, id, UNITS .. id, INBOX .. id, QUEUED .. id)
+  local removed = pcall_redis('HDEL', INFO, id, UNITS .. id, INBOX .. id, QUEUED .. id,
+    TENANT .. id, WAS .. id)
   if type(removed) == 'table' then return refusal(5, removed) end
   keep_receipt(id, score, receipt_ms)
   -- A holder giving up just after its promotion may have its wake-up in its list.
@@ -88,8 +95,11 @@ if how == 'keep' then
   pass_on(held, given)
   return {1}
 end
+-- A waiter's tenant, for its queue (tenants.lua).
+local tenant = fair and not stored_slots and pcall_redis('HGET', INFO, TENANT .. id)
 -- The first write: info's type is checked by it.
-bad = select(2, guarded(5, 'HDEL', id, UNITS .. id, INBOX .. id, QUEUED .. id))
+bad = select(2, guarded(5, 'HDEL', id, UNITS .. id, INBOX .. id, QUEUED .. id, TENANT .. id,
+  WAS .. id))
 if bad then return bad end
 -- A holder's receipt, before its entry goes (see keep_receipt).
 if stored_slots then keep_receipt(id, score, receipt_ms) end
@@ -99,6 +109,7 @@ if stored_slots then keep_receipt(id, score, receipt_ms) end
 if not stored_slots or ticket == 0 or how == 'leaving' then call('DEL', WAKE .. id) end
 call('ZREM', TIME, id)
 call('ZREM', OWNER, id)
+if fair and not stored_slots then fair_unqueue(id, tenant) end
 if not stored_slots then
   -- A waiter left: if it was the head, the waiters behind it may fit now (see Holders and
   -- slots in common.lua).

@@ -15,7 +15,7 @@ local pairs_to_set = {}
 -- Holders are the members up to the held-th ticket: one ZSCORE per permit tells a holder,
 -- and only a waiter needs its rank.
 local last_holder = -1
-if held > 0 then
+if held > 0 and not fair then
   last_holder = tonumber(call('ZRANGE', OWNER, int(held - 1), int(held - 1), 'WITHSCORES')[2])
 end
 for i = 4, #ARGV, 2 do
@@ -24,7 +24,14 @@ for i = 4, #ARGV, 2 do
   if score and tonumber(score) == ticket then
     pairs_to_set[#pairs_to_set + 1] = int(deadline)
     pairs_to_set[#pairs_to_set + 1] = id
-    if ticket <= last_holder then
+    if fair then
+      -- Holders need not come first (tenants.lua): a waiter stands in its tenant's queue.
+      if call('HEXISTS', SLOTS, id) == 1 then
+        reply[#reply + 1] = 1
+      else
+        reply[#reply + 1] = (fair_position(id, call('HGET', INFO, TENANT .. id)) or 1) + 1
+      end
+    elseif ticket <= last_holder then
       reply[#reply + 1] = 1
     else
       reply[#reply + 1] = call('ZRANK', OWNER, id) - held + 2

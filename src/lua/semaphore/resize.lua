@@ -21,7 +21,8 @@ local held_now = repair()
 if new < old then
   -- Waiters asking for more units than the new limit can never be granted: removed now
   -- (woken with TOO-LARGE), so the ones behind them move up. O(waiters), for a shrink only.
-  local waiters = call('ZRANGE', OWNER, int(held_now), '-1')
+  local waiters
+  if fair then waiters = fair_waiters() else waiters = call('ZRANGE', OWNER, int(held_now), '-1') end
   for i = 1, #waiters, 500 do
     local ids, fields = {}, {}
     for j = i, math.min(i + 499, #waiters) do

@@ -28,7 +28,8 @@ end
 -- Sets the slot bookkeeping up again from owner and slots: on first use, after a resize, when
 -- meta was lost, and when something was edited behind the semaphore's back. Drops the slots of
 -- ids no longer in owner, keeps the holders the first members in ticket order (a holder after
--- a gap, or with a slot that is not a number or is taken twice, becomes a waiter again, asking
+-- a gap (not in data model 3), or with a slot that is not a number or is taken twice, becomes a
+-- waiter again, asking
 -- for as many units as it had), and refills free with every slot below the high-water mark
 -- that no holder has: O(holders + the most units ever held at once). Returns the number of
 -- holders.
@@ -47,17 +48,33 @@ local function repair()
   end
   local used_slots, held = {}, 0
   if kept > 0 then
-    for _, id in ipairs(call('ZRANGE', OWNER, '0', int(kept - 1))) do
+    -- In data model 3 the holders need not come first: any holder whose slots no holder with an
+    -- earlier ticket has keeps them (tenants.lua).
+    local order = {}
+    if fair then
+      local score_of = {}
+      for id in pairs(slots_of) do
+        order[#order + 1] = id
+        score_of[id] = tonumber(call('ZSCORE', OWNER, id))
+      end
+      table.sort(order, function(a, b) return score_of[a] < score_of[b] end)
+    else
+      order = call('ZRANGE', OWNER, '0', int(kept - 1))
+    end
+    for _, id in ipairs(order) do
       local slots = slots_of[id]
       if not slots then break end
       local clash = false
       for _, slot in ipairs(slots) do
         if used_slots[tonumber(slot)] then clash = true end
       end
-      if clash then break end
-      for _, slot in ipairs(slots) do used_slots[tonumber(slot)] = true end
-      slots_of[id] = nil
-      held = held + 1
+      if not clash then
+        for _, slot in ipairs(slots) do used_slots[tonumber(slot)] = true end
+        slots_of[id] = nil
+        held = held + 1
+      elseif not fair then
+        break
+      end
     end
     -- Demoted: a wake-up pushed with the slots it had must not be taken as a grant. (One its
     -- Client's inbox holds, or its waker popped already, may be: the waiter's next renewal finds
@@ -67,6 +84,9 @@ local function repair()
       call('HDEL', SLOTS, id)
       call('DEL', WAKE .. id)
       if #slots > 1 then call('HSET', INFO, UNITS .. id, int(#slots)) end
+      if fair then
+        fair_enqueue(id, call('ZSCORE', OWNER, id), call('HGET', INFO, TENANT .. id) or '')
+      end
     end
   end
   local new_top = tonumber(call('HGET', META, 'slots') or '0') or 0
@@ -91,6 +111,7 @@ local function forget_everyone()
     if bad then return bad end
   end
   call('DEL', OWNER, TIME, INFO, FREE)
+  if fair then fair_forget() end
   call('HSET', META, 'slots', '0')
   free_count, top = 0, 0
   return nil

@@ -52,7 +52,7 @@ TEST_F(CliTest, FunctionsListsEachVersionsLibraryAndPruneKeepsOnlyThisVersions) 
   const std::string pad(node.size() - 4, ' ');
   EXPECT_EQ("NODE" + pad + "  LIBRARY               VERSION    FUNCTIONS\n" + node + "  " +
                 current + "  " + fmt::format("{:<9}", version()) +
-                "          7  (this version's)\n" + node + "  " + old + "  unknown            1\n",
+                "          8  (this version's)\n" + node + "  " + old + "  unknown            1\n",
             table.out);
 
   const std::string line = old + " (version unknown) on " + node + "\n";

@@ -13,16 +13,29 @@ TEST_F(AcquireFsmTest, AWaiterWhoseEntryWasLostQueuesAgainWithItsNewTicket) {
   const AcquireAction backoff = failed_passing();
   now = *backoff.until;
   ASSERT_EQ(tick().kind, Kind::poll);
-  // Restarted without persistence: the poll found no entry and queued the request again.
-  ASSERT_EQ(reply(queued(3)).kind, Kind::rearm);
+  // Restarted without persistence: the poll found no entry and queued the request again, under
+  // a later ticket (a new counter starts above every earlier one: docs/guarantees.md).
+  constexpr long long kRequeued = kTicket + 3;
+  ASSERT_EQ(reply(queued(kRequeued)).kind, Kind::rearm);
   ASSERT_EQ(done().kind, Kind::wait);
   now += 10ms;
   const AcquireAction poll = wake(promoted(kTicket));  // the lost entry's ticket: not a grant
   ASSERT_EQ(poll.kind, Kind::poll);
-  EXPECT_EQ(poll.ticket, 3);
-  ASSERT_EQ(reply(queued(3)).kind, Kind::rearm);
+  EXPECT_EQ(poll.ticket, kRequeued);
+  ASSERT_EQ(reply(queued(kRequeued)).kind, Kind::rearm);
   ASSERT_EQ(done().kind, Kind::wait);
-  EXPECT_EQ(wake(promoted(3)).kind, Kind::grant);
+  EXPECT_EQ(wake(promoted(kRequeued)).kind, Kind::grant);
+}
+
+// A semaphore with tenants gives a promoted waiter a new ticket, drawn after its own (tenants.lua):
+// a wake-up with a later ticket is this entry's grant, and that ticket is the permit's fencing
+// token.
+TEST_F(AcquireFsmTest, AWakeUpUnderALaterTicketGrantsWithThatTicket) {
+  queue_up();
+  now += 10ms;
+  const AcquireAction grant = wake(promoted(kTicket + 40));
+  ASSERT_EQ(grant.kind, Kind::grant);
+  EXPECT_EQ(grant.reply.ticket, kTicket + 40);
 }
 
 // The server went away just after the first call reached it: the call may have queued, its

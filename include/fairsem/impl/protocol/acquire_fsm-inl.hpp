@@ -238,10 +238,12 @@ FAIRSEM_INLINE AcquireAction AcquireFsm::wake_up(const WakeUp& wake, Clock::time
   // An eviction already removed the entry; its marker was consumed by the waker.
   if (wake.reason == WakeReason::evicted) return end(AcquireOutcome::evicted, false);
   if (wake.reason == WakeReason::too_large) return end(AcquireOutcome::too_large, false);
-  // A wake-up for another ticket is an earlier entry's, popped before this one was queued but
+  // A wake-up for an earlier ticket is an earlier entry's, popped before this one was queued but
   // read only now: poll (the poll tells where this entry stands). So is one with another
-  // number of slots.
-  const bool ours = wake.reason == WakeReason::promoted && wake.ticket == reply_.ticket &&
+  // number of slots. A later ticket is this entry's own, promoted under a new ticket (a
+  // semaphore with tenants gives each promoted waiter one, drawn after every ticket an earlier
+  // entry of the id had: tenants.lua), which becomes the permit's fencing token.
+  const bool ours = wake.reason == WakeReason::promoted && wake.ticket >= reply_.ticket &&
                     static_cast<long long>(wake.slots.size()) == params_.units;
   // Promoted: the permit is this entry, with the deadline its last call set (counted from when
   // that call was sent). Taken as it is when the watchdog's next round surely comes with half
@@ -251,6 +253,7 @@ FAIRSEM_INLINE AcquireAction AcquireFsm::wake_up(const WakeUp& wake, Clock::time
   if (ours && params_.min_replicas == 0 &&
       sent_ + reply_.lease - now > params_.direct_grant_margin) {
     reply_.state = AcquireState::granted;
+    reply_.ticket = wake.ticket;
     reply_.slots = wake.slots;
     return grant();
   }

@@ -282,57 +282,6 @@ FAIRSEM_INLINE RenewReply decode_renew(const Reply& reply, std::size_t permits) 
   return r;
 }
 
-FAIRSEM_INLINE Status decode_status(const Reply& reply) {
-  const auto& items = expect_array(reply, "the status reply", 3);
-  if ((items.size() - 3) % 7 != 0) {
-    throw ProtocolError(
-        fmt::format("fairsem: the status reply has {} elements; expected 3 and then 7 per entry",
-                    items.size()));
-  }
-  const long long now = replies_helpers::expect_at_least(items[0], "the server clock", 0);
-  Status status;
-  status.limit = replies_helpers::expect_at_least(items[1], "the limit", 0);
-  // -1: the counter holds something that is not a number.
-  status.last_ticket = replies_helpers::expect_at_least(items[2], "the counter", -1);
-  for (std::size_t i = 3; i < items.size(); i += 7) {
-    PermitInfo info;
-    info.id = expect_string(items[i], "a permit id");
-    info.ticket = expect_integer(items[i + 1], "a ticket");
-    // now >= 0, so deadline - now cannot overflow once deadline > now.
-    const long long deadline = expect_integer(items[i + 2], "a deadline");
-    info.lease_left = milliseconds(deadline > now ? deadline - now : 0);
-    info.owner = expect_string(items[i + 3], "owner info");
-    info.count = replies_helpers::expect_at_least(items[i + 4], "a permit's units", 1);
-    if (info.count > kMaxLimit) {
-      throw ProtocolError(
-          fmt::format("fairsem: the status reply gives {} {} units, more than the "
-                      "largest limit",
-                      printable(info.id), info.count));
-    }
-    // When it queued: -1 when unknown. (now - queued cannot overflow once queued >= 0.)
-    const long long queued = replies_helpers::expect_at_least(items[i + 6], "a queue time", -1);
-    // Holders come first (a waiter is only promoted from the head of the queue).
-    const std::string& slots = expect_string(items[i + 5], "a holder's slots");
-    if (!slots.empty()) {
-      if (!status.waiters.empty()) {
-        throw ProtocolError(fmt::format("fairsem: the status reply lists holder {} after a waiter",
-                                        printable(info.id)));
-      }
-      info.slots = parse_slots(slots, "a holder's slots");
-      if (static_cast<long long>(info.slots.size()) != info.count) {
-        throw ProtocolError(fmt::format("fairsem: the status reply gives {} {} units but {} slots",
-                                        printable(info.id), info.count, info.slots.size()));
-      }
-      info.slot = info.slots.front();
-      status.holders.push_back(std::move(info));
-    } else {
-      if (queued >= 0) info.waited = milliseconds(queued < now ? now - queued : 0);
-      status.waiters.push_back(std::move(info));
-    }
-  }
-  return status;
-}
-
 FAIRSEM_INLINE EvictResult decode_evict(const Reply& reply) {
   switch (replies_helpers::expect_single_state(reply, "the evict reply", 3)) {
     case 1:

@@ -136,6 +136,9 @@ struct ResizeReply {
 /// {old_limit, new_limit, promoted}.
 ResizeReply decode_resize(const Reply& reply);
 
+/// {old_weight}: the weight the tenant had before (status_reply-inl.hpp).
+long long decode_tenant(const Reply& reply);
+
 /// The server_clock script's reply: milliseconds since the Unix epoch, small enough that a
 /// system_clock time point holds it.
 std::chrono::milliseconds decode_server_clock(const Reply& reply);

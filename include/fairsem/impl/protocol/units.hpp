@@ -10,3 +10,4 @@
 #include "fairsem/impl/protocol/acquire_fsm_end-inl.hpp"
 #include "fairsem/impl/protocol/replies-inl.hpp"
 #include "fairsem/impl/protocol/retry_backoff-inl.hpp"
+#include "fairsem/impl/protocol/status_reply-inl.hpp"

@@ -50,6 +50,11 @@ FAIRSEM_INLINE ResizeResult SemaphoreAdmin::resize(long long new_limit) {
   return core()->resize(new_limit);
 }
 
+FAIRSEM_INLINE long long SemaphoreAdmin::set_tenant_weight(const std::string& tenant,
+                                                           long long weight) {
+  return core()->set_tenant_weight(tenant, weight);
+}
+
 FAIRSEM_INLINE const std::string& SemaphoreAdmin::name() const noexcept {
   return semaphore_helpers::name_of(core_);
 }

@@ -346,6 +346,20 @@ FAIRSEM_INLINE ResizeResult SemaphoreCore::resize(long long new_limit) {
   return {r.old_limit, r.new_limit, r.promoted};
 }
 
+FAIRSEM_INLINE long long SemaphoreCore::set_tenant_weight(const std::string& tenant,
+                                                          long long weight) {
+  validate_tenant(tenant);
+  if (weight < 1) {
+    throw InvalidArgument(fmt::format("fairsem: {}: a tenant's weight must be at least 1, got {}",
+                                      where(), weight));
+  }
+  Reply reply = [&] {
+    Borrowed conn(*this);
+    return run(*conn, "tenant", {tenant, std::to_string(weight)});
+  }();
+  return detail::decode_tenant(reply);
+}
+
 FAIRSEM_INLINE const Script& scripts::semaphore_script(std::string_view op) {
   for (const Script* script : scripts::semaphore_scripts) {
     if (script->name.substr(std::string_view("semaphore_").size()) == op) return *script;

@@ -84,6 +84,8 @@ class SemaphoreCore : public std::enable_shared_from_this<SemaphoreCore> {
   Status status_on(Connection& conn);
   EvictResult evict(const std::string& permit_id);
   ResizeResult resize(long long new_limit);
+  /// SemaphoreAdmin::set_tenant_weight.
+  long long set_tenant_weight(const std::string& tenant, long long weight);
   /// Starts an asynchronous acquire of `units` (until `deadline`, if any); see FairSemaphore.
   std::shared_ptr<AsyncAcquire> acquire_async(long long units,
                                               std::optional<Clock::time_point> deadline,

@@ -98,7 +98,8 @@ FAIRSEM_INLINE AcquireReply SemaphoreCore::run_acquire(Connection& conn, const s
                                                        long long ticket, bool fresh) {
   Reply reply;
   const long long expiry = idle_expiry_ms_.load();
-  if (mode == "queue" || expiry > 0 || fresh) {
+  const std::string& tenant = options_.tenant;
+  if (mode == "queue" || expiry > 0 || fresh || !tenant.empty()) {
     // A waiter's wake-ups come through its Client's inbox of this semaphore (waker.hpp); a
     // request that never queues has none.
     static const std::string no_inbox;
@@ -111,9 +112,11 @@ FAIRSEM_INLINE AcquireReply SemaphoreCore::run_acquire(Connection& conn, const s
     const std::string max_waiters = std::to_string(options_.max_waiters);
     const std::string expiry_arg = std::to_string(expiry);
     Args args{id, mode, owner_info_, ticket_arg, units_arg, client};
-    if (options_.max_waiters > 0 || expiry > 0 || fresh) args.push_back(max_waiters);
-    if (expiry > 0 || fresh) args.push_back(expiry_arg);
-    if (fresh) args.push_back("1");
+    const bool named = !tenant.empty();
+    if (options_.max_waiters > 0 || expiry > 0 || fresh || named) args.push_back(max_waiters);
+    if (expiry > 0 || fresh || named) args.push_back(expiry_arg);
+    if (fresh || named) args.push_back(fresh ? "1" : "0");
+    if (named) args.push_back(tenant);
     reply = run(conn, "acquire", args, units, fresh);
   } else if (units != 1) {
     reply = run(conn, "acquire",

@@ -190,6 +190,7 @@ FAIRSEM_INLINE void SemaphoreCore::renewal_failed(const std::vector<PermitState*
       info.ticket = state->ticket;
       info.lease_left = std::chrono::ceil<milliseconds>(left);
       info.owner = owner_info_;
+      info.tenant = options_.tenant;
       info.slots = state->slots();
       info.count = static_cast<long long>(info.slots.size());
       info.slot = info.slots.empty() ? -1 : info.slots.front();

@@ -71,6 +71,20 @@ FAIRSEM_INLINE std::string random_id() {
   return fmt::format("{:016x}{:016x}", bits[0], bits[1]);
 }
 
+FAIRSEM_INLINE void validate_tenant(std::string_view tenant) {
+  if (tenant.size() > kMaxTenantLength) {
+    throw InvalidArgument(fmt::format("fairsem: a tenant must be at most {} bytes, got {}",
+                                      kMaxTenantLength, tenant.size()));
+  }
+  for (const char c : tenant) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte < 0x20 || byte == 0x7f) {
+      throw InvalidArgument(fmt::format("fairsem: tenant '{}' has a control byte",
+                                        detail::printable(tenant)));
+    }
+  }
+}
+
 FAIRSEM_INLINE void SemaphoreOptions::validate() const {
   if (limit < 1 || limit > kMaxLimit) {
     throw InvalidArgument(
@@ -126,6 +140,7 @@ FAIRSEM_INLINE void SemaphoreOptions::validate() const {
         "got {} ms",
         lease.count(), kMaxIdleExpiry.count(), idle_expiry.count()));
   }
+  validate_tenant(tenant);
   validate_name(key_prefix, "key_prefix");
   if (!permit_id.empty()) validate_name(permit_id, "permit_id");
   if (owner_info.size() > semaphore_helpers::kMaxOwnerInfoBytes) {
