@@ -118,7 +118,8 @@ TEST_F(TenantTest, ANewTenantIsNotQueuedBehindAnotherTenantsBacklog) {
   Permit held = busy.acquire();
   Grants grants;
   std::vector<AcquireRequest> requests;
-  for (int i = 0; i < 1000; ++i) requests.push_back(busy.acquire_async(1, grants.record("busy", i)));
+  for (int i = 0; i < 1000; ++i)
+    requests.push_back(busy.acquire_async(1, grants.record("busy", i)));
   ASSERT_TRUE(wait_until([&] { return busy.status().waiters.size() == 1000; }, 60s));
   // The busy tenant is served meanwhile: it has had grants, so it is ahead in virtual time.
   held.release();

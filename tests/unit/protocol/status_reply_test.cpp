@@ -25,8 +25,8 @@ Reply array(std::vector<Reply> items) { return Reply::make_array(std::move(items
 Reply nil() { return Reply::make_nil(); }
 
 constexpr long long kNow = 1'700'000'000'000;  // a plausible server clock, in ms
-constexpr std::size_t kHead = 3;      // now, limit, counter
-constexpr std::size_t kOldEntry = 7;  // an entry's elements without its tenant
+constexpr std::size_t kHead = 3;               // now, limit, counter
+constexpr std::size_t kOldEntry = 7;           // an entry's elements without its tenant
 
 // The reply of a semaphore without tenants, written as {now, limit, counter, entry...} with 7
 // elements per entry: no stored weights, and each entry of the default tenant. Anything else
@@ -47,15 +47,15 @@ fairsem::Status decode(Reply legacy) {
 }
 
 TEST(StatusReplyTest, SplitsHoldersFromWaiters) {
-  const auto s = decode(
-      array({integer(kNow),       integer(2),        integer(9),  //
-             bulk("a"),           integer(7),        integer(kNow + 500),  bulk("h:1"),
-             integer(1),          bulk("1"),         integer(-1),          bulk("b"),
-             integer(8),          integer(kNow - 5), bulk("h:2"),          integer(1),
-             bulk("0"),
-             integer(kNow - 900),  //
-             bulk("c"),           integer(9),        integer(kNow + 1000), bulk(""),
-             integer(1),          bulk(""),          integer(kNow - 250)}));
+  const auto s =
+      decode(array({integer(kNow),       integer(2),        integer(9),  //
+                    bulk("a"),           integer(7),        integer(kNow + 500),  bulk("h:1"),
+                    integer(1),          bulk("1"),         integer(-1),          bulk("b"),
+                    integer(8),          integer(kNow - 5), bulk("h:2"),          integer(1),
+                    bulk("0"),
+                    integer(kNow - 900),  //
+                    bulk("c"),           integer(9),        integer(kNow + 1000), bulk(""),
+                    integer(1),          bulk(""),          integer(kNow - 250)}));
   EXPECT_EQ(s.limit, 2);
   EXPECT_EQ(s.last_ticket, 9);
   ASSERT_EQ(s.holders.size(), 2u);
@@ -78,9 +78,8 @@ TEST(StatusReplyTest, SplitsHoldersFromWaiters) {
 TEST(StatusReplyTest, EmptySemaphoreAndOddButValidValues) {
   using fairsem::detail::decode_status;
   // Counter -1 means the counter holds something that is not a number.
-  const auto s =
-      decode(array({integer(kNow), integer(0), integer(-1), bulk("a"), integer(1),
-                           integer(LLONG_MIN), bulk(""), integer(1), bulk(""), integer(-1)}));
+  const auto s = decode(array({integer(kNow), integer(0), integer(-1), bulk("a"), integer(1),
+                               integer(LLONG_MIN), bulk(""), integer(1), bulk(""), integer(-1)}));
   EXPECT_EQ(s.last_ticket, -1);
   EXPECT_TRUE(s.holders.empty());
   ASSERT_EQ(s.waiters.size(), 1u);
@@ -88,24 +87,24 @@ TEST(StatusReplyTest, EmptySemaphoreAndOddButValidValues) {
   EXPECT_FALSE(s.waiters[0].waited.has_value());  // queued by a client of 0.3.1
   // Queued "later" than the server's now (another clock, after a failover): waited 0.
   EXPECT_EQ(decode(array({integer(kNow), integer(1), integer(1), bulk("a"), integer(1),
-                                 integer(kNow), bulk(""), integer(1), bulk(""), integer(kNow + 5)}))
+                          integer(kNow), bulk(""), integer(1), bulk(""), integer(kNow + 5)}))
                 .waiters.at(0)
                 .waited,
             milliseconds(0));
   const auto far =
-      decode(array({integer(0), integer(1), integer(1), bulk("a"), integer(1),
-                           integer(LLONG_MAX), bulk(""), integer(1), bulk("0"), integer(-1)}));
+      decode(array({integer(0), integer(1), integer(1), bulk("a"), integer(1), integer(LLONG_MAX),
+                    bulk(""), integer(1), bulk("0"), integer(-1)}));
   EXPECT_EQ(far.holders.at(0).lease_left, milliseconds(LLONG_MAX));
   // Right after a shrink, more holders than the limit.
-  const auto shrunk = decode(
-      array({integer(kNow), integer(1), integer(2), bulk("a"), integer(1), integer(kNow), bulk(""),
-             integer(1), bulk("1"), integer(-1), bulk("b"), integer(2), integer(kNow), bulk(""),
-             integer(1), bulk("0"), integer(-1)}));
+  const auto shrunk =
+      decode(array({integer(kNow), integer(1), integer(2), bulk("a"), integer(1), integer(kNow),
+                    bulk(""), integer(1), bulk("1"), integer(-1), bulk("b"), integer(2),
+                    integer(kNow), bulk(""), integer(1), bulk("0"), integer(-1)}));
   // A weighted holder and a weighted waiter.
-  const auto weighted = decode(
-      array({integer(kNow), integer(8), integer(2), bulk("a"), integer(1), integer(kNow), bulk(""),
-             integer(3), bulk("0,2,5"), integer(-1), bulk("b"), integer(2), integer(kNow), bulk(""),
-             integer(4), bulk(""), integer(5)}));
+  const auto weighted =
+      decode(array({integer(kNow), integer(8), integer(2), bulk("a"), integer(1), integer(kNow),
+                    bulk(""), integer(3), bulk("0,2,5"), integer(-1), bulk("b"), integer(2),
+                    integer(kNow), bulk(""), integer(4), bulk(""), integer(5)}));
   ASSERT_EQ(weighted.holders.size(), 1u);
   EXPECT_EQ(weighted.holders[0].count, 3);
   EXPECT_EQ(weighted.holders[0].slots, (std::vector<long long>{0, 2, 5}));
@@ -131,11 +130,11 @@ TEST(StatusReplyTest, MalformedRepliesThrowProtocolError) {
   EXPECT_THROW((void)decode(with({bulk("a"), integer(1), integer(kNow)})), ProtocolError);
   EXPECT_THROW((void)decode(with({bulk("a"), integer(1), integer(kNow), bulk("")})),
                ProtocolError);  // no slot
-  EXPECT_THROW((void)decode(with({integer(1), integer(1), integer(kNow), bulk(""),
-                                         integer(1), bulk("0"), integer(-1)})),
+  EXPECT_THROW((void)decode(with({integer(1), integer(1), integer(kNow), bulk(""), integer(1),
+                                  bulk("0"), integer(-1)})),
                ProtocolError);
   EXPECT_THROW((void)decode(with({bulk("a"), bulk("1"), integer(kNow), bulk(""), integer(1),
-                                         bulk("0"), integer(-1)})),
+                                  bulk("0"), integer(-1)})),
                ProtocolError);
   EXPECT_THROW((void)decode(with(
                    {bulk("a"), integer(1), nil(), bulk(""), integer(1), bulk("0"), integer(-1)})),
@@ -145,12 +144,12 @@ TEST(StatusReplyTest, MalformedRepliesThrowProtocolError) {
                  std::move(queued)});
   };
   EXPECT_THROW((void)decode(with({bulk("a"), integer(1), integer(kNow), nil(), integer(1),
-                                         bulk("0"), integer(-1)})),
+                                  bulk("0"), integer(-1)})),
                ProtocolError);
   // The 6 elements per entry of 0.3.1's status reply, and a queue time that is not one.
-  EXPECT_THROW((void)decode(
-                   with({bulk("a"), integer(1), integer(kNow), bulk(""), integer(1), bulk("0")})),
-               ProtocolError);
+  EXPECT_THROW(
+      (void)decode(with({bulk("a"), integer(1), integer(kNow), bulk(""), integer(1), bulk("0")})),
+      ProtocolError);
   EXPECT_THROW((void)decode(entry(integer(1), bulk(""), integer(-2))), ProtocolError);
   EXPECT_THROW((void)decode(entry(integer(1), bulk(""), bulk("5"))), ProtocolError);
   EXPECT_THROW((void)decode(entry(nil(), bulk("0"))), ProtocolError);
@@ -159,7 +158,7 @@ TEST(StatusReplyTest, MalformedRepliesThrowProtocolError) {
   EXPECT_THROW((void)decode(entry(integer(0), bulk(""))), ProtocolError);  // no units
   EXPECT_THROW((void)decode(entry(integer(1'000'000'001), bulk(""))), ProtocolError);
   EXPECT_THROW((void)decode(entry(integer(2), bulk("0"))),
-               ProtocolError);  // 2 units, 1 slot
+               ProtocolError);                                                // 2 units, 1 slot
   EXPECT_THROW((void)decode(entry(integer(2), bulk("1,1"))), ProtocolError);  // twice
   EXPECT_THROW((void)decode(entry(integer(2), bulk("2,1"))), ProtocolError);  // unsorted
   EXPECT_THROW((void)decode(entry(integer(1), bulk("-2"))), ProtocolError);
@@ -175,16 +174,16 @@ TEST(StatusReplyTest, AddsUpEachTenantWithItsWeight) {
   // Tenant "b" weighs 2 (stored); "a" holds 1 unit and waits for 3 (oldest 900 ms); the default
   // tenant holds 2; "c" has a weight and nobody.
   const auto s = fairsem::detail::decode_status(array({
-      integer(kNow), integer(4), integer(12), integer(2),  //
-      bulk("b"), integer(2), bulk("c"), integer(5),        //
-      bulk("h1"), integer(11), integer(kNow + 500), bulk("o"), integer(1), bulk("0"),
-      integer(-1), bulk("a"),  //
-      bulk("h2"), integer(12), integer(kNow + 500), bulk("o"), integer(2), bulk("1,2"),
-      integer(-1), bulk(""),  //
-      bulk("w1"), integer(8), integer(kNow + 500), bulk("o"), integer(2), bulk(""),
-      integer(kNow - 900), bulk("a"),  //
-      bulk("w2"), integer(9), integer(kNow + 500), bulk("o"), integer(1), bulk(""),
-      integer(kNow - 100), bulk("a"),  //
+      integer(kNow), integer(4),  integer(12),         integer(2),  //
+      bulk("b"),     integer(2),  bulk("c"),           integer(5),  //
+      bulk("h1"),    integer(11), integer(kNow + 500), bulk("o"),
+      integer(1),    bulk("0"),   integer(-1),         bulk("a"),  //
+      bulk("h2"),    integer(12), integer(kNow + 500), bulk("o"),
+      integer(2),    bulk("1,2"), integer(-1),         bulk(""),  //
+      bulk("w1"),    integer(8),  integer(kNow + 500), bulk("o"),
+      integer(2),    bulk(""),    integer(kNow - 900), bulk("a"),  //
+      bulk("w2"),    integer(9),  integer(kNow + 500), bulk("o"),
+      integer(1),    bulk(""),    integer(kNow - 100), bulk("a"),  //
   }));
   // A holder after a waiter in ticket order: a promoted waiter's new ticket (tenants.lua).
   ASSERT_EQ(s.holders.size(), 2u);
@@ -217,9 +216,9 @@ TEST(StatusReplyTest, MalformedWeightsThrowProtocolError) {
     for (auto& r : rest) items.push_back(std::move(r));
     return array(std::move(items));
   };
-  EXPECT_THROW((void)decode_status(head({})), ProtocolError);                 // no count
-  EXPECT_THROW((void)decode_status(head({integer(-1)})), ProtocolError);      // negative count
-  EXPECT_THROW((void)decode_status(head({integer(1)})), ProtocolError);       // missing pair
+  EXPECT_THROW((void)decode_status(head({})), ProtocolError);             // no count
+  EXPECT_THROW((void)decode_status(head({integer(-1)})), ProtocolError);  // negative count
+  EXPECT_THROW((void)decode_status(head({integer(1)})), ProtocolError);   // missing pair
   EXPECT_THROW((void)decode_status(head({integer(1), bulk("a"), integer(0)})), ProtocolError);
   EXPECT_THROW((void)decode_status(head({integer(1), integer(3), integer(2)})), ProtocolError);
   EXPECT_EQ(decode_status(head({integer(1), bulk("a"), integer(3)})).tenants.at(0).weight, 3);

@@ -20,8 +20,8 @@ namespace fairsem::detail {
 namespace status_reply_helpers {
 
 /// The tenants of a status: each one with an entry or a stored weight, by name.
-FAIRSEM_INLINE std::vector<TenantStatus> tenants_of(const Status& status,
-                                                    const std::map<std::string, long long>& weights) {
+FAIRSEM_INLINE std::vector<TenantStatus> tenants_of(
+    const Status& status, const std::map<std::string, long long>& weights) {
   std::map<std::string, TenantStatus> by_name;
   for (const auto& [name, weight] : weights) by_name[name].weight = weight;
   for (const PermitInfo& holder : status.holders) {
