@@ -21,6 +21,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -29,6 +30,7 @@
 #include "fairsem/fairsem.hpp"
 #include "redis_server.hpp"
 #include "test_env.hpp"
+#include "wait.hpp"
 
 #ifndef FAIRSEM_CLI
 #error "FAIRSEM_CLI (the fairsem binary) must be defined by the build"
@@ -261,6 +263,77 @@ TEST(PrometheusTest, ARealPrometheusScrapesTheExporterAndAnInstrumentedServiceUn
   expect_value("fairsem_redis_semaphore_holders" + held_by_test + "}", 1);
   served.release();
   service.close_stdin();
+  exporter.signal(SIGTERM);
+}
+
+/// The value of the sample of `metric` whose labels include `labels` on the exposition `page`;
+/// nullopt when there is none.
+std::optional<double> sample(const std::string& page, const std::string& metric,
+                             const std::string& labels) {
+  std::istringstream lines(page);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind(metric + "{", 0) != 0 || line.find(labels) == std::string::npos) continue;
+    return std::stod(line.substr(line.rfind(' ') + 1));
+  }
+  return std::nullopt;
+}
+
+// Tenants, as the exporter serves them: each one's gauges, labelled with it, for a semaphore
+// with tenants; none at all for one without.
+TEST(PrometheusTest, TheExporterShowsEachTenantOfTheSemaphoresWithTenants) {
+  const std::string prefix = test::unique_prefix();
+  Client client(test::redis_options());
+  SemaphoreAdmin(client, "shared", prefix).set_tenant_weight("b", 3);
+  SemaphoreOptions options;
+  options.limit = 3;
+  options.key_prefix = prefix;
+  FairSemaphore plain(client, "plain", options);
+  Permit plain_permit = plain.acquire();
+  options.tenant = "a";
+  FairSemaphore a(client, "shared", options);
+  Permit a_permit = a.acquire(2);
+  options.tenant = "b";
+  FairSemaphore b(client, "shared", options);
+  std::future<Permit> b_waiter = b.acquire_async(2);  // 1 unit free: it waits
+  SemaphoreAdmin shared(client, "shared", prefix);
+  ASSERT_TRUE(test::wait_until([&] { return shared.status().waiters.size() == 1; }));
+
+  ChildProcess exporter({FAIRSEM_CLI, "exporter", "--listen", "127.0.0.1:0", "--prefix", prefix,
+                         "--url", test::RedisEnvironment::instance().url()});
+  const auto exporter_line = exporter.expect("fairsem exporter: serving");
+  ASSERT_TRUE(exporter_line) << exporter.stderr_text();
+  const std::optional<std::string> page = http_get(port_in(*exporter_line), "/metrics");
+  ASSERT_TRUE(page);
+  const std::string ta = "semaphore=\"shared\",tenant=\"a\"}";
+  const std::string tb = "semaphore=\"shared\",tenant=\"b\"}";
+  const auto expect = [&](const std::string& metric, const std::string& labels, double want) {
+    EXPECT_EQ(std::optional<double>(want), sample(*page, metric, labels))
+        << metric << " " << labels << "\n"
+        << *page;
+  };
+  expect("fairsem_redis_semaphore_tenant_weight", ta, 1);
+  expect("fairsem_redis_semaphore_tenant_weight", tb, 3);
+  expect("fairsem_redis_semaphore_tenant_units_held", ta, 2);
+  expect("fairsem_redis_semaphore_tenant_holders", ta, 1);
+  expect("fairsem_redis_semaphore_tenant_units_held", tb, 0);
+  expect("fairsem_redis_semaphore_tenant_units_waiting", ta, 0);
+  expect("fairsem_redis_semaphore_tenant_units_waiting", tb, 2);
+  expect("fairsem_redis_semaphore_tenant_waiters", tb, 1);
+  EXPECT_GE(sample(*page, "fairsem_redis_semaphore_tenant_oldest_wait_seconds", tb).value_or(-1), 0)
+      << *page;
+  EXPECT_FALSE(sample(*page, "fairsem_redis_semaphore_tenant_oldest_wait_seconds", ta)) << *page;
+  // The semaphore without tenants: its gauges as before, and no tenant's.
+  expect("fairsem_redis_semaphore_units_held", "semaphore=\"plain\"}", 1);
+  std::istringstream lines(*page);
+  for (std::string line; std::getline(lines, line);) {
+    EXPECT_FALSE(line.find("semaphore=\"plain\"") != std::string::npos &&
+                 line.find("tenant") != std::string::npos)
+        << line;
+  }
+
+  a_permit.release();
+  b_waiter.get().release();
+  plain_permit.release();
   exporter.signal(SIGTERM);
 }
 

@@ -41,6 +41,24 @@ CLI::Validator whole_number(long long min, long long max) {
           fmt::format("{}..{}", min, max)};
 }
 
+CLI::Validator tenant_name() {
+  return {[](std::string& text) -> std::string {
+            try {
+              fairsem::validate_tenant(text);
+            } catch (const fairsem::InvalidArgument&) {
+              if (text.size() > fairsem::kMaxTenantLength) {
+                return fmt::format("\"{}\" is not a tenant: it is {} bytes long, at most {}",
+                                   fairsem::printable(text), text.size(),
+                                   fairsem::kMaxTenantLength);
+              }
+              return fmt::format("\"{}\" is not a tenant: it has a control byte",
+                                 fairsem::printable(text));
+            }
+            return {};
+          },
+          "TENANT"};
+}
+
 std::string hide_credentials(std::string message, int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string_view arg = argv[i];

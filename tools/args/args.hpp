@@ -28,6 +28,10 @@ CLI::Option* add_url(CLI::App& app, std::string& url, const std::string& name = 
 /// octal.
 CLI::Validator whole_number(long long min, long long max);
 
+/// A tenant (fairsem::SemaphoreOptions::tenant: at most kMaxTenantLength bytes, no control
+/// bytes; "" is the default tenant). Its message quotes the value, control bytes as \xNN.
+CLI::Validator tenant_name();
+
 /// `message` with every URL among the arguments shown without its credentials: CLI11 quotes
 /// arguments verbatim, so a URL in the wrong place would show its password.
 std::string hide_credentials(std::string message, int argc, char** argv);

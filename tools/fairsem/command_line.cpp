@@ -16,6 +16,9 @@ namespace {
 
 using args::whole_number;
 
+/// The largest weight the tenant script takes: 2^53, the last whole number a Lua double holds.
+constexpr long long kMaxWeight = 9'007'199'254'740'992;
+
 constexpr const char* kExitCodes = R"(Exit codes:
   0      success (run: the command's own status, 128+N if it died by signal N;
          status --watch: ended by SIGINT or SIGTERM)
@@ -68,6 +71,11 @@ void add_run(CommandLine& cl) {
                   "Do not queue behind N or more waiting requests: exit 75 at once instead "
                   "(default: 0, no bound)")
       ->transform(whole_number(0, std::numeric_limits<long long>::max()));
+  cmd->add_option("--tenant", cl.run.tenant,
+                  "Whose request this is: among tenants with waiters, permits go by weighted "
+                  "fair queuing (weights: fairsem tenant), within each in FIFO order (default: "
+                  "\"\", the default tenant)")
+      ->check(args::tenant_name());
   cmd->add_option("--idle-expiry", cl.idle_expiry_text,
                   "The semaphore's keys expire once nobody has held or waited on it for DUR "
                   "(stored by its first user; 0: never)")
@@ -172,6 +180,27 @@ void add_resize(CommandLine& cl) {
   cl.resize_cmd = cmd;
 }
 
+void add_tenant(CommandLine& cl) {
+  CLI::App* cmd = cl.app.add_subcommand(
+      "tenant",
+      "Show each tenant of a semaphore (weight, units held and waiting, waiters, oldest wait), "
+      "or set TENANT's weight for every client: among tenants with waiters, each gets units in "
+      "proportion to its weight (1 by default)");
+  cmd->add_option("NAME,--name", cl.tenant.target.name, "Semaphore name")->required();
+  cl.tenant_opt = cmd->add_option("TENANT", cl.tenant_name,
+                                  "The tenant whose weight to set (\"\": the default tenant)")
+                      ->check(args::tenant_name());
+  cl.weight_opt =
+      cmd->add_option("WEIGHT", cl.tenant.weight, fmt::format("Its new weight (1..{})", kMaxWeight))
+          ->transform(whole_number(1, kMaxWeight));
+  cmd->add_option("--url", cl.tenant_url, "Redis URL (see below)");
+  cmd->add_option("--prefix", cl.tenant.target.key_prefix, "Key prefix in Redis")
+      ->capture_default_str();
+  cmd->add_flag("--json", cl.tenant.json, "One JSON object instead of text");
+  cmd->footer("Usage: fairsem tenant [--name] NAME [TENANT WEIGHT] [--url URL] [--prefix P]");
+  cl.tenant_cmd = cmd;
+}
+
 void add_demo(CommandLine& cl) {
   CLI::App* cmd = cl.app.add_subcommand(
       "demo",
@@ -205,6 +234,7 @@ void add_commands(CommandLine& cl) {
   add_exporter(cl);
   add_evict(cl);
   add_resize(cl);
+  add_tenant(cl);
   add_demo(cl);
 }
 

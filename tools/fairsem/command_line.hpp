@@ -48,6 +48,13 @@ struct CommandLine {
   std::string resize_url;
   CLI::App* resize_cmd = nullptr;
 
+  TenantArgs tenant;
+  std::string tenant_url;
+  std::string tenant_name;
+  CLI::Option* tenant_opt = nullptr;
+  CLI::Option* weight_opt = nullptr;
+  CLI::App* tenant_cmd = nullptr;
+
   DemoArgs demo;
   std::string demo_lease = "2s";
 };

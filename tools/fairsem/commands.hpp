@@ -22,6 +22,7 @@ struct RunArgs {
   std::chrono::milliseconds lease{10'000};
   std::optional<std::chrono::milliseconds> wait;  // none: wait as long as it takes
   long long max_waiters = 0;                      // SemaphoreOptions::max_waiters
+  std::string tenant;                             // SemaphoreOptions::tenant ("": the default)
   std::chrono::milliseconds idle_expiry{0};       // SemaphoreOptions::idle_expiry
   bool kill_on_lost = true;
   std::vector<std::string> command;
@@ -41,6 +42,13 @@ struct EvictArgs {
 struct ResizeArgs {
   Target target;
   std::string new_limit;  // as typed; checked by resize_main before anything is sent
+};
+
+struct TenantArgs {
+  Target target;
+  std::optional<std::string> tenant;  // with weight: set it; neither: show every tenant
+  long long weight = 0;
+  bool json = false;
 };
 
 struct ListArgs {
@@ -78,6 +86,7 @@ int status_main(const StatusArgs& args);  // calls watch_main for --watch
 int watch_main(const StatusArgs& args);
 int evict_main(const EvictArgs& args);
 int resize_main(const ResizeArgs& args);
+int tenant_main(const TenantArgs& args);
 int list_main(const ListArgs& args);
 int functions_main(const FunctionsArgs& args);
 int exporter_main(const ExporterArgs& args);  // needs prometheus-cpp (FAIRSEM_WITH_PROMETHEUS)

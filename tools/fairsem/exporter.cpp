@@ -20,6 +20,7 @@
 
 #include "commands.hpp"
 #include "common.hpp"
+#include "status_view.hpp"
 
 namespace fairsem::cli {
 
@@ -27,7 +28,7 @@ namespace {
 
 namespace pm = ::prometheus;
 
-/// One family of gauges (or counters), one sample per semaphore.
+/// One family of gauges (or counters), one sample per semaphore (or per tenant of one).
 struct Family {
   pm::MetricFamily family;
 
@@ -36,9 +37,15 @@ struct Family {
     family.help = std::move(help);
     family.type = type;
   }
-  void add(const SemaphoreListing& l, double value) {
+  void add(const SemaphoreListing& l, double value) { add(l, value, {}); }
+  /// A sample of one tenant of the semaphore, labelled with it ("": the default tenant).
+  void add(const SemaphoreListing& l, const TenantStatus& t, double value) {
+    add(l, value, {{"tenant", t.name}});
+  }
+  void add(const SemaphoreListing& l, double value, std::vector<pm::ClientMetric::Label> more) {
     pm::ClientMetric m;
     m.label = {{"node", l.node}, {"semaphore", l.name}};
+    m.label.insert(m.label.end(), more.begin(), more.end());
     if (family.type == pm::MetricType::Counter) {
       m.counter.value = value;
     } else {
@@ -60,6 +67,37 @@ pm::MetricFamily single(std::string name, std::string help, double value) {
 }
 
 double seconds(std::chrono::milliseconds d) { return std::chrono::duration<double>(d).count(); }
+
+/// Each tenant's gauges, for the semaphores with tenants (has_tenants) only.
+std::vector<pm::MetricFamily> tenant_families_of(const std::vector<SemaphoreListing>& found) {
+  Family weight("fairsem_redis_semaphore_tenant_weight",
+                "The tenant's weight (SemaphoreAdmin::set_tenant_weight; 1 unless set)");
+  Family held("fairsem_redis_semaphore_tenant_units_held", "Units the tenant's holders hold");
+  Family holders("fairsem_redis_semaphore_tenant_holders", "Permits the tenant holds");
+  Family waiting("fairsem_redis_semaphore_tenant_units_waiting",
+                 "Units the tenant's queued requests ask for");
+  Family waiters("fairsem_redis_semaphore_tenant_waiters", "Requests the tenant has queued");
+  Family oldest("fairsem_redis_semaphore_tenant_oldest_wait_seconds",
+                "How long the tenant's longest-waiting request has been queued (none without "
+                "waiters)");
+  for (const SemaphoreListing& l : found) {
+    if (!has_tenants(l.status)) continue;
+    for (const TenantStatus& t : l.status.tenants) {
+      weight.add(l, t, static_cast<double>(t.weight));
+      held.add(l, t, static_cast<double>(t.held));
+      holders.add(l, t, static_cast<double>(t.holders));
+      waiting.add(l, t, static_cast<double>(t.waiting));
+      waiters.add(l, t, static_cast<double>(t.waiters));
+      if (t.oldest_wait) oldest.add(l, t, seconds(*t.oldest_wait));
+    }
+  }
+  // None at all without tenants: the page stays as it was before tenants existed.
+  std::vector<pm::MetricFamily> out;
+  for (Family* f : {&weight, &held, &holders, &waiting, &waiters, &oldest}) {
+    if (!f->family.metric.empty()) out.push_back(std::move(f->family));
+  }
+  return out;
+}
 
 /// What one listing found, as metric families.
 std::vector<pm::MetricFamily> families_of(const std::vector<SemaphoreListing>& found) {
@@ -104,6 +142,7 @@ std::vector<pm::MetricFamily> families_of(const std::vector<SemaphoreListing>& f
   for (Family* f : {&limit, &held, &holders, &waiters, &lease, &oldest, &idle, &tickets}) {
     out.push_back(std::move(f->family));
   }
+  for (pm::MetricFamily& f : tenant_families_of(found)) out.push_back(std::move(f));
   return out;
 }
 

@@ -1,5 +1,5 @@
 // `fairsem list`: every semaphore under a key prefix, on every master, through
-// fairsem::SemaphoreAdmin::list.
+// fairsem::SemaphoreAdmin::list; a semaphore with tenants shows theirs too.
 
 #include <fmt/format.h>
 
@@ -45,6 +45,8 @@ std::string list_table(const ListArgs& args, const std::vector<SemaphoreListing>
     out += fmt::format("{:<{}}  {:>6}  {:>6}  {:>7}  {:>7}  {:>8}  {}\n", l.name, name_width,
                        l.status.limit, units_held(l.status), l.status.holders.size(),
                        l.status.waiters.size(), idle_text(l), l.node);
+    // A semaphore with tenants: its tenants' table under its line.
+    if (has_tenants(l.status)) out += tenants_table(l.status, "    ");
   }
   return out;
 }
@@ -61,6 +63,7 @@ nlohmann::ordered_json list_json(const std::vector<SemaphoreListing>& found) {
     j["idle_seconds"] = l.idle ? nlohmann::ordered_json(l.idle->count()) : nullptr;
     j["counter"] = l.status.last_ticket;
     j["node"] = l.node;
+    if (has_tenants(l.status)) j["tenants"] = tenants_json(l.status);
     all.push_back(std::move(j));
   }
   return all;

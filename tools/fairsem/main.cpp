@@ -1,6 +1,6 @@
 // fairsem: the command-line face of the library. Caps how many copies of a command run at once
-// across machines (`run`), shows and edits a semaphore (`status`, `evict`, `resize`), lists
-// every semaphore of a deployment (`list`), manages the function libraries fairsem loads
+// across machines (`run`), shows and edits a semaphore (`status`, `evict`, `resize`, `tenant`),
+// lists every semaphore of a deployment (`list`), manages the function libraries fairsem loads
 // (`functions`), and demonstrates the guarantees on a private Redis (`demo`).
 
 #include <fmt/format.h>
@@ -117,6 +117,23 @@ int start_resize(CommandLine& cl) {
   return fairsem::cli::resize_main(cl.resize);
 }
 
+int start_tenant(CommandLine& cl) {
+  if (cl.tenant.target.name.find("://") != std::string::npos) {
+    return usage_error("fairsem tenant",
+                       fmt::format("NAME \"{}\" looks like a Redis URL; give the URL with --url",
+                                   fairsem::redact_url(cl.tenant.target.name)));
+  }
+  if (cl.tenant_opt->count() > 0 && cl.weight_opt->count() == 0) {
+    return usage_error("fairsem tenant",
+                       fmt::format("WEIGHT is missing after TENANT \"{}\" (fairsem tenant NAME "
+                                   "[TENANT WEIGHT])",
+                                   fairsem::printable(cl.tenant_name)));
+  }
+  if (cl.tenant_opt->count() > 0) cl.tenant.tenant = cl.tenant_name;
+  cl.tenant.target.url = resolve_url(cl.tenant_url);
+  return fairsem::cli::tenant_main(cl.tenant);
+}
+
 int start_exporter(CommandLine& cl) {
 #if FAIRSEM_CLI_EXPORTER
   try {
@@ -182,6 +199,7 @@ int fairsem_main(int argc, char** argv) {
     return fairsem::cli::evict_main(cl.evict);
   }
   if (cl.resize_cmd->parsed()) return start_resize(cl);
+  if (cl.tenant_cmd->parsed()) return start_tenant(cl);
   return start_demo(cl);
 }
 

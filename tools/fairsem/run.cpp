@@ -219,6 +219,7 @@ SemaphoreOptions semaphore_options(const RunArgs& args, const std::string& id) {
   options.key_prefix = args.target.key_prefix;
   options.permit_id = id;
   options.max_waiters = args.max_waiters;
+  options.tenant = args.tenant;
   options.idle_expiry = args.idle_expiry;
   options.owner_info = owner_info(args.command);
   options.logger = [](LogLevel, std::string_view message) { print_message(message); };

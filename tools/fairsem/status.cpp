@@ -18,7 +18,7 @@ namespace fairsem::cli {
 
 namespace {
 
-nlohmann::ordered_json to_json(const PermitInfo& p, bool holder) {
+nlohmann::ordered_json to_json(const PermitInfo& p, bool holder, bool tenants) {
   nlohmann::ordered_json j;
   j["id"] = p.id;
   j["token"] = p.ticket;
@@ -29,6 +29,7 @@ nlohmann::ordered_json to_json(const PermitInfo& p, bool holder) {
   // How long a waiter has waited, by the server's clock; null for a holder, and for a waiter
   // whose client does not record when it queued (0.3.1 or earlier).
   j["waited_ms"] = p.waited ? nlohmann::ordered_json(p.waited->count()) : nullptr;
+  if (tenants) j["tenant"] = p.tenant;
   j["owner"] = p.owner;
   return j;
 }
@@ -38,8 +39,9 @@ std::string slot_list(const PermitInfo& p) { return fmt::format("{}", fmt::join(
 
 /// The first column's width and the id column's, shared by both tables so that they line up.
 struct Widths {
-  std::size_t first = 4;  // "SLOT"
-  std::size_t id = 2;     // "ID"
+  std::size_t first = 4;   // "SLOT"
+  std::size_t id = 2;      // "ID"
+  std::size_t tenant = 0;  // "TENANT"; 0: no such column (the semaphore has no tenants)
 };
 
 Widths widths_of(const Status& s) {
@@ -49,6 +51,12 @@ Widths widths_of(const Status& s) {
   }
   for (const PermitInfo& p : s.holders) w.first = std::max(w.first, slot_list(p).size());
   w.first = std::max(w.first, std::to_string(s.waiters.size()).size());
+  if (has_tenants(s)) {
+    w.tenant = 6;
+    for (const auto* rows : {&s.holders, &s.waiters}) {
+      for (const PermitInfo& p : *rows) w.tenant = std::max(w.tenant, tenant_text(p.tenant).size());
+    }
+  }
   return w;
 }
 
@@ -68,17 +76,21 @@ void append_table(std::string& out, const std::string& title, const std::vector<
     if (holders) return std::string();
     return fmt::format("{:>10}  ", p.waited ? format_duration(*p.waited) : std::string("-"));
   };
+  // With tenants, one more: whose entry it is.
+  const auto tenant = [&](const std::string& text) {
+    return widths.tenant == 0 ? std::string() : fmt::format("{:<{}}  ", text, widths.tenant);
+  };
   out += fmt::format("{}\n", title);
-  out += fmt::format("  {:>{}}  {:<{}}  {:>8}  {:>5}  {:>10}  {}OWNER\n", first_label, first_width,
-                     "ID", id_width, "TOKEN", "UNITS", "LEASE LEFT",
-                     holders ? "" : fmt::format("{:>10}  ", "WAITED"));
+  out += fmt::format("  {:>{}}  {:<{}}  {:>8}  {:>5}  {:>10}  {}{}OWNER\n", first_label,
+                     first_width, "ID", id_width, "TOKEN", "UNITS", "LEASE LEFT",
+                     holders ? "" : fmt::format("{:>10}  ", "WAITED"), tenant("TENANT"));
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const PermitInfo& p = rows[i];
     // Owner info is whatever a client stored: a newline or an escape sequence in it is shown as
     // \xNN rather than sent to the terminal.
-    out += fmt::format("  {:>{}}  {:<{}}  {:>8}  {:>5}  {:>10}  {}{}\n", first[i], first_width,
+    out += fmt::format("  {:>{}}  {:<{}}  {:>8}  {:>5}  {:>10}  {}{}{}\n", first[i], first_width,
                        p.id, id_width, p.ticket, p.count, format_duration(p.lease_left), waited(p),
-                       printable(p.owner));
+                       tenant(tenant_text(p.tenant)), printable(p.owner));
   }
 }
 
@@ -86,9 +98,12 @@ void append_table(std::string& out, const std::string& title, const std::vector<
 
 std::string status_table(const Target& target, const Status& s) {
   if (s.limit == 0 && s.holders.empty() && s.waiters.empty()) {
-    return fmt::format(
-        "semaphore '{}' (prefix '{}'): not in use (no limit stored, nobody queued)\n", target.name,
-        target.key_prefix);
+    std::string out =
+        fmt::format("semaphore '{}' (prefix '{}'): not in use (no limit stored, nobody queued)\n",
+                    target.name, target.key_prefix);
+    // Weights may be stored before the first request.
+    if (has_tenants(s)) out += "tenants:\n" + tenants_table(s, "  ");
+    return out;
   }
   long long units = 0;
   for (const PermitInfo& p : s.holders) units += p.count;
@@ -99,6 +114,8 @@ std::string status_table(const Target& target, const Status& s) {
       "{}\n",
       target.name, target.key_prefix, s.limit, s.holders.size(), units, units == 1 ? "" : "s",
       s.waiters.size(), s.last_ticket);
+  if (has_tenants(s))
+    out += "tenants (weighted fair queuing between them):\n" + tenants_table(s, "  ");
   const Widths widths = widths_of(s);
   append_table(out, "holders:", s.holders, true, widths);
   append_table(out, "waiters, in queue order:", s.waiters, false, widths);
@@ -111,9 +128,11 @@ nlohmann::ordered_json status_json(const Target& target, const Status& s) {
   j["limit"] = s.limit;
   j["counter"] = s.last_ticket;
   j["holders"] = nlohmann::ordered_json::array();
-  for (const PermitInfo& p : s.holders) j["holders"].push_back(to_json(p, true));
+  const bool tenants = has_tenants(s);
+  for (const PermitInfo& p : s.holders) j["holders"].push_back(to_json(p, true, tenants));
   j["waiters"] = nlohmann::ordered_json::array();
-  for (const PermitInfo& p : s.waiters) j["waiters"].push_back(to_json(p, false));
+  for (const PermitInfo& p : s.waiters) j["waiters"].push_back(to_json(p, false, tenants));
+  if (tenants) j["tenants"] = tenants_json(s);
   return j;
 }
 
