@@ -130,4 +130,37 @@ TEST_F(ClusterWakeTest, AHungMasterHoldsUpNoWakeUpOnTheHealthyOnes) {
   EXPECT_GT(hand_offs, 3) << "too few hand-offs to span the hung master's reconnects";
 }
 
+// Tenants on a cluster master: their keys share the semaphore's slot, and a waiter promoted
+// ahead of an earlier ticket of another tenant is woken with its new ticket (a poll would come
+// 30 s late): grants a1, b1, a2 in that order, fencing tokens rising.
+TEST_F(ClusterWakeTest, TenantsAreServedByWeightAndWokenWithTheirNewTickets) {
+  const std::vector<int> masters = cluster_->master_ports();
+  ASSERT_EQ(masters.size(), 3U) << cluster_->logs();
+  Client client(ConnectionOptions::from_url(cluster_->seed_url()));
+  const std::string name = name_on(masters[2], "tenants");
+  SemaphoreOptions o;
+  o.limit = 1;
+  o.lease = seconds(90);
+  o.tenant = "a";
+  FairSemaphore a(client, name, o);
+  o.tenant = "b";
+  FairSemaphore b(client, name, o);
+  Permit held = a.acquire();
+  std::future<Permit> a1 = a.acquire_async();
+  std::future<Permit> a2 = a.acquire_async();
+  ASSERT_TRUE(wait_until([&] { return a.status().waiters.size() == 2; }));
+  std::future<Permit> b1 = b.acquire_async();
+  ASSERT_TRUE(wait_until([&] { return a.status().waiters.size() == 3; }));
+  long long token = held.fencing_token();
+  for (std::future<Permit>* next : {&a1, &b1, &a2}) {
+    held.release();
+    ASSERT_EQ(next->wait_for(seconds(10)), std::future_status::ready)
+        << "a grant waited for a poll";
+    held = next->get();
+    EXPECT_GT(held.fencing_token(), token);
+    token = held.fencing_token();
+  }
+  EXPECT_EQ(held.release(), fairsem::ReleaseResult::released);
+}
+
 }  // namespace
