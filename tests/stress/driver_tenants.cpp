@@ -83,8 +83,8 @@ void Driver::check_tenants(const CheckInput& checked) {
   }
   if (refusals > 0 && (upgrade_ns_ == 0 || first_refusal < upgrade_ns_)) {
     failures_.push_back(fmt::format(
-        "{} calls of clients of {} refused as of a later data model, the first sent before "
-        "the upgrade began",
+        "{} calls of clients of {} refused as of a later data model, the first before the "
+        "upgrade began",
         refusals, s_.previous_release));
   }
   if (s_.upgrade_at_s <= 0) return;

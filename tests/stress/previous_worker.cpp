@@ -13,7 +13,7 @@
 // renew.lua half way through its section. Sections are logged like the others'
 // (stress_worker.cpp), so the checker holds both releases to the same promises. A call that
 // 0.4.0's scripts refuse as of a later data model ({-7}: the semaphore was upgraded to tenants'
-// model 3) is counted apart (ProcessSlot::model_refusals, and when the first was sent): the
+// model 3) is counted apart (ProcessSlot::model_refusals, and when the first came): the
 // request ends there, as DataModelError ended it, and a holder's permit is left to expire.
 
 #include <unistd.h>
@@ -177,11 +177,11 @@ class PreviousThread {
   }
 
   /// Whether `r` refused the call as of a later data model ({-7, ...}); counts it, with when
-  /// the call was sent.
+  /// the refusal came (a call sent before the upgrade may run after it: a delay, a retry).
   bool refused(const std::optional<Reply>& r) {
     if (!r || r->elements.empty() || r->elements[0].integer != -7) return false;
     ps_.model_refusals.fetch_add(1);
-    const std::int64_t at = to_ns(sent_);
+    const std::int64_t at = now_ns();
     std::int64_t seen = ps_.first_refusal_ns.load();
     while ((seen == 0 || at < seen) && !ps_.first_refusal_ns.compare_exchange_weak(seen, at)) {
     }

@@ -85,7 +85,7 @@ struct ProcessSlot {
   std::atomic<std::uint64_t> cancels_broken;
   std::atomic<std::uint64_t> callbacks_broken;
   /// Calls of a previous release's client refused as of a later data model ({-7}), and when
-  /// the first of them was sent (0: none).
+  /// the first refusal came (0: none).
   std::atomic<std::uint64_t> model_refusals;
   std::atomic<std::int64_t> first_refusal_ns;
   ThreadSlot threads[kMaxThreads];
