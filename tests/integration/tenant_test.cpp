@@ -183,6 +183,31 @@ TEST_F(TenantTest, TheFirstTenantUpgradesTheSemaphoreWithTheQueueInPlace) {
   EXPECT_EQ(1, grants.order[2].index);
 }
 
+// A waiter polling (acquire with its ticket) whose own run reaps the expired holder ahead of it
+// is promoted by that run, under a new ticket: the reply grants it under that ticket, the one
+// its entry has, not the one it queued under (a permit whose token its renewals and release
+// do not know, and lower than grants made since it queued).
+TEST_F(TenantTest, AWaiterPromotedByItsOwnPollIsGrantedUnderItsNewTicket) {
+  detail::Connection conn(redis_options());
+  const auto acquire = [&](const std::string& id, long long ticket) {
+    return run_op(
+        conn, "repoll",
+        {"acquire", id, "queue", "info", std::to_string(ticket), "1", "", "0", "0", "0", "t"}, "1",
+        "60000");
+  };
+  ASSERT_EQ(1, acquire("holder", 0).elements.at(0).integer);
+  const detail::Reply queued = acquire("waiter", 0);
+  ASSERT_EQ(2, queued.elements.at(0).integer);
+  const long long queued_ticket = queued.elements.at(1).integer;
+  // The holder's lease ran out (its process died): only the waiter's poll will notice.
+  admin_.command({"ZADD", key("repoll", "time"), "1", "holder"});
+  const detail::Reply polled = acquire("waiter", queued_ticket);
+  ASSERT_EQ(1, polled.elements.at(0).integer);
+  const std::string score = admin_.command({"ZSCORE", key("repoll", "owner"), "waiter"}).str;
+  EXPECT_EQ(score, std::to_string(polled.elements.at(1).integer));
+  EXPECT_GT(polled.elements.at(1).integer, queued_ticket);
+}
+
 TEST_F(TenantTest, StatusAddsUpEachTenant) {
   Client client(redis_options());
   SemaphoreAdmin admin(client, "counted", prefix_);

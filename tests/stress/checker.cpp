@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "checker_record.hpp"
+#include "checker_tenants.hpp"
 #include "checker_wake.hpp"
 
 namespace fairsem::stress {
@@ -325,25 +326,9 @@ bool disturbed(const Timeout& t, const CheckInput& in) {
   return disturbed(s, in);
 }
 
-/// The first timed-out waiter a later request passed, the request, and the faults and sections
-/// around them.
-void describe_overtaken_timeout(const CheckInput& in, const Timeout& t, const Section& passer,
-                                std::vector<std::string>& out) {
-  const std::int64_t t0 = origin(in);
-  const KillTimes kills = kills_by_pid(in);
-  out.emplace_back("first timed-out waiter passed by a later request:");
-  out.push_back(fmt::format("  timed out: pid {} units {} wait {} deadline {} returned {}", t.pid,
-                            t.units, ms_since(t.wait_ns, t0), ms_since(t.deadline_ns, t0),
-                            ms_since(t.end_ns, t0)));
-  out.push_back("  passed by: " + describe(passer, valid_until(passer, kills), t0));
-  // A holder killed up to a lease before can have passed its units on in the window too.
-  describe_faults(in, t.wait_ns - in.lease_ns - 200'000'000, t.deadline_ns, t0, out);
-  describe_meanwhile(in, kills, t.wait_ns, t.deadline_ns, {&passer, nullptr}, t0, out);
-}
-
-/// Timed-out waiters that a later request was granted before: one that began waiting more than
-/// the slack after the waiter did (so the waiter was queued first) and entered before the
-/// waiter's deadline (so the grant came while the waiter was still queued).
+/// Timed-out waiters that a later request of their tenant was granted before: one that began
+/// waiting more than the slack after the waiter did (so the waiter was queued first) and entered
+/// before the waiter's deadline (so the grant came while the waiter was still queued).
 void check_timeouts(const CheckInput& in, CheckResult& out) {
   std::vector<const Section*> by_wait;
   by_wait.reserve(in.sections.size());
@@ -357,8 +342,10 @@ void check_timeouts(const CheckInput& in, CheckResult& out) {
     auto it = std::upper_bound(by_wait.begin(), by_wait.end(), queued_by,
                                [](std::int64_t at, const Section* s) { return at < s->wait_ns; });
     for (; it != by_wait.end() && (*it)->wait_ns < t.deadline_ns; ++it) {
-      if ((*it)->enter_ns < t.deadline_ns) {
-        if (out.timeouts_overtaken++ == 0) describe_overtaken_timeout(in, t, **it, out.details);
+      if ((*it)->enter_ns < t.deadline_ns && (*it)->tenant == t.tenant) {
+        if (out.timeouts_overtaken++ == 0) {
+          record::describe_overtaken_timeout(in, t, **it, out.details);
+        }
         break;
       }
     }
@@ -382,9 +369,11 @@ void check_order(const CheckInput& in, CheckResult& out) {
   record::count_lease_used(blocking, in.lease_ns, out);
   out.token_order_checked = all.size();
   std::int64_t worst = 0;
-  const OrderCount fifo = count_order_violations(blocking, in.order_slack_ns, worst);
-  out.fifo_violations = fifo.violations;
-  out.fifo_violations_past_heavier = fifo.past_heavier;
+  for (const auto& group : by_tenant(blocking)) {  // FIFO holds within a tenant
+    const OrderCount fifo = count_order_violations(group, in.order_slack_ns, worst);
+    out.fifo_violations += fifo.violations;
+    out.fifo_violations_past_heavier += fifo.past_heavier;
+  }
   const OrderCount tokens =
       count_order_violations(all, in.order_slack_ns, worst, &out.inversions_over_10ms);
   out.token_order_violations = tokens.violations;
@@ -401,6 +390,7 @@ void check_order(const CheckInput& in, CheckResult& out) {
                                        out.token_order_violations, in.order_slack_ns / 1'000'000));
   }
   check_timeouts(in, out);
+  check_queue_order(blocking, in, out);
 }
 
 void check_stopped_holders(const CheckInput& in, CheckResult& out) {

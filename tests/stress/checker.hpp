@@ -62,6 +62,8 @@ struct Section {
   std::int64_t release_ns = 0;
   std::int64_t partial_done_ns = 0;
   bool previous = false;  // made by a client of the previous release
+  /// The tenant its request named (0: none). FIFO holds within each tenant (checker_tenants.hpp).
+  int tenant = 0;
 };
 
 /// A try_acquire_for that gave up at its deadline without a permit. It was queued from soon
@@ -73,6 +75,7 @@ struct Timeout {
   std::int64_t deadline_ns = 0;  // wait_ns + the timeout
   std::int64_t end_ns = 0;       // the call returned
   int pid = 0;
+  int tenant = 0;  // only the same tenant's requests may not pass it
 };
 
 /// A request that left the queue without a permit or a time-out: cancelled (its leave follows
@@ -131,6 +134,10 @@ struct CheckInput {
   /// waker's BRPOP may have failed during the freeze and pause before listening again): the
   /// order checks leave out its grants whose wait overlaps the freeze or this time after it.
   std::int64_t thaw_recovery_ns = 0;
+  /// Requests named tenants (--tenants): tokens are then given at the grant, not in the queue,
+  /// and FIFO within each tenant is also checked against when requests began waiting
+  /// (check_queue_order, checker_tenants.hpp).
+  bool tenants = false;
 };
 
 struct CheckResult {
@@ -157,7 +164,8 @@ struct CheckResult {
   std::size_t bad_slot_sets = 0;
   /// Partial releases that kept other slots than the lowest (gave back not the highest).
   std::size_t partial_wrong_slots = 0;
-  /// Blocking grants (acquire, try_acquire_for) entered out of ticket order.
+  /// Blocking grants (acquire, try_acquire_for) entered out of ticket order, among the grants
+  /// of one tenant (all of them when none is named).
   std::size_t fifo_violations = 0;
   std::size_t fifo_checked = 0;  // blocking grants that no fault disturbed
   /// Any grants entered out of token order.
@@ -174,6 +182,11 @@ struct CheckResult {
   /// and how many timed-out waiters were checked (those no fault disturbed).
   std::size_t timeouts_overtaken = 0;
   std::size_t timeouts_checked = 0;
+  /// With tenants: blocking grants of a tenant granted before (a lower token than) a blocking
+  /// request of the same tenant that began waiting before them by more than the slack
+  /// (check_queue_order), and how many were checked.
+  std::size_t queue_order_violations = 0;
+  std::size_t queue_order_checked = 0;
   /// Holders frozen (SIGSTOP) for longer than a lease while inside.
   std::size_t stopped_holders = 0;
   std::size_t stopped_holders_not_lost = 0;         // did not see Permit::lost() on waking
@@ -216,7 +229,8 @@ struct CheckResult {
 ///   keeps the lowest slots (gives back the highest); no slot held by two valid permits at
 ///   once, and for each slot, tokens increasing from holder to holder (in the order they
 ///   entered);
-/// - strict FIFO whatever the units: blocking grants in ticket order, and all grants in token
+/// - strict FIFO whatever the units, within each tenant: blocking grants in ticket order (with
+///   tenants, also in the order they began waiting, check_queue_order), and all grants in token
 ///   order (a grant that enters later than a higher token by more than the slack is a
 ///   violation; enters judged less the process's wait for a CPU, record::judged_enter), leaving out
 ///   grants whose wait overlaps a disturbance or a SIGSTOP of their own process; and nobody who

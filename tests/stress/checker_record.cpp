@@ -119,4 +119,20 @@ void describe_meanwhile(const CheckInput& in, const KillTimes& kills, std::int64
   }
 }
 
+/// The first timed-out waiter a later request passed, the request, and the faults and sections
+/// around them.
+void describe_overtaken_timeout(const CheckInput& in, const Timeout& t, const Section& passer,
+                                std::vector<std::string>& out) {
+  const std::int64_t t0 = origin(in);
+  const KillTimes kills = kills_by_pid(in);
+  out.emplace_back("first timed-out waiter passed by a later request:");
+  out.push_back(fmt::format("  timed out: pid {} units {} wait {} deadline {} returned {}", t.pid,
+                            t.units, ms_since(t.wait_ns, t0), ms_since(t.deadline_ns, t0),
+                            ms_since(t.end_ns, t0)));
+  out.push_back("  passed by: " + describe(passer, valid_until(passer, kills), t0));
+  // A holder killed up to a lease before can have passed its units on in the window too.
+  describe_faults(in, t.wait_ns - in.lease_ns - 200'000'000, t.deadline_ns, t0, out);
+  describe_meanwhile(in, kills, t.wait_ns, t.deadline_ns, {&passer, nullptr}, t0, out);
+}
+
 }  // namespace fairsem::stress::record

@@ -73,4 +73,9 @@ void describe_meanwhile(const CheckInput& in, const KillTimes& kills, std::int64
                         std::int64_t to, std::array<const Section*, 2> skip, std::int64_t origin,
                         std::vector<std::string>& out);
 
+/// The first timed-out waiter a later request passed, the request, and the faults and sections
+/// around them.
+void describe_overtaken_timeout(const CheckInput& in, const Timeout& t, const Section& passer,
+                                std::vector<std::string>& out);
+
 }  // namespace fairsem::stress::record

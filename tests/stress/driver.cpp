@@ -67,6 +67,25 @@ Driver::Driver(Settings s) : s_(std::move(s)) {
     // Its client runs the scripts on one connection, which follows no redirection.
     throw CLI::ValidationError("--previous-processes", "not with --cluster");
   }
+  if (s_.previous_release.empty()) s_.previous_release = test::kPreviousRelease;
+  if (s_.tenants > kMaxTenants) {
+    throw CLI::ValidationError("--tenants", fmt::format("at most {} tenants", kMaxTenants));
+  }
+  if (!s_.tenant_weights.empty() &&
+      s_.tenant_weights.size() != static_cast<std::size_t>(s_.tenants)) {
+    throw CLI::ValidationError("--tenant-weights", "one weight per tenant (--tenants)");
+  }
+  s_.tenant_weights.resize(static_cast<std::size_t>(s_.tenants), 1);
+  if (s_.upgrade_at_s > 0 &&
+      (s_.tenants == 0 || s_.previous_processes == 0 || s_.previous_release == "0.2.0" ||
+       s_.previous_release.rfind("0.3.", 0) == 0)) {
+    // Releases before 0.4 do not read meta's model: they cannot refuse data model 3.
+    throw CLI::ValidationError("--upgrade-at-s",
+                               "needs --tenants and previous processes of 0.4.0 or later");
+  }
+  if (s_.upgrade_by != "tenant" && s_.upgrade_by != "weight") {
+    throw CLI::ValidationError("--upgrade-by", "tenant or weight");
+  }
   if (s_.seed == 0) s_.seed = (static_cast<std::uint64_t>(std::random_device{}()) << 32) | 1;
   rng_.seed(s_.seed);
 }
@@ -171,6 +190,8 @@ int Driver::run() {
   cfg.threads = s_.threads;
   cfg.previous_processes = s_.previous_processes;
   cfg.batched_from = s_.processes - s_.batched_processes;
+  copy_string(cfg.previous_version, sizeof cfg.previous_version, s_.previous_release);
+  cfg.tenants = s_.tenants;
   if (s_.cluster) {
     // A grant or renewal counts once the replica has it, so a failover keeps every permit
     // (docs/deployments.md); at most half of lease - renew interval (lease / 3).
@@ -184,14 +205,15 @@ int Driver::run() {
   // A waker whose BRPOP failed during a freeze pauses 200 ms, then reconnects (connect timeout
   // 500 ms) before it listens again.
   input_.thaw_recovery_ns = ms_to_ns(1000);
+  input_.tenants = s_.tenants > 0;
 
   fmt::print(
       "fairsem_stress: {}{} processes{}{} x {} threads, limit {}, weights {}, lease {} ms, {} s, "
       "faults: {}, seed {}\n",
       s_.cluster ? "a 3-master cluster (min_replicas 1), " : "", s_.processes,
-      s_.previous_processes > 0 ? fmt::format(" ({} of them clients of {})", s_.previous_processes,
-                                              test::kPreviousRelease)
-                                : std::string(),
+      s_.previous_processes > 0
+          ? fmt::format(" ({} of them clients of {})", s_.previous_processes, s_.previous_release)
+          : std::string(),
       s_.batched_processes > 0
           ? fmt::format(" ({} of them batching their calls)", s_.batched_processes)
           : std::string(),
@@ -200,12 +222,14 @@ int Driver::run() {
       s_.seed);
   std::fflush(stdout);
 
+  start_tenants();
   workers_.resize(static_cast<std::size_t>(s_.processes));
   for (int i = 0; i < s_.processes; ++i) {
     workers_[i].via_proxy = proxy_ && i % 2 == 0;  // half through the proxy, half direct
     spawn(i);
   }
   const std::int64_t start = now_ns();
+  load_start_ns_ = start;
   const std::int64_t end = start + static_cast<std::int64_t>(s_.seconds * 1e9);
   std::int64_t next_fault = start + ms_to_ns(s_.fault_interval_ms);
   std::int64_t next_progress = start + ms_to_ns(10'000);
@@ -225,6 +249,11 @@ int Driver::run() {
       it = pending_conts_.erase(it);
     }
     if (hang_ && now >= hang_->until_ns) resume_master();
+    if (s_.upgrade_at_s > 0 && upgrade_ns_ == 0 &&
+        now >= start + static_cast<std::int64_t>(s_.upgrade_at_s * 1e9)) {
+      begin_upgrade();
+    }
+    if (upgrade_ns_ != 0 && model3_ns_ == 0) watch_upgrade();
     if (delay_ends_ns_ != 0 && now >= delay_ends_ns_) {
       proxy_->set_delay(milliseconds(0));
       delay_ends_ns_ = 0;

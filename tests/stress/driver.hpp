@@ -78,6 +78,19 @@ struct Settings {
   int previous_processes = 0;
   /// This many of the worker processes (the last ones) run with ClientOptions::batch_calls.
   int batched_processes = 0;
+  /// The release those previous processes run: a directory of
+  /// tests/integration/previous_release/ (empty: test::kPreviousRelease).
+  std::string previous_release;
+  /// Each thread of this release names one of this many tenants (worker_tenants.hpp), whose
+  /// weights (1 each unless given) are stored before the load, or at the upgrade (0: none).
+  int tenants = 0;
+  std::vector<int> tenant_weights;
+  /// With previous processes of 0.4 or later: this many seconds into the load the semaphore is
+  /// upgraded to data model 3 under them (0: never), by this release's threads naming their
+  /// tenants from then on (upgrade_by "tenant"), or by the driver storing the tenants' weights
+  /// first ("weight"). Their clients must be refused from then on, and only from then on.
+  double upgrade_at_s = 0;
+  std::string upgrade_by = "tenant";
 };
 
 struct Worker {
@@ -193,6 +206,18 @@ class Driver {
   /// With --previous-processes: one acquire and release by this version once every worker
   /// stopped, as the first use after the upgrade.
   void finish_upgrade();
+  // Tenants and the upgrade to their data model (driver_tenants.cpp).
+  /// Before the workers: the tenants' weights stored and tenants_on, unless an upgrade is due.
+  void start_tenants();
+  /// At --upgrade-at-s: the upgrade begins (upgrade_ns_).
+  void begin_upgrade();
+  /// Each tick after it began, until meta says model 3 (model3_ns_).
+  void watch_upgrade();
+  /// Stores every tenant's weight, retried through faults for a while; false if it never did.
+  bool store_weights();
+  /// The failures of the tenants' mode and the upgrade, and their lines of the summary.
+  void check_tenants(const CheckInput& checked);
+  void print_tenants(const CheckInput& checked, const CheckResult& r) const;
   CheckInput collect();
   void print_summary(const CheckInput& checked, const CheckResult& result, std::size_t leaked,
                      const std::vector<std::string>& keys);
@@ -213,6 +238,7 @@ class Driver {
   std::int64_t longest_promotion_ns_ = 0;  // master-kill: SIGKILL until the replica serves
   std::vector<std::int64_t> recoveries_;   // when each fault on a server ended
   std::int64_t last_promotion_ns_ = 0;     // when the last master-kill or failover ended
+  std::int64_t load_start_ns_ = 0;
   std::int64_t load_end_ns_ = 0;
   std::int64_t longest_recovery_ns_ = 0;  // such a fault's end until the next grant
   std::unique_ptr<FaultProxy> proxy_;
@@ -241,6 +267,8 @@ class Driver {
   std::uint64_t previous_grants_ = 0;  // sections of clients of the previous release
   std::uint64_t previous_timeouts_ = 0;     // and their timed waits that gave up
   std::uint64_t previous_lost_ = 0;         // and their sections that ended past their lease
+  std::int64_t upgrade_ns_ = 0;             // when the upgrade to data model 3 began (0: not yet)
+  std::int64_t model3_ns_ = 0;              // when the driver first saw meta's model 3 after that
   std::vector<std::size_t> proxy_windows_;  // indexes into input_.disturbances
   std::vector<int> proxied_pids_;           // every worker that ever used the proxy
   std::optional<SemaphoreAdmin> admin_;

@@ -16,7 +16,6 @@
 #include <thread>
 #include <vector>
 
-#include "previous_client.hpp"
 #include "shared_log.hpp"
 
 namespace fairsem::stress {
@@ -64,38 +63,15 @@ std::size_t Driver::leaked_entries() {
   return left;
 }
 
-void Driver::finish_upgrade() {
-  // The rolling upgrade ends: this version's client is the last to use the semaphore, and its
-  // last holder out takes what the previous release's clients left behind (keys-and-scripts.md).
-  const std::int64_t deadline = now_ns() + ms_to_ns(5000);
-  do {
-    try {
-      SemaphoreOptions o;
-      o.limit = s_.limit;
-      o.key_prefix = prefix_;
-      o.lease = milliseconds(s_.lease_ms);
-      FairSemaphore sem(admin_connection(), name_, o);
-      if (std::optional<Permit> p = sem.try_acquire()) {
-        p->release();
-        return;
-      }
-      failures_.push_back("after the run, a permit of an idle semaphore was refused");
-      return;
-    } catch (const Error& e) {
-      fmt::print(stderr, "fairsem_stress: the upgrade's last acquire failed: {}\n", e.what());
-    }
-    std::this_thread::sleep_for(milliseconds(100));
-  } while (now_ns() < deadline);
-  failures_.push_back("after the run, no permit could be acquired");
-}
-
 std::vector<std::string> Driver::leftover_keys() {
   // Only the counter and the stored limit outlive the permits, and keys on their way out (a
   // TTL): release receipts, wake lists of waiters promoted after they died. A wake list's TTL is
   // the lease of the call that promoted, and the admin's status calls (leaked_entries) promote with
   // SemaphoreAdmin's lease (10 s), longer than this loop waits.
   const std::string base = prefix_ + ":{" + name_ + "}:";
-  const std::set<std::string> allowed = {base + "counter", base + "meta"};
+  // With tenants, their weights too, and the virtual times of tenants that went idle ahead.
+  const std::set<std::string> allowed = {base + "counter", base + "meta", base + "meta:weights",
+                                         base + "owner:idle"};
   const std::string receipts = base + "receipts:";
   const std::string wake_lists = base + "wake:";
   // Clients of the previous release leave a receipt key per release, with a TTL.
@@ -168,7 +144,7 @@ CheckInput Driver::collect() {
       if (state != timed_out && r.lost != 0) ++previous_lost_;
     }
     if (state == timed_out) {
-      in.timeouts.push_back({r.units, r.wait_ns, r.deadline_ns, r.enter_ns, r.pid});
+      in.timeouts.push_back({r.units, r.wait_ns, r.deadline_ns, r.enter_ns, r.pid, r.tenant});
       continue;
     }
     if (state == withdrawn) {
@@ -203,6 +179,7 @@ CheckInput Driver::collect() {
     s.release_ns = s.left ? r.release_ns : 0;
     s.partial_done_ns = r.partial_done_ns;
     s.previous = r.previous != 0;
+    s.tenant = r.tenant;
     in.sections.push_back(s);
   }
   return in;
@@ -237,6 +214,7 @@ int Driver::finish() {
 
   for (const auto& f : result.failures) failures_.push_back(f);
   check_recoveries(checked);
+  check_tenants(checked);
   if (leaked > 0) failures_.push_back(fmt::format("{} permits or waiters left in Redis", leaked));
   if (!keys.empty()) {
     failures_.push_back(fmt::format("keys left in Redis: {}", fmt::join(keys, ", ")));
@@ -263,7 +241,7 @@ int Driver::finish() {
   }
   if (result.grants == 0) failures_.push_back("no permit was granted");
   if (s_.previous_processes > 0 && previous_grants_ == 0) {
-    failures_.push_back(fmt::format("no client of {} was granted", test::kPreviousRelease));
+    failures_.push_back(fmt::format("no client of {} was granted", s_.previous_release));
   }
   std::uint64_t cancels_broken = 0, callbacks_broken = 0;
   for (const ProcessSlot& ps : shm_->log().processes) {
@@ -319,7 +297,7 @@ void Driver::print_summary(const CheckInput& checked, const CheckResult& r, std:
   fmt::print("{:<44} {}\n", "grants by kind of request", fmt::join(mode_counts, ", "));
   if (s_.previous_processes > 0) {
     fmt::print("{:<44} {} ({} past their lease when they ended; {} timed out)\n",
-               fmt::format("grants to clients of {}", test::kPreviousRelease), previous_grants_,
+               fmt::format("grants to clients of {}", s_.previous_release), previous_grants_,
                previous_lost_, previous_timeouts_);
   }
   fmt::print("{:<44} {} ({} cancelled; {} cancels broken, {} callbacks not called once)\n",
@@ -341,6 +319,7 @@ void Driver::print_summary(const CheckInput& checked, const CheckResult& r, std:
              r.fifo_violations_past_heavier);
   fmt::print("{:<44} {} of {} checked\n", "timed-out waiters passed by a later request",
              r.timeouts_overtaken, r.timeouts_checked);
+  print_tenants(checked, r);
   fmt::print("{:<44} {} of {} checked\n", "token order violations (all grants)",
              r.token_order_violations, r.token_order_checked);
   fmt::print("{:<44} {:.1f} ms (slack {:.0f} ms; {} over 10 ms)\n",

@@ -1,7 +1,8 @@
 // The stress harness's worker threads of an earlier release (--previous-processes): a rolling
 // upgrade, with processes of that release and of this one on the same semaphore under the same
-// faults. Each thread is a client of 0.3.1 as its library behaved on the wire: its scripts
-// (test::PreviousClient, tests/integration/previous_release/0.3.1/) run with EVALSHA, a random
+// faults. Each thread is a client of 0.3.1 (or of Config::previous_version, e.g. 0.4.0) as its
+// library behaved on the wire: its scripts (test::PreviousClient,
+// tests/integration/previous_release/VERSION/) run with EVALSHA, a random
 // permit id per request, and a Client inbox of its own that its waiters name (CLIENT). A call
 // whose reply was lost is sent again: the acquire with ticket 0 (the script finds the entry the
 // lost run made), the release with its ticket (its receipt tells "released by the lost run").
@@ -10,7 +11,10 @@
 // deadline of its last call has more than half a lease left (else it polls first); EVICTED or
 // TOO-LARGE ends it; a timed wait leaves at its timeout. A holder sometimes renews through
 // renew.lua half way through its section. Sections are logged like the others'
-// (stress_worker.cpp), so the checker holds both releases to the same promises.
+// (stress_worker.cpp), so the checker holds both releases to the same promises. A call that
+// 0.4.0's scripts refuse as of a later data model ({-7}: the semaphore was upgraded to tenants'
+// model 3) is counted apart (ProcessSlot::model_refusals, and when the first came): the
+// request ends there, as DataModelError ended it, and a holder's permit is left to expire.
 
 #include <unistd.h>
 
@@ -50,7 +54,7 @@ class PreviousThread {
         ps_(ps),
         ts_(ts),
         rng_(seed),
-        client_(test::kPreviousRelease, options, cfg_.key_prefix, cfg_.name, cfg_.limit,
+        client_(cfg_.previous_version, options, cfg_.key_prefix, cfg_.name, cfg_.limit,
                 milliseconds(cfg_.lease_ms)),
         inbox_(random_hex(16)) {}
 
@@ -106,6 +110,11 @@ class PreviousThread {
     std::optional<Reply> r =
         with_retries([&] { return client_.acquire(id, how, 0, units, inbox_); });
     for (;;) {
+      if (refused(r)) {
+        ts_.state.store(idle);
+        std::this_thread::sleep_for(milliseconds(10));
+        return true;
+      }
       if (!r || r->elements.size() < 6) return failed();
       const long long state = r->elements[0].integer;
       const long long ticket = r->elements[1].integer;
@@ -165,6 +174,18 @@ class PreviousThread {
       }
       r = with_retries([&] { return client_.acquire(id, "queue", ticket, units, inbox_); });
     }
+  }
+
+  /// Whether `r` refused the call as of a later data model ({-7, ...}); counts it, with when
+  /// the refusal came (a call sent before the upgrade may run after it: a delay, a retry).
+  bool refused(const std::optional<Reply>& r) {
+    if (!r || r->elements.empty() || r->elements[0].integer != -7) return false;
+    ps_.model_refusals.fetch_add(1);
+    const std::int64_t at = now_ns();
+    std::int64_t seen = ps_.first_refusal_ns.load();
+    while ((seen == 0 || at < seen) && !ps_.first_refusal_ns.compare_exchange_weak(seen, at)) {
+    }
+    return true;
   }
 
   bool failed() {
@@ -228,7 +249,9 @@ class PreviousThread {
       // Renewed half way through, as its watchdog would: {now, deadline, state}.
       std::this_thread::sleep_for(held_for / 2);
       const auto renewed = with_retries([&] { return client_.renew(id, ticket); });
-      if (renewed && renewed->elements.size() == 3 && renewed->elements[2].integer == 1) {
+      if (refused(renewed)) {
+        lost = true;  // no longer renewed: its lease runs out
+      } else if (renewed && renewed->elements.size() == 3 && renewed->elements[2].integer == 1) {
         r.deadline_ns = deadline_of(*renewed, 1, 0);
       } else if (renewed && renewed->elements.size() == 3) {
         lost = true;  // expired or evicted: no longer a holder
@@ -246,7 +269,9 @@ class PreviousThread {
       const auto kept = with_retries([&] {
         return client_.release(id, ticket, {"keep", std::to_string(keep)});
       });
-      if (!kept || kept->elements.empty() || kept->elements[0].integer != 1) {
+      if (refused(kept)) {
+        r.partial_failed = 1;
+      } else if (!kept || kept->elements.empty() || kept->elements[0].integer != 1) {
         r.partial_failed = 1;
         ps_.release_errors.fetch_add(1);
       } else {
@@ -261,7 +286,9 @@ class PreviousThread {
     r.state.store(left, std::memory_order_release);
     ts_.state.store(idle);
     const auto released = with_retries([&] { return client_.release(id, ticket); });
-    if (!released || released->elements.empty()) {
+    if (refused(released)) {
+      // Not released: its permit expires at its deadline.
+    } else if (!released || released->elements.empty()) {
       ps_.release_errors.fetch_add(1);
     } else if (released->elements[0].integer == 0) {
       ps_.lost.fetch_add(1);  // expired before the release, as on_lost would have said

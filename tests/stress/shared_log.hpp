@@ -16,6 +16,8 @@ constexpr int kMaxThreads = 64;
 constexpr std::size_t kIdBytes = 64;
 /// The most units one request asks for (--weights), and so the most slots a permit holds.
 constexpr int kMaxUnits = 8;
+/// The most tenants a run names (--tenants).
+constexpr int kMaxTenants = 16;
 
 /// timed_out: a request with a timeout that gave up without a permit (no token, no slots).
 /// withdrawn: a request that left the queue otherwise: cancelled, or ended by an error.
@@ -53,6 +55,7 @@ struct Record {
   std::uint8_t partial_failed;      // release(k) threw
   std::uint8_t previous;            // made by a client of the previous release
   std::uint8_t errored;             // withdrawn: by an error (its entry may outlive it a lease)
+  std::uint8_t tenant;              // 0: none named (the default tenant); i: tenant_name(i)
   std::atomic<std::uint8_t> state;  // RecordState; written last, with release order
 };
 
@@ -81,6 +84,10 @@ struct ProcessSlot {
   std::atomic<std::uint64_t> cancelled;
   std::atomic<std::uint64_t> cancels_broken;
   std::atomic<std::uint64_t> callbacks_broken;
+  /// Calls of a previous release's client refused as of a later data model ({-7}), and when
+  /// the first refusal came (0: none).
+  std::atomic<std::uint64_t> model_refusals;
+  std::atomic<std::int64_t> first_refusal_ns;
   ThreadSlot threads[kMaxThreads];
 };
 
@@ -103,13 +110,18 @@ struct Config {
   int previous_processes;
   /// Process slots from this one on run with ClientOptions::batch_calls.
   int batched_from;
+  char previous_version[16];  // the release those run (tests/integration/previous_release/)
+  /// --tenants: each thread of this release names one of this many tenants (tenant_name()),
+  /// once SharedLog::tenants_on says so.
+  int tenants;
 };
 
 struct SharedLog {
   std::uint64_t magic;
   Config config;
-  std::atomic<int> stop;  // workers finish their current step and exit
-  std::atomic<int> full;  // the record area ran out: the run ends early
+  std::atomic<int> stop;        // workers finish their current step and exit
+  std::atomic<int> full;        // the record area ran out: the run ends early
+  std::atomic<int> tenants_on;  // the driver's word: requests name their thread's tenant
   std::atomic<std::uint64_t> next_record;
   std::uint64_t capacity;
   ProcessSlot processes[kMaxProcesses];

@@ -18,6 +18,11 @@
 // --batched-processes N: the last N worker processes run with ClientOptions::batch_calls (their
 // threads' calls sent in batches), beside the others.
 //
+// --tenants N [--tenant-weights 1,2,1]: each thread names one of N tenants (fair shares between
+// them); the checker holds FIFO within each tenant and reports each one's share of the held
+// unit-time. --previous-release 0.4.0 --upgrade-at-s S: the previous processes run clients of
+// 0.4.0, and S seconds in the semaphore is upgraded to tenants' data model under them.
+//
 // Exit status 0 when every check held and every requested fault was injected, 1 otherwise.
 //
 // This file is the command line; the worker process is in stress_worker.cpp, the driver in
@@ -90,6 +95,21 @@ int main(int argc, char** argv) {
   app.add_option("--batched-processes", s.batched_processes,
                  "worker processes (the last ones) whose Client batches its calls (batch_calls)")
       ->check(CLI::Range(0, kMaxProcesses));
+  app.add_option("--previous-release", s.previous_release,
+                 "the release the previous processes run (tests/integration/previous_release/)");
+  app.add_option("--tenants", s.tenants,
+                 "each thread of this release names one of this many tenants")
+      ->check(CLI::Range(0, kMaxTenants));
+  app.add_option("--tenant-weights", s.tenant_weights, "the tenants' weights (default 1 each)")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 1000));
+  app.add_option("--upgrade-at-s", s.upgrade_at_s,
+                 "seconds into the load when the semaphore is upgraded to tenants' data model "
+                 "under the previous processes (0.4.0 or later; 0: never)")
+      ->check(CLI::Range(0.0, 86400.0));
+  app.add_option("--upgrade-by", s.upgrade_by,
+                 "tenant (threads name their tenants from then on) or weight (the driver stores "
+                 "the weights first)");
   CLI11_PARSE(app, argc, argv);
   try {
     Driver driver(s);

@@ -31,6 +31,7 @@
 #include "exception_is.hpp"
 #include "fairsem/fairsem.hpp"
 #include "shared_log.hpp"
+#include "worker_tenants.hpp"
 
 namespace fairsem::stress {
 
@@ -67,16 +68,6 @@ std::int64_t longest_cpu_wait(const std::map<int, std::int64_t>& before,
     }
   }
   return longest;
-}
-
-Record* next_record(SharedLog& log) {
-  const std::uint64_t i = log.next_record.fetch_add(1);
-  if (i >= log.capacity) {
-    log.full.store(1);
-    log.stop.store(1);
-    return nullptr;
-  }
-  return &log.record(i);
 }
 
 namespace {
@@ -305,7 +296,7 @@ bool hold(SharedLog& log, ProcessSlot& ps, ThreadSlot& ts, Permit& permit, const
   return true;
 }
 
-void worker_thread(SharedLog& log, ProcessSlot& ps, ThreadSlot& ts, FairSemaphore& sem,
+void worker_thread(SharedLog& log, ProcessSlot& ps, ThreadSlot& ts, TenantHandles& sem,
                    std::uint64_t seed) {
   std::mt19937_64 rng(seed);
   const Config& cfg = log.config;
@@ -337,7 +328,7 @@ void worker_thread(SharedLog& log, ProcessSlot& ps, ThreadSlot& ts, FairSemaphor
     req.wait_ns = now_ns();
     std::optional<Permit> permit;
     try {
-      permit = ask(sem, req, ps);
+      permit = ask(sem.for_request(log, ps, ts), req, ps);
     } catch (const Error&) {
       // Redis restarting, a connection cut or blackholed, an eviction: count and go on.
       ps.acquire_errors.fetch_add(1);
@@ -398,11 +389,11 @@ int worker_main(int log_fd, int slot, const std::string& url) {
   ClientOptions client_options;
   client_options.batch_calls = slot >= cfg.batched_from;
   std::optional<Client> client;
-  std::optional<FairSemaphore> sem;
+  std::optional<TenantHandles> sem;
   while (!sem && log.stop.load() == 0) {
     try {
       if (!client) client.emplace(worker_connection(url), client_options);
-      sem.emplace(*client, cfg.name, options);
+      sem.emplace(*client, cfg, options);
     } catch (const ConnectionError&) {
       std::this_thread::sleep_for(milliseconds(20));  // Redis is restarting
     } catch (const ReplyError&) {

@@ -105,7 +105,8 @@ class SharedMapping {
   SharedLog* log_ = nullptr;
 };
 
-/// Takes the next record; null (and the run ends) when the log is full.
+/// Takes the next record, naming the calling thread's tenant (current_tenant()); null (and the
+/// run ends) when the log is full.
 Record* next_record(SharedLog& log);
 
 /// The worker process: maps the log by its inherited descriptor `log_fd` and runs the threads of

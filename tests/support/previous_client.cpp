@@ -20,12 +20,15 @@ std::string read_part(const std::string& version, const std::string& name) {
 }
 
 /// The release's key list: the nine keys of every release since 0.2.0, whose seventh is the
-/// prefix of the per-release receipt keys.
-std::vector<std::string> previous_keys(const std::string& prefix, const std::string& name) {
+/// prefix of the receipt keys: one per release up to 0.3.x (`released:ID`), buckets from 0.4.0
+/// on (`receipts:E`).
+std::vector<std::string> previous_keys(const std::string& version, const std::string& prefix,
+                                       const std::string& name) {
   const std::string base = prefix + ":{" + name + "}:";
+  const bool buckets = version != "0.2.0" && version.rfind("0.3.", 0) != 0;
   std::vector<std::string> keys;
-  for (const char* k :
-       {"owner", "time", "counter", "meta", "info", "wake:", "released:", "slots", "free"}) {
+  for (const char* k : {"owner", "time", "counter", "meta", "info",
+                        "wake:", buckets ? "receipts:" : "released:", "slots", "free"}) {
     keys.push_back(base + k);
   }
   return keys;
@@ -37,7 +40,7 @@ PreviousClient::PreviousClient(const std::string& version, const ConnectionOptio
                                const std::string& key_prefix, const std::string& name,
                                long long limit, std::chrono::milliseconds lease)
     : version_(version),
-      keys_(previous_keys(key_prefix, name)),
+      keys_(previous_keys(version, key_prefix, name)),
       limit_(std::to_string(limit)),
       lease_(std::to_string(lease.count())),
       conn_(options),

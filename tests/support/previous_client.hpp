@@ -22,14 +22,15 @@ inline constexpr const char* kPreviousRelease = "0.3.1";
 
 class PreviousClient {
  public:
-  /// `version`: a directory under previous_release/ ("0.2.0", "0.3.1"). Throws
+  /// `version`: a directory under previous_release/ ("0.2.0", "0.3.1", "0.4.0"). Throws
   /// std::runtime_error when one of its scripts is missing.
   PreviousClient(const std::string& version, const ConnectionOptions& options,
                  const std::string& key_prefix, const std::string& name, long long limit,
                  std::chrono::milliseconds lease);
 
   /// acquire ID MODE OWNER_INFO TICKET UNITS [CLIENT]: {state, ticket, deadline, position, now,
-  /// slot...} (state 1 granted, 2 queued, 0 full (try), 3 evicted, 4 too large). TICKET 0: a
+  /// slot...} (state 1 granted, 2 queued, 0 full (try), 3 evicted, 4 too large; from 0.4.0 on,
+  /// {-7, model, MODEL, model_by} on a semaphore of a later data model). TICKET 0: a
   /// first call, or its retry after a lost reply (the script finds the entry the lost run
   /// made). CLIENT (0.3.x): the inbox that wakes this waiter, `inbox(CLIENT)`; empty: its own
   /// wake list, as 0.2.0 waits.

@@ -126,7 +126,9 @@ if ticket then
   count, bad = reap(now, true, held)
   if not count then return bad end
   held = bad
-  if call('ZSCORE', OWNER, id) then
+  -- (Its ticket read again: with tenants, the reap may just have promoted it under a new one.)
+  ticket = call('ZSCORE', OWNER, id)
+  if ticket then
     -- Only a run that writes a deadline keeps the keys alive (see "Idle expiry", common.lua).
     keep_alive(now)
     local stored_slots = call('HGET', SLOTS, id)
