@@ -91,14 +91,18 @@ for r in range(rounds):
             f.write(holder[0])
 PY
 
-# Runs FILE through --pipe; prints FCALL usec per COUNT.
+# Runs FILE through --pipe; prints FCALL usec per COUNT, and in $work/calls the calls made from
+# Lua per COUNT (every command commandstats counts but FCALL and CONFIG).
 usec() {
   rcli CONFIG RESETSTAT >/dev/null
   local out
   out=$(rcli --pipe <"$1")
   grep -q 'errors: 0,' <<<"$out" || { echo "errors in $1: $out" >&2; exit 1; }
-  rcli INFO commandstats | tr -d '\r' |
-    awk -F'[:=,]' -v n="$count" 'index($0, "cmdstat_fcall:") == 1 { printf "%.2f", $5 / n }'
+  rcli INFO commandstats | tr -d '\r' >"$work/stats"
+  awk -F'[:=,]' -v n="$count" '/^cmdstat_/ && !/^cmdstat_(fcall|config|info)/ { c += $3 }
+    END { printf "%.1f", c / n }' "$work/stats" >"$work/calls"
+  awk -F'[:=,]' -v n="$count" 'index($0, "cmdstat_fcall:") == 1 { printf "%.2f", $5 / n }' \
+    "$work/stats"
 }
 # The holder the cycles should end with, and WAITERS waiting (tenant by tenant in data model 3).
 check() {
@@ -108,14 +112,17 @@ check() {
     { echo "$1: $(rcli ZCARD "tc:{$1}:owner") in owner" >&2; exit 1; }
 }
 fairsem_log "$count cycles each, $waiters waiting, $rounds rounds, redis-server $(redis-server --version | awk '{print $3}')"
-printf '%-6s %10s %10s %10s %14s %14s\n' round tenants one none tenants/one tenants/none
+printf '%-6s %10s %10s %10s %14s %14s %s\n' round tenants one none tenants/one tenants/none \
+  'calls per cycle (tenants one none)'
 for r in $(seq 0 $((rounds - 1))); do
   for p in tenants one none; do rcli --pipe <"$work/$p$r.setup" >/dev/null; done
-  t=$(usec "$work/tenants$r.resp") o=$(usec "$work/one$r.resp") n=$(usec "$work/none$r.resp")
+  t=$(usec "$work/tenants$r.resp") ct=$(cat "$work/calls")
+  o=$(usec "$work/one$r.resp") co=$(cat "$work/calls")
+  n=$(usec "$work/none$r.resp") cn=$(cat "$work/calls")
   for p in tenants one none; do check "$p$r"; done
-  printf '%-6s %10s %10s %10s %14s %14s\n' $((r + 1)) "$t" "$o" "$n" \
+  printf '%-6s %10s %10s %10s %14s %14s %s\n' $((r + 1)) "$t" "$o" "$n" \
     "$(awk -v a="$o" -v b="$t" 'BEGIN { printf "%.2f", b / a }')" \
-    "$(awk -v a="$n" -v b="$t" 'BEGIN { printf "%.2f", b / a }')"
+    "$(awk -v a="$n" -v b="$t" 'BEGIN { printf "%.2f", b / a }')" "$ct $co $cn"
   rcli FLUSHALL >/dev/null
 done
 echo "(Redis µs per contended grant cycle, a release that promotes and an acquire that queues:"
