@@ -256,7 +256,9 @@ local absent = false
 -- Whether the semaphore is in data model 3 (tenants.lua), and its virtual time there.
 local fair, vtime = false, 0
 -- The keys of data model 3 (tenants.lua): the tenants with waiters, and the stored weights.
-local TENANTS, WEIGHTS = KEYS[1] .. ':tenants', KEYS[4] .. ':weights'
+-- Named by fair_keys() where data model 3 is read or made, so that a run in data model 2 (an
+-- uncontended pair runs without prepare()) does not build the names.
+local TENANTS, WEIGHTS = nil, nil
 -- } state
 
 -- The refusal for the error `err` that pcall_redis returned from a call on KEYS[i]: -2 naming
@@ -391,6 +393,11 @@ local function keep_alive(now)
     refresh_expiry(now)
   end
   expires_ahead = true  -- at least E ms ahead now
+end
+
+-- Names the keys of data model 3 (TENANTS, WEIGHTS above).
+local function fair_keys()
+  TENANTS, WEIGHTS = KEYS[1] .. ':tenants', KEYS[4] .. ':weights'
 end
 
 -- KEYS[i], which this run may just have created, expires with the others (in their last

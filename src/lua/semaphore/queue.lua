@@ -261,10 +261,10 @@ local function limit_in(stored)
 end
 
 -- meta's fields that every operation starts from: {limit, slots, expiry, expires, model,
--- model_by, vtime}, or nil and a refusal when meta is not a hash.
+-- model_by}, or nil and a refusal when meta is not a hash. (Data model 3's `vtime` is read by
+-- prepare(), there only.)
 local function read_meta()
-  local meta = pcall_redis('HMGET', META, 'limit', 'slots', 'expiry', 'expires', 'model', 'model_by',
-    'vtime')
+  local meta = pcall_redis('HMGET', META, 'limit', 'slots', 'expiry', 'expires', 'model', 'model_by')
   if meta.err then return nil, refusal(4, meta) end
   return meta
 end
@@ -287,8 +287,9 @@ local function prepare(op, wanted, meta)
     return {-7, meta[5], FAIR_MODEL, meta[6]}
   end
   fair = tonumber(meta[5] or '0') == FAIR_MODEL
-  vtime = tonumber(meta[7] or '0') or 0
+  if fair then vtime = tonumber(call('HGET', META, 'vtime') or '0') or 0 end
   local tool = op == 'status' or op == 'evict' or op == 'resize' or op == 'tenant'
+  if fair or tool then fair_keys() end
   if op == 'open' or tool then
     for _, i in ipairs({1, 2, 3, 4, 5, 8, 9}) do
       local actual = call('TYPE', KEYS[i])['ok']

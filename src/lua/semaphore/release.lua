@@ -60,8 +60,14 @@ local last = how ~= 'keep' and mine and #mine == (ready and tonumber(meta[2]) or
   and call('ZCARD', OWNER) == 1
 if last then
   -- The first write: info's type is checked by it.
-  local removed = pcall_redis('HDEL', INFO, id, UNITS .. id, INBOX .. id, QUEUED .. id,
-    TENANT .. id, WAS .. id)
+  -- (Data model 3's fields only there: the last holder of data model 2 runs without prepare().)
+  local removed
+  if fair then
+    removed = pcall_redis('HDEL', INFO, id, UNITS .. id, INBOX .. id, QUEUED .. id, TENANT .. id,
+      WAS .. id)
+  else
+    removed = pcall_redis('HDEL', INFO, id, UNITS .. id, INBOX .. id, QUEUED .. id)
+  end
   if type(removed) == 'table' then return refusal(5, removed) end
   keep_receipt(id, score, receipt_ms)
   -- A holder giving up just after its promotion may have its wake-up in its list.
@@ -98,8 +104,12 @@ end
 -- A waiter's tenant, for its queue (tenants.lua).
 local tenant = fair and not stored_slots and pcall_redis('HGET', INFO, TENANT .. id)
 -- The first write: info's type is checked by it.
-bad = select(2, guarded(5, 'HDEL', id, UNITS .. id, INBOX .. id, QUEUED .. id, TENANT .. id,
-  WAS .. id))
+if fair then
+  bad = select(2, guarded(5, 'HDEL', id, UNITS .. id, INBOX .. id, QUEUED .. id, TENANT .. id,
+    WAS .. id))
+else
+  bad = select(2, guarded(5, 'HDEL', id, UNITS .. id, INBOX .. id, QUEUED .. id))
+end
 if bad then return bad end
 -- A holder's receipt, before its entry goes (see keep_receipt).
 if stored_slots then keep_receipt(id, score, receipt_ms) end

@@ -172,6 +172,7 @@ end
 local function upgrade_to_fair(held)
   call('HSET', META, 'model', int(FAIR_MODEL), 'model_by', MODEL_BY)
   fair = true
+  fair_keys()
   local waiters = call('ZRANGE', OWNER, int(held), '-1', 'WITHSCORES')
   if #waiters == 0 then return end
   local queue, pairs_to_add = queue_of(''), {}
