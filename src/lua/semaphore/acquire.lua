@@ -126,7 +126,11 @@ if ticket then
   count, bad = reap(now, true, held)
   if not count then return bad end
   held = bad
-  if call('ZSCORE', OWNER, id) then
+  local score = call('ZSCORE', OWNER, id)
+  if score then
+    -- In data model 3 the reap may just have promoted it under a new ticket (tenants.lua):
+    -- the reply names the ticket it holds by now, not the one it waited under.
+    ticket = score
     -- Only a run that writes a deadline keeps the keys alive (see "Idle expiry", common.lua).
     keep_alive(now)
     local stored_slots = call('HGET', SLOTS, id)
