@@ -272,5 +272,18 @@ if count == 0 then
   born(5)
 end
 if granted then return acquired(1, ticket, 0, slots) end
-if fair then return acquired(2, ticket, fair_position(id, tenant) or 1) end
+if fair then
+  -- A tenant that becomes active starts at the semaphore's virtual time, which may put it
+  -- first among the tenants while its units are free: it is promoted now (work-conserving),
+  -- and this reply, not a wake-up, tells it so.
+  promote(held)
+  local promoted = call('HGET', SLOTS, id)
+  if promoted then
+    -- (Its wake-up in its Client's inbox is one for a permit already granted, which the
+    -- waker keeps unclaimed as it does when a poll and a promotion cross.)
+    if not client then call('DEL', WAKE .. id) end
+    return acquired(1, tonumber(call('ZSCORE', OWNER, id)), 0, promoted)
+  end
+  return acquired(2, ticket, fair_position(id, tenant) or 1)
+end
 return acquired(2, ticket, count - held + 1)
