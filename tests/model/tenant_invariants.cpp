@@ -109,6 +109,7 @@ std::string compare_fair_state(const RawState& raw, const Model& model) {
   std::map<std::string, std::vector<std::pair<std::string, long long>>> queues;
   for (const auto& [tenant, vt] : f.active) {
     const std::vector<const Entry*> q = s.queue(tenant);
+    if (q.empty()) return "the model has tenant '" + tenant + "' active with no waiter";
     tenants.emplace_back(Fair::member(q.front()->ticket, tenant), vt);
     for (const Entry* e : q) queues[tenant].emplace_back(e->id, e->ticket);
   }

@@ -82,7 +82,9 @@ void Model::promote_fair(std::vector<long long>* freed) {
     std::string tenant, best;
     double vt = 0;
     for (const auto& [name, time] : f.active) {
-      const std::string m = Fair::member(s_.queue(name).front()->ticket, name);
+      const std::vector<const Entry*> q = s_.queue(name);
+      if (q.empty()) throw std::logic_error("model: tenant '" + name + "' active with no waiter");
+      const std::string m = Fair::member(q.front()->ticket, name);
       if (best.empty() || time < vt || (time == vt && m < best)) {
         tenant = name;
         best = m;
