@@ -4,6 +4,8 @@
 #include <map>
 #include <sstream>
 
+#include "fairsem/version.hpp"
+
 namespace fairsem::model {
 
 namespace {
@@ -42,14 +44,20 @@ std::string show_map(const Map& m) {
 std::string check_invariants(const RawState& raw, History& history, bool shrunk) {
   const long long limit = field(raw.meta, "limit", 0);
   const long long top = field(raw.meta, "slots", 0);
+  // Data model 3: holders need not come first (a promoted waiter gets a new ticket).
+  const bool fair = field(raw.meta, "model", 2) == 3;
+  // A later data model's semaphore: every run is refused and writes nothing (checked apart).
+  if (field(raw.meta, "model", 2) > 3) return "";
   // Holders first in ticket order: the members with slots are a prefix of owner.
   std::size_t holders = 0;
+  std::vector<std::string> holding;
   long long units = 0;
   std::set<long long> used;
   for (std::size_t i = 0; i < raw.owner.size(); ++i) {
     const auto it = raw.slots.find(raw.owner[i].first);
     if (it == raw.slots.end()) continue;
-    if (holders != i) {
+    holding.push_back(raw.owner[i].first);
+    if (holders != i && !fair) {
       return "holders come first in ticket order: " + raw.owner[i].first + " holds behind a waiter";
     }
     ++holders;
@@ -73,20 +81,28 @@ std::string check_invariants(const RawState& raw, History& history, bool shrunk)
   }
   // Units held <= limit; after a shrink, the holders kept past it may hold more until they go.
   if (shrunk) {
-    for (std::size_t i = 0; i < holders; ++i) history.kept_past_shrink.insert(raw.owner[i].first);
+    history.kept_past_shrink.insert(holding.begin(), holding.end());
   }
   if (units <= limit) {
     history.kept_past_shrink.clear();
   } else {
-    for (std::size_t i = 0; i < holders; ++i) {
-      if (history.kept_past_shrink.count(raw.owner[i].first) == 0) {
+    for (const std::string& id : holding) {
+      if (history.kept_past_shrink.count(id) == 0) {
         return "units held <= limit: " + std::to_string(units) + " held, limit " +
-               std::to_string(limit) + ", " + raw.owner[i].first + " granted above it";
+               std::to_string(limit) + ", " + id + " granted above it";
       }
     }
   }
+  if (fair) {
+    const std::string broken = check_fair_invariants(raw, limit - units);
+    if (!broken.empty()) return broken;
+  } else if (!raw.tenants.empty() || !raw.queues.empty() || !raw.idle.empty()) {
+    return "only data model 3 has tenants' keys";
+  }
+  const std::string granted = check_grants(raw, history);
+  if (!granted.empty()) return granted;
   // Nobody waits unless the head asks for more units than are free.
-  if (holders < raw.owner.size()) {
+  if (!fair && holders < raw.owner.size()) {
     const std::string& head = raw.owner[holders].first;
     const long long asked = field(raw.info, "{units}" + head, 1);
     if (asked <= limit - units) {
@@ -111,6 +127,9 @@ std::string check_invariants(const RawState& raw, History& history, bool shrunk)
     for (const auto& [key, ttl] : raw.ttl) {
       if (ttl < 0) return "every key has a TTL while an expiry is stored: " + key + " has none";
     }
+    for (const auto& [key, ttl] : raw.fair_ttl) {
+      if (ttl < 0) return "every key has a TTL while an expiry is stored: " + key + " has none";
+    }
   }
   for (const auto& [key, ttl] : raw.other_ttl) {
     if (ttl < 0) return "every wake list and receipts bucket expires: " + key + " does not";
@@ -129,7 +148,11 @@ std::string compare_state(const RawState& raw, const Model& model,
   if (s.later_model) {
     meta["model"] = "4";
     meta["model_by"] = "9.9.9";
+  } else if (s.fair.on) {
+    meta["model"] = "3";
+    meta["model_by"] = FAIRSEM_VERSION_STRING;
   }
+  if (s.fair.vtime) meta["vtime"] = Fair::vnum(*s.fair.vtime);
   if (raw.meta != meta)
     return "meta is " + show_map(raw.meta) + ", the model has " + show_map(meta);
   const std::string counter = s.counter ? std::to_string(*s.counter) : "(none)";
@@ -145,6 +168,8 @@ std::string compare_state(const RawState& raw, const Model& model,
     if (!e.holder() && e.units != 1) info["{units}" + e.id] = std::to_string(e.units);
     if (!e.client.empty()) info["{inbox}" + e.id] = e.client;
     if (e.queued) info["{queued}" + e.id] = std::to_string(*e.queued);
+    if (!e.tenant.empty()) info["{tenant}" + e.id] = e.tenant;
+    if (e.was) info["{was}" + e.id] = std::to_string(*e.was);
     if (e.holder()) slots[e.id] = slot_list(e.slots);
   }
   std::sort(time.begin(), time.end(), [](const auto& a, const auto& b) {
@@ -175,6 +200,8 @@ std::string compare_state(const RawState& raw, const Model& model,
              model.marker(id) + "'";
     }
   }
+  const std::string fair = compare_fair_state(raw, model);
+  if (!fair.empty()) return fair;
   // With an expiry, the seven keys expire together at meta's `expires`.
   for (const auto& [key, ttl] : raw.ttl) {
     const long long want = s.expiry && s.expires ? *s.expires - model.now() : -1;
@@ -194,8 +221,18 @@ std::string show(const RawState& raw) {
   out << "} time {";
   for (const auto& [id, deadline] : raw.time) out << id << ':' << deadline << ' ';
   out << "} info " << show_map(raw.info) << " slots " << show_map(raw.slots) << " free {"
-      << slot_list(raw.free) << "} ttl " << show_map(raw.ttl) << " other keys' ttl "
-      << show_map(raw.other_ttl) << " markers " << show_map(raw.markers);
+      << slot_list(raw.free) << "} tenants {";
+  for (const auto& [member, vt] : raw.tenants) out << member << ':' << vt << ' ';
+  out << "} idle {";
+  for (const auto& [tenant, vt] : raw.idle) out << tenant << ':' << vt << ' ';
+  out << "} queues {";
+  for (const auto& [tenant, q] : raw.queues) {
+    out << '\'' << tenant << "':";
+    for (const auto& [id, ticket] : q) out << ' ' << id << ':' << ticket;
+    out << "; ";
+  }
+  out << "} weights " << show_map(raw.weights) << " ttl " << show_map(raw.ttl)
+      << " other keys' ttl " << show_map(raw.other_ttl) << " markers " << show_map(raw.markers);
   return out.str();
 }
 
@@ -204,11 +241,16 @@ std::string describe(const Model& model) {
   std::ostringstream out;
   out << "limit " << s.limit.value_or(-1) << " slots " << s.slots_field.value_or(-1) << " expiry "
       << s.expiry.value_or(-1) << " expires " << s.expires.value_or(-1) << " later "
-      << s.later_model << " counter " << s.counter.value_or(-1) << " free " << s.free.size();
+      << s.later_model << " fair " << s.fair.on << " vtime " << s.fair.vtime.value_or(-1)
+      << " counter " << s.counter.value_or(-1) << " free " << s.free.size();
   for (const Entry& e : s.entries) {
     out << " | " << e.id << ' ' << e.ticket << ' ' << e.deadline << ' ' << e.units << " ["
-        << slot_list(e.slots) << "] " << e.client << ' ' << e.queued.value_or(-1);
+        << slot_list(e.slots) << "] " << e.client << ' ' << e.queued.value_or(-1) << " '"
+        << e.tenant << "' " << e.was.value_or(-1);
   }
+  for (const auto& [tenant, vt] : s.fair.active) out << " | active '" << tenant << "' " << vt;
+  for (const auto& [tenant, vt] : s.fair.idle) out << " | idle '" << tenant << "' " << vt;
+  for (const auto& [tenant, w] : s.fair.weights) out << " | weight '" << tenant << "' " << w;
   for (const auto& [id, marker] : model.markers()) {
     out << " | " << id << ' ' << marker.first << ' ' << marker.second;
   }

@@ -4,6 +4,7 @@
 // the promises of common.lua that hold whatever the history (check_invariants), and that the
 // keys are what the model says (compare_state).
 
+#include <map>
 #include <set>
 #include <string>
 #include <utility>
@@ -16,10 +17,29 @@ namespace fairsem::model {
 
 /// What the invariants remember of one semaphore's history.
 struct History {
-  long long max_ticket = 0;                          // the highest ticket seen so far
-  std::set<std::pair<std::string, long long>> seen;  // every (id, ticket) seen in owner
-  std::set<std::string> kept_past_shrink;            // holders above a shrunk limit
+  long long max_ticket = 0;                             // the highest ticket seen so far
+  std::set<std::pair<std::string, long long>> seen;     // every (id, ticket) seen in owner
+  std::set<std::string> kept_past_shrink;               // holders above a shrunk limit
+  long long max_granted = 0;                            // the highest ticket a holder had
+  std::set<std::pair<std::string, long long>> granted;  // every (id, ticket) seen holding
 };
+
+/// Data model 3's waiters as the keys hold them: tenant -> (id, ticket) in ticket order.
+struct FairView {
+  std::map<std::string, std::vector<std::pair<std::string, long long>>> waiters;
+};
+FairView fair_view(const RawState& raw);
+
+/// Data model 3 (tenant_invariants.cpp): each tenant's queue is its waiters in ticket order;
+/// OWNER:tenants has one member per waiting tenant, named after its first waiter; no tenant's
+/// virtual time is behind the semaphore's; the first waiter of the tenant chosen next asks for
+/// more than the `free_units`.
+std::string check_fair_invariants(const RawState& raw, long long free_units);
+/// Every model: a new holder's ticket is above every ticket granted before (fencing tokens rise
+/// in grant order, across runs), and no waiter of its tenant queued before it still waits.
+std::string check_grants(const RawState& raw, History& history);
+/// "" when the keys of data model 3 are what the model says.
+std::string compare_fair_state(const RawState& raw, const Model& model);
 
 /// "" when every invariant holds, else which one failed and how. `shrunk`: the run was a
 /// resize to a smaller limit (its holders may hold more than the new limit until they leave).

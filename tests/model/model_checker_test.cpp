@@ -1,6 +1,8 @@
 // The model checker: long random sequences of semaphore operations from several simulated
 // clients (mixed limits, leases, idle expiries, queue bounds), lost replies (a call run twice)
-// and the server's clock moved on past leases and expiries, run with the real scripts against
+// and the server's clock moved on past leases and expiries, clients of tenants and of none
+// (the semaphore upgraded to data model 3 mid-sequence) and tenants' weights, run with the
+// real scripts against
 // a real redis-server and, beside them, with the reference model (semaphore_model.hpp). After
 // every script run: the reply equals the model's, the keys hold what the model says, and the
 // invariants (invariants.hpp) hold. RapidCheck generates the sequences and shrinks a failing
@@ -31,6 +33,7 @@ using fairsem::model::Model;
 
 struct Client {
   long long limit = 1, lease = 1000, idle_expiry = 0, max_waiters = 0, receipt_ms = 1000;
+  std::string tenant;  // SemaphoreOptions::tenant ("" the default)
 };
 
 struct Permit {
@@ -78,7 +81,8 @@ enum class Kind {
   open,
   advance,
   retry,
-  gate
+  gate,
+  weight
 };
 
 struct Step : rc::state::Command<State, Sut> {
@@ -101,7 +105,8 @@ struct Step : rc::state::Command<State, Sut> {
                                             {12, Kind::advance},
                                             {6, Kind::retry},
                                             // set once in a while, soon cleared
-                                            {s.later_model ? 30u : 1u, Kind::gate}});
+                                            {s.later_model ? 30u : 1u, Kind::gate},
+                                            {3, Kind::weight}});
     const bool need_permit = kind == Kind::poll || kind == Kind::release;
     if ((need_permit && s.permits.empty()) || (kind == Kind::retry && !s.last)) {
       kind = Kind::acquire;
@@ -116,6 +121,10 @@ struct Step : rc::state::Command<State, Sut> {
     chosen = kind == Kind::acquire && *rc::gen::weightedElement<bool>({{4, false}, {1, true}});
     if (kind == Kind::release) value = *rc::gen::inRange<long long>(1, 3);
     if (kind == Kind::resize) value = *rc::gen::inRange<long long>(1, 5);
+    if (kind == Kind::weight) {
+      value = *rc::gen::weightedElement<long long>({{1, 1}, {2, 2}, {2, 3}});
+      how = *rc::gen::element<std::string>("", "a", "b");  // the tenant
+    }
     if (kind == Kind::advance) {
       value = *rc::gen::weightedElement<long long>(
           {{4, 1000}, {3, 2000}, {2, 3000}, {1, 5000}, {1, 10000}});
@@ -166,6 +175,7 @@ struct Step : rc::state::Command<State, Sut> {
         k.max_waiters = owner.max_waiters;
         k.idle_expiry = s.expiry(polling ? p->client : client);
         k.fresh = !polling && !chosen;  // a random id is fresh, a chosen one never
+        k.tenant = owner.tenant;
         return k;
       }
       case Kind::release: {
@@ -198,6 +208,11 @@ struct Step : rc::state::Command<State, Sut> {
         break;
       case Kind::status:
         k.op = "status";
+        break;
+      case Kind::weight:
+        k.op = "tenant";
+        k.tenant = how;
+        k.weight = value;
         break;
       case Kind::open:
         k.op = "open";
@@ -253,7 +268,7 @@ struct Step : rc::state::Command<State, Sut> {
     State s = s0;
     const auto made = step(s);
     if (kind == Kind::advance) sut.driver.set_clock(s.model.now());
-    if (kind == Kind::gate) sut.driver.set_later_model(s.later_model);
+    if (kind == Kind::gate) sut.driver.set_later_model(s.later_model, s.model.semaphore().fair.on);
     bool shrunk = false;
     if (made) {
       const auto& [k, expected] = *made;
@@ -295,7 +310,7 @@ struct Step : rc::state::Command<State, Sut> {
 
   void show(std::ostream& os) const override {
     static const char* const names[] = {"acquire", "poll", "release", "renew", "evict", "resize",
-                                        "status",  "open", "advance", "retry", "gate"};
+                                        "status",  "open", "advance", "retry", "gate",  "tenant"};
     os << names[static_cast<int>(kind)];
     switch (kind) {
       case Kind::acquire:
@@ -327,6 +342,9 @@ struct Step : rc::state::Command<State, Sut> {
       case Kind::advance:
         os << " " << value << " ms";
         break;
+      case Kind::weight:
+        os << " '" << how << "' weight " << value << (admin ? " (limit 0)" : "");
+        break;
       default:
         break;
     }
@@ -335,7 +353,8 @@ struct Step : rc::state::Command<State, Sut> {
 
 std::ostream& operator<<(std::ostream& os, const Client& c) {
   return os << "{limit " << c.limit << ", lease " << c.lease << " ms, idle_expiry " << c.idle_expiry
-            << " ms, max_waiters " << c.max_waiters << ", receipt " << c.receipt_ms << " ms}";
+            << " ms, max_waiters " << c.max_waiters << ", receipt " << c.receipt_ms
+            << " ms, tenant '" << c.tenant << "'}";
 }
 
 rc::Gen<Client> client_gen(long long limit) {
@@ -349,6 +368,8 @@ rc::Gen<Client> client_gen(long long limit) {
     c.max_waiters = *rc::gen::element<long long>(0LL, 0LL, 0LL, 2LL);
     // Above 65,536 ms the receipts' buckets are wider (common.lua, Receipts).
     c.receipt_ms = *rc::gen::element(c.lease, 5000LL, 70000LL);
+    // Mostly tenants, some clients of none: a sequence upgrades when a tenant first asks.
+    c.tenant = *rc::gen::element<std::string>("", "", "a", "b");
     return c;
   });
 }

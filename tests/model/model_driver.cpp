@@ -9,6 +9,7 @@
 #include <stdexcept>
 
 #include "fairsem/impl/protocol/scripts.hpp"
+#include "fairsem/version.hpp"
 #include "test_env.hpp"
 
 namespace fairsem::model {
@@ -130,11 +131,15 @@ std::vector<std::string> Driver::argv(const Call& c) {
     add({std::to_string(c.idle_expiry)});
   } else if (c.op == "acquire") {
     // As SemaphoreCore::run_acquire sends it.
-    if (c.mode == "queue" || c.idle_expiry > 0 || c.fresh) {
+    const bool named = !c.tenant.empty();
+    if (c.mode == "queue" || c.idle_expiry > 0 || c.fresh || named) {
       add({c.id, c.mode, c.info, std::to_string(c.ticket), std::to_string(c.units), c.client});
-      if (c.max_waiters > 0 || c.idle_expiry > 0 || c.fresh) add({std::to_string(c.max_waiters)});
-      if (c.idle_expiry > 0 || c.fresh) add({std::to_string(c.idle_expiry)});
-      if (c.fresh) add({"1"});
+      if (c.max_waiters > 0 || c.idle_expiry > 0 || c.fresh || named) {
+        add({std::to_string(c.max_waiters)});
+      }
+      if (c.idle_expiry > 0 || c.fresh || named) add({std::to_string(c.idle_expiry)});
+      if (c.fresh || named) add({c.fresh ? "1" : "0"});
+      if (named) add({c.tenant});
     } else if (c.units != 1) {
       add({c.id, c.mode, c.info, std::to_string(c.ticket), std::to_string(c.units)});
     } else if (c.ticket != 0) {
@@ -153,6 +158,8 @@ std::vector<std::string> Driver::argv(const Call& c) {
   } else if (c.op == "resize") {
     add({std::to_string(c.new_limit)});
     if (c.idle_expiry > 0) add({std::to_string(c.idle_expiry)});
+  } else if (c.op == "tenant") {
+    add({c.tenant, std::to_string(c.weight)});
   }
   return a;
 }
@@ -173,9 +180,11 @@ Reply Driver::run(const Call& call) {
   return out;
 }
 
-void Driver::set_later_model(bool later) {
+void Driver::set_later_model(bool later, bool fair) {
   if (later) {
     conn_->command({"HSET", keys_[3], "model", "4", "model_by", "9.9.9"});
+  } else if (fair) {
+    conn_->command({"HSET", keys_[3], "model", "3", "model_by", FAIRSEM_VERSION_STRING});
   } else {
     conn_->command({"HDEL", keys_[3], "model", "model_by"});
   }
@@ -209,11 +218,19 @@ RawState Driver::read(const std::vector<std::string>& ids) {
   }
   std::vector<detail::Args> ttls;
   std::vector<std::string> others;
+  std::vector<std::string> fair;  // the keys of data model 3
+  const std::string queue = keys_[0] + ":queue:";
   for (const RedisReply& key : r[14].elements) {
     bool seven = false;
     for (int i : kSevenIndex) seven = seven || key.str == keys_[static_cast<std::size_t>(i)];
-    if (!seven) others.push_back(key.str);
+    if (key.str == keys_[0] + ":tenants" || key.str == keys_[0] + ":idle" ||
+        key.str == keys_[3] + ":weights" || key.str.compare(0, queue.size(), queue) == 0) {
+      fair.push_back(key.str);
+    } else if (!seven) {
+      others.push_back(key.str);
+    }
   }
+  if (!fair.empty()) read_fair(fair, s);
   for (const std::string& key : others) ttls.push_back({"PTTL", key});
   const std::vector<RedisReply> t =
       ttls.empty() ? std::vector<RedisReply>{} : conn_->pipeline(ttls);
@@ -224,6 +241,35 @@ RawState Driver::read(const std::vector<std::string>& ids) {
     if (r[15 + i].type == RedisReply::Type::string) s.markers[ids[i]] = r[15 + i].str;
   }
   return s;
+}
+
+void Driver::read_fair(const std::vector<std::string>& keys, RawState& s) {
+  std::vector<detail::Args> commands;
+  for (const std::string& key : keys) {
+    if (key == keys_[3] + ":weights") {
+      commands.push_back({"HGETALL", key});
+    } else {
+      commands.push_back({"ZRANGE", key, "0", "-1", "WITHSCORES"});
+    }
+    commands.push_back({"PTTL", key});
+  }
+  const std::vector<RedisReply> r = conn_->pipeline(commands);
+  const std::string queue = keys_[0] + ":queue:";
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    const std::string& key = keys[i];
+    const RedisReply& value = r[2 * i];
+    s.fair_ttl[key] = r[2 * i + 1].integer;
+    if (key == keys_[3] + ":weights") {
+      s.weights = hash(value);
+    } else if (key.compare(0, queue.size(), queue) == 0) {
+      s.queues[key.substr(queue.size())] = zset(value);
+    } else {
+      auto& z = key == keys_[0] + ":tenants" ? s.tenants : s.idle;
+      for (std::size_t j = 0; j + 1 < value.elements.size(); j += 2) {
+        z.emplace_back(value.elements[j].str, std::stod(value.elements[j + 1].str));
+      }
+    }
+  }
 }
 
 std::map<std::string, std::string> Driver::dump() {

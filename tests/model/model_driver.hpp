@@ -27,6 +27,12 @@ struct RawState {
   // PTTL of every other key of the semaphore (wake lists, inboxes, receipts buckets)
   std::map<std::string, long long> other_ttl;
   std::map<std::string, std::string> markers;  // id -> the first element of its wake list
+  // Data model 3 (tenants.lua): OWNER:tenants and OWNER:idle (in score order), each tenant's
+  // OWNER:queue:T, META:weights, and the PTTL of each of these keys.
+  std::vector<std::pair<std::string, double>> tenants, idle;
+  std::map<std::string, std::vector<std::pair<std::string, long long>>> queues;
+  std::map<std::string, std::string> weights;
+  std::map<std::string, long long> fair_ttl;
 };
 
 class Driver {
@@ -47,8 +53,9 @@ class Driver {
   Reply run(const Call& call);
   /// The exact ARGV of `call`, for messages.
   static std::vector<std::string> argv(const Call& call);
-  /// Sets (or clears) meta's `model`: the semaphore as a later data model leaves it.
-  void set_later_model(bool later);
+  /// Sets meta's `model` as a later data model leaves it, or puts back the one it had (3 when
+  /// `fair`, else none).
+  void set_later_model(bool later, bool fair);
 
   /// The semaphore's keys now; `ids`: whose wake lists to read.
   RawState read(const std::vector<std::string>& ids);
@@ -60,6 +67,8 @@ class Driver {
   std::string server_name() const;
 
  private:
+  void read_fair(const std::vector<std::string>& keys, RawState& s);
+
   std::string clock_file_;
   std::unique_ptr<test::RedisServer> server_;
   std::unique_ptr<detail::Connection> conn_;

@@ -8,7 +8,8 @@ namespace fairsem::model {
 
 namespace {
 
-constexpr long long kModel = 3;  // the latest data model the scripts read and write (2, and 3 with tenants)
+constexpr long long kModel =
+    3;  // the latest data model the scripts read and write (2, and 3 with tenants)
 constexpr long long kReceiptBucketMs = 4096;  // common.lua's RECEIPT_BUCKET_MS, RECEIPT_BUCKETS
 constexpr long long kReceiptBuckets = 16;
 
@@ -18,7 +19,9 @@ std::string joined(const std::vector<long long>& slots) {
   return out;
 }
 
-bool admin(const std::string& op) { return op == "status" || op == "evict" || op == "resize"; }
+bool admin(const std::string& op) {
+  return op == "status" || op == "evict" || op == "resize" || op == "tenant";
+}
 
 }  // namespace
 
@@ -62,6 +65,7 @@ Reply Model::run(const Call& c) {
   if (c.op == "status") return status(c);
   if (c.op == "evict") return evict(c);
   if (c.op == "resize") return resize(c);
+  if (c.op == "tenant") return tenant(c);
   throw std::logic_error("model: no operation " + c.op);
 }
 
@@ -79,7 +83,7 @@ std::optional<Reply> Model::prepare(const Call& c, long long wanted) {
   const bool absent = !s_.meta_exists();
   limit_ = c.limit;
   if (limit_ == 0) {
-    if (!admin(c.op)) throw std::logic_error("model: limit 0 is for status, evict and resize");
+    if (!admin(c.op)) throw std::logic_error("model: limit 0 is for the tools' operations");
     limit_ = stored.value_or(0);
   } else if (!stored) {
     if (creates) s_.limit = limit_;
@@ -91,7 +95,8 @@ std::optional<Reply> Model::prepare(const Call& c, long long wanted) {
     s_.expiry = wanted;
     refresh_expiry();
   }
-  if (limit_ > 0 && (!s_.slots_field || !stored) && (!absent || creates || c.op == "resize")) {
+  const bool tool_makes = c.op == "resize" || c.op == "tenant";
+  if (limit_ > 0 && (!s_.slots_field || !stored) && (!absent || creates || tool_makes)) {
     s_.slots_field = s_.top();
     if (c.op != "resize") promote(nullptr);
   }
@@ -127,7 +132,9 @@ Reply Model::acquire(const Call& c) {
       }
       e->deadline = deadline;
       const long long rank = e - s_.entries.data();
-      return {2LL, e->ticket, deadline, rank - held_count() + 1, now_, -1LL};
+      // In data model 3 its place in its tenant's queue.
+      const long long place = s_.fair.on ? fair_position(*e) : rank - held_count() + 1;
+      return {2LL, e->ticket, deadline, place, now_, -1LL};
     }
   } else if (polling) {
     const std::string m = marker(c.id);
@@ -149,8 +156,10 @@ Reply Model::acquire(const Call& c) {
     return {-5LL, count - held};
   }
   keep_alive();
+  if (!c.tenant.empty() && !s_.fair.on) upgrade();  // the first request naming a tenant
   Entry e;
   e.id = c.id;
+  e.tenant = c.tenant;
   e.deadline = deadline;
   e.info = c.info;
   e.units = c.units;
@@ -173,6 +182,17 @@ Reply Model::acquire(const Call& c) {
   e.ticket = ticket;
   if (!c.fresh) markers_.erase(c.id);
   s_.entries.push_back(e);
+  if (!granted && s_.fair.on) {
+    enqueue(c.tenant);
+    promote(nullptr);  // a tenant that becomes active may come first, and fit
+    const Entry& now = *find(c.id);
+    if (now.holder()) {
+      Reply r{1LL, now.ticket, deadline, 0LL, now_};
+      for (long long slot : now.slots) r.emplace_back(slot);
+      return r;
+    }
+    return {2LL, ticket, deadline, static_cast<long long>(s_.queue(c.tenant).size()), now_, -1LL};
+  }
   if (!granted) return {2LL, ticket, deadline, count - held + 1, now_, -1LL};
   Reply r{1LL, ticket, deadline, 0LL, now_};
   for (long long slot : e.slots) r.emplace_back(slot);
@@ -182,7 +202,11 @@ Reply Model::acquire(const Call& c) {
 Reply Model::release(const Call& c) {
   if (auto refused = prepare(c, 0)) return *refused;
   Entry* e = find(c.id);
-  if (e == nullptr || (c.ticket != 0 && e->ticket != c.ticket)) {
+  // A waiter leaving in the instant of its promotion, under the ticket it waited with: the
+  // permit it was given passes on.
+  const bool promoted = s_.fair.on && e != nullptr && c.ticket != 0 && e->ticket != c.ticket &&
+                        c.how == "leaving" && e->was == c.ticket;
+  if (e == nullptr || (c.ticket != 0 && e->ticket != c.ticket && !promoted)) {
     return {c.ticket != 0 && was_released(c.id, c.ticket) ? 3LL : 0LL};
   }
   if (c.how == "keep") {
@@ -226,7 +250,9 @@ Reply Model::renew(const Call& c) {
     Entry* e = find(id);
     if (e != nullptr && e->ticket == ticket) {
       e->deadline = deadline;
-      r.emplace_back(e->holder() ? 1LL : (e - s_.entries.data()) - held + 2);
+      const long long place =
+          s_.fair.on ? fair_position(*e) + 1 : (e - s_.entries.data()) - held + 2;
+      r.emplace_back(e->holder() ? 1LL : place);
     } else {
       r.emplace_back(marker(id) == "evicted" ? -1LL : 0LL);
     }
@@ -237,11 +263,13 @@ Reply Model::renew(const Call& c) {
 Reply Model::status(const Call& c) {
   if (auto refused = prepare(c, 0)) return *refused;
   reap();
-  Reply r{now_, limit_, s_.counter.value_or(0), 0LL};  // (no tenant weights stored)
+  const auto& weights = s_.fair.weights;
+  Reply r{now_, limit_, s_.counter.value_or(0), static_cast<long long>(weights.size())};
+  for (const auto& [tenant, weight] : weights) r.insert(r.end(), {tenant, weight});
   for (const Entry& e : s_.entries) {
     r.insert(r.end(), {e.id, e.ticket, e.deadline, e.info,
                        e.holder() ? static_cast<long long>(e.slots.size()) : e.units,
-                       joined(e.slots), e.queued.value_or(-1), std::string()});
+                       joined(e.slots), e.queued.value_or(-1), e.tenant});
   }
   return r;
 }
@@ -312,8 +340,10 @@ void Model::reap() {
   for (const Entry& e : expired) {
     freed.insert(freed.end(), e.slots.begin(), e.slots.end());
     holders_gone = holders_gone || e.holder();
+    const bool head = !e.holder() && s_.queue(e.tenant).front()->id == e.id;
     s_.entries.erase(std::find_if(s_.entries.begin(), s_.entries.end(),
                                   [&](const Entry& x) { return x.id == e.id; }));
+    if (s_.fair.on && !e.holder()) unqueue(e.tenant, head);
   }
   if (holders_gone) {
     pass_on(freed);
@@ -323,6 +353,7 @@ void Model::reap() {
 }
 
 void Model::promote(std::vector<long long>* freed) {
+  if (s_.fair.on) return promote_fair(freed);
   long long room = limit_ - units_held();
   auto at = static_cast<std::size_t>(held_count());
   while (room > 0 && at < s_.entries.size()) {
@@ -381,8 +412,13 @@ std::vector<long long> Model::take_slots(long long n, std::vector<long long>* fr
 }
 
 void Model::remove(const std::string& id, const std::string& marker, long long keep_ms) {
-  s_.entries.erase(std::find_if(s_.entries.begin(), s_.entries.end(),
-                                [&](const Entry& e) { return e.id == id; }));
+  const auto at = std::find_if(s_.entries.begin(), s_.entries.end(),
+                               [&](const Entry& e) { return e.id == id; });
+  const bool waiter = !at->holder();
+  const std::string tenant = at->tenant;
+  const bool head = waiter && s_.queue(tenant).front()->id == id;
+  s_.entries.erase(at);
+  if (s_.fair.on && waiter) unqueue(tenant, head);
   markers_.erase(id);
   if (!marker.empty()) markers_[id] = {marker, now_ + keep_ms};
 }

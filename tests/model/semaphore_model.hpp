@@ -29,16 +29,18 @@ struct Entry {
   std::string info;                 // info's field ID
   std::optional<long long> queued;  // info's {queued}ID (a waiter that queued)
   std::string client;               // info's {inbox}ID ("" none; a waiter only)
+  std::string tenant;               // info's {tenant}ID ("" the default tenant)
+  std::optional<long long> was;     // info's {was}ID: the ticket a promoted waiter waited under
   bool holder() const { return !slots.empty(); }
 };
 
 /// The arguments of one script run, as the library sends them (ARGV 2 on).
 struct Call {
-  std::string op;  // open acquire release renew status evict resize
+  std::string op;  // open acquire release renew status evict resize tenant
   long long limit = 1;
   long long lease = 1000;
   // acquire
-  std::string id, mode = "queue", info, client;
+  std::string id, mode = "queue", info, client, tenant;  // (tenant: acquire's and tenant's)
   long long ticket = 0, units = 1, max_waiters = 0, idle_expiry = 0;  // (open, resize too)
   bool fresh = false;
   // release: how "" | "leaving" | "keep" (keep K = units); receipt_ms
@@ -48,6 +50,23 @@ struct Call {
   std::vector<std::pair<std::string, long long>> permits;
   // resize
   long long new_limit = 1;
+  // tenant
+  long long weight = 1;
+};
+
+/// Data model 3 (src/lua/semaphore/tenants.lua): the tenants' virtual times and weights. The
+/// queues (OWNER:queue:T) and the members of OWNER:tenants follow from the entries.
+struct Fair {
+  bool on = false;                       // meta's `model` is 3
+  std::optional<double> vtime;           // meta's `vtime` (absent before the first fair grant)
+  std::map<std::string, double> active;  // tenant with waiters -> its virtual time
+  std::map<std::string, double> idle;    // OWNER:idle
+  std::vector<std::pair<std::string, long long>> weights;  // META:weights, in HSET order
+  long long weight(const std::string& tenant) const;
+  /// OWNER:tenants' member for a tenant whose first waiter has `ticket`.
+  static std::string member(long long ticket, const std::string& tenant);
+  /// A virtual time as the scripts write it (%.17g).
+  static std::string vnum(double x);
 };
 
 /// The semaphore's keys as the model has them. Every key of the semaphore but the wake lists
@@ -59,8 +78,11 @@ struct Semaphore {
   std::optional<long long> counter;
   std::vector<Entry> entries;  // owner in ticket order
   std::set<long long> free;
+  Fair fair;
   long long top() const { return slots_field.value_or(0); }
   bool meta_exists() const { return limit || slots_field || expiry || expires || later_model; }
+  /// The waiters of `tenant` in ticket order (data model 3).
+  std::vector<const Entry*> queue(const std::string& tenant) const;
   bool exists() const { return meta_exists() || counter || !entries.empty(); }
 };
 
@@ -98,6 +120,15 @@ class Model {
   Reply status(const Call& c);
   Reply evict(const Call& c);
   Reply resize(const Call& c);
+  Reply tenant(const Call& c);  // tenant_model.cpp, with the rest of data model 3
+
+  // Data model 3 (tenant_model.cpp).
+  void upgrade();
+  void enqueue(const std::string& tenant);  // after a waiter of `tenant` joined owner
+  void unqueue(const std::string& tenant, bool was_head);  // after a waiter of it left owner
+  void promote_fair(std::vector<long long>* freed);
+  long long fair_position(const Entry& e) const;
+  void sort_entries();
 
   Entry* find(const std::string& id);
   long long held_count() const;

@@ -126,9 +126,11 @@ if ticket then
   count, bad = reap(now, true, held)
   if not count then return bad end
   held = bad
-  -- (Its ticket read again: with tenants, the reap may just have promoted it under a new one.)
-  ticket = call('ZSCORE', OWNER, id)
-  if ticket then
+  local score = call('ZSCORE', OWNER, id)
+  if score then
+    -- In data model 3 the reap may just have promoted it under a new ticket (tenants.lua):
+    -- the reply names the ticket it holds by now, not the one it waited under.
+    ticket = score
     -- Only a run that writes a deadline keeps the keys alive (see "Idle expiry", common.lua).
     keep_alive(now)
     local stored_slots = call('HGET', SLOTS, id)
@@ -270,5 +272,18 @@ if count == 0 then
   born(5)
 end
 if granted then return acquired(1, ticket, 0, slots) end
-if fair then return acquired(2, ticket, fair_position(id, tenant) or 1) end
+if fair then
+  -- A tenant that becomes active starts at the semaphore's virtual time, which may put it
+  -- first among the tenants while its units are free: it is promoted now (work-conserving),
+  -- and this reply, not a wake-up, tells it so.
+  promote(held)
+  local promoted = call('HGET', SLOTS, id)
+  if promoted then
+    -- (Its wake-up in its Client's inbox is one for a permit already granted, which the
+    -- waker keeps unclaimed as it does when a poll and a promotion cross.)
+    if not client then call('DEL', WAKE .. id) end
+    return acquired(1, tonumber(call('ZSCORE', OWNER, id)), 0, promoted)
+  end
+  return acquired(2, ticket, fair_position(id, tenant) or 1)
+end
 return acquired(2, ticket, count - held + 1)

@@ -407,7 +407,11 @@ local function born(i)
   if expiry == 0 then return end
   if not expires or (not expires_ahead and expires <= server_ms()) then
     expires_ahead = true
-    return refresh_expiry(server_ms())
+    refresh_expiry(server_ms())
+    -- A key of data model 3 refresh_expiry() does not find yet (a tenant's queue made before
+    -- its member of OWNER:tenants) expires with the others too.
+    if type(i) ~= 'number' then call('PEXPIREAT', i, int(expires)) end
+    return
   end
   call('PEXPIREAT', type(i) == 'number' and KEYS[i] or i, int(expires))
 end

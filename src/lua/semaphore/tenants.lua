@@ -132,7 +132,10 @@ local function fair_granted(tenant, member, vt, units)
   local after = head_member(tenant)
   local next_vt = vt + units / weight_of(tenant)
   if after then
+    -- The ZREM above deleted OWNER:tenants when this was its only member: made again, it
+    -- expires with the others (born()), else it would outlive an idle expiry.
     call('ZADD', TENANTS, vnum(next_vt), after)
+    born(TENANTS)
   else
     -- Idle now: remembered while above the semaphore's virtual time (see Grant order).
     call('ZADD', idle_key(), vnum(next_vt), tenant)
