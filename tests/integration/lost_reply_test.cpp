@@ -347,6 +347,27 @@ TEST_F(LostReplyTest, AcquireWhoseReplyIsLostReturnsTheSamePermit) {
   EXPECT_THAT(owners(), IsEmpty());
 }
 
+// With a tenant named, the FRESH argument is not the last one: the retry after a lost reply
+// clears FRESH (so the script looks for the entry the lost run made) and keeps the tenant.
+TEST_F(LostReplyTest, ATenantsAcquireWhoseReplyIsLostReturnsTheSamePermitUnderItsTenant) {
+  CuttingProxy proxy(upstream_port());
+  SemaphoreOptions o = options(2);
+  o.tenant = "t";
+  FairSemaphore sem(through(proxy), kName, o);
+  ASSERT_EQ(proxy.accepts(), 1u);
+
+  proxy.cut_reply_to(script_command(admin_), "acquire");
+  std::optional<Permit> permit = sem.try_acquire();
+  ASSERT_TRUE(permit.has_value());
+  expect_acquire_reply_was_cut(proxy, *permit);
+  EXPECT_EQ(permit->fencing_token(), t(1));
+  EXPECT_EQ(permit->slots(), (std::vector<long long>{0}));
+  EXPECT_EQ(counter(), t(1)) << "a second ticket was handed out";
+  EXPECT_THAT(owners(), ElementsAre(Pair(permit->id(), t(1))));
+  EXPECT_EQ(admin_.command({"HGET", key("info"), "{tenant}" + permit->id()}).str, "t");
+  EXPECT_EQ(permit->release(), ReleaseResult::released);
+}
+
 // Weighted: run again after its reply was lost, an acquire of 3 units returns the same permit
 // with the same 3 slots, and a partial release returns the units once.
 TEST_F(LostReplyTest, AWeightedAcquireAndAPartialReleaseWhoseRepliesAreLostHappenOnce) {

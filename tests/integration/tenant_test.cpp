@@ -69,6 +69,8 @@ class TenantTest : public test::SemaphoreFixture {
 // Limit 1, weights a:1 b:2 c:1, each with 12 requests queued: every 4 grants in a row give a
 // one, b two and c one, and each tenant's requests go in the order they were made.
 TEST_F(TenantTest, WeightsShareGrantsInProportionAndEachTenantStaysFifo) {
+  // First: the callbacks of requests still pending write here until the semaphores are gone.
+  Grants grants;
   Client client(redis_options());
   SemaphoreAdmin admin(client, "shares", prefix_);
   EXPECT_EQ(1, admin.set_tenant_weight("b", 2));
@@ -77,7 +79,6 @@ TEST_F(TenantTest, WeightsShareGrantsInProportionAndEachTenantStaysFifo) {
     handles[t] = std::make_unique<FairSemaphore>(client, "shares", of(1, t));
   }
   Permit first = handles["a"]->acquire();
-  Grants grants;
   std::vector<AcquireRequest> requests;
   for (int i = 0; i < 12; ++i) {
     for (const char* t : {"a", "b", "c"}) {
@@ -112,11 +113,12 @@ TEST_F(TenantTest, WeightsShareGrantsInProportionAndEachTenantStaysFifo) {
 // One tenant with 1,000 requests queued; another tenant's single request is granted within the
 // next 2 grants (the first queue's order stays FIFO).
 TEST_F(TenantTest, ANewTenantIsNotQueuedBehindAnotherTenantsBacklog) {
+  // First: the callbacks of requests still pending write here until the semaphores are gone.
+  Grants grants;
   Client client(redis_options());
   FairSemaphore busy(client, "backlog", of(1, "busy"));
   FairSemaphore other(client, "backlog", of(1, "other"));
   Permit held = busy.acquire();
-  Grants grants;
   std::vector<AcquireRequest> requests;
   for (int i = 0; i < 1000; ++i)
     requests.push_back(busy.acquire_async(1, grants.record("busy", i)));
@@ -160,11 +162,12 @@ TEST_F(TenantTest, ALoneTenantHoldsTheWholeLimit) {
 // Waiters queued before any request named a tenant keep their place: they are the default
 // tenant's queue, which competes with the tenants that come.
 TEST_F(TenantTest, TheFirstTenantUpgradesTheSemaphoreWithTheQueueInPlace) {
+  // First: the callbacks of requests still pending write here until the semaphores are gone.
+  Grants grants;
   Client client(redis_options());
   FairSemaphore plain(client, "upgrade", options(1));
   FairSemaphore named(client, "upgrade", of(1, "x"));
   Permit held = plain.acquire();
-  Grants grants;
   std::vector<AcquireRequest> requests;
   requests.push_back(plain.acquire_async(1, grants.record("", 0)));
   requests.push_back(plain.acquire_async(1, grants.record("", 1)));

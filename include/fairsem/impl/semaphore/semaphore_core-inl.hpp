@@ -164,7 +164,7 @@ FAIRSEM_INLINE Reply SemaphoreCore::run(Connection& conn, std::string_view op, c
       // connection's deadline (a renewal's leases) has passed: too late to be of use.
       if (attempt >= attempts || conn.deadline_passed()) throw;
       // The lost run may have queued or granted the id: it is no longer fresh.
-      if (fresh) args.back() = "0";
+      if (fresh) args.at(kAcquireFreshArg) = "0";
       log(LogLevel::warning,
           fmt::format("fairsem: {}: {} interrupted ({}); running it again", where(), op, e.what()));
     } catch (const ReplyError& e) {

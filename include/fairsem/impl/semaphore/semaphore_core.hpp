@@ -228,6 +228,11 @@ class SemaphoreCore : public std::enable_shared_from_this<SemaphoreCore> {
     runtime_->pool().give_back(std::move(conn));
   }
 
+  /// Where an acquire's FRESH argument is among a script call's arguments (0-based: ARGV[12] of
+  /// acquire.lua, after op, limit, lease and the 8 run_acquire() puts first): run() clears it
+  /// when it sends a fresh acquire again. TENANT may follow it.
+  static constexpr std::size_t kAcquireFreshArg = 11;
+
   /// Runs one operation of the semaphore script, again after a lost reply (up to `attempts` in
   /// all; 0: kScriptAttempts). Refusals become LimitMismatchError / ReplyError. `fresh`: the
   /// last of `extra` is acquire's FRESH flag, "1", sent as "0" when the call is sent again.

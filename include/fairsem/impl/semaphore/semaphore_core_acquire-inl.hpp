@@ -115,7 +115,7 @@ FAIRSEM_INLINE AcquireReply SemaphoreCore::run_acquire(Connection& conn, const s
     const bool named = !tenant.empty();
     if (options_.max_waiters > 0 || expiry > 0 || fresh || named) args.push_back(max_waiters);
     if (expiry > 0 || fresh || named) args.push_back(expiry_arg);
-    if (fresh || named) args.push_back(fresh ? "1" : "0");
+    if (fresh || named) args.push_back(fresh ? "1" : "0");  // at kAcquireFreshArg
     if (named) args.push_back(tenant);
     reply = run(conn, "acquire", args, units, fresh);
   } else if (units != 1) {
