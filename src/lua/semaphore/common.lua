@@ -1,8 +1,9 @@
 -- common: what every script of a fair, lease-based counting semaphore shares: its keys, its
--- data model and its small helpers. The build puts this file, slots.lua (the slot bookkeeping)
--- and queue.lua (promotion, reaping and prepare(), the checks each operation starts with) in
--- front of each operation's own file (open.lua, acquire.lua, release.lua, renew.lua,
--- status.lua, evict.lua, resize.lua in this directory): one script per operation, each atomic,
+-- data model and its small helpers. The build puts this file, tenants.lua (fair shares between
+-- tenants, data model 3), slots.lua (the slot bookkeeping) and queue.lua (promotion, reaping and
+-- prepare(), the checks each operation starts with) in front of each operation's own file
+-- (open.lua, acquire.lua, release.lua, renew.lua, status.lua, evict.lua, resize.lua,
+-- tenant.lua in this directory): one script per operation, each atomic,
 -- each as Redis runs it in <build dir>/generated/lua/semaphore_<op>.lua.
 --
 -- KEYS (all share the hash tag {NAME}, so one semaphore lives in one cluster slot):

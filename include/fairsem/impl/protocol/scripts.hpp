@@ -34,11 +34,12 @@ struct Script {
 //   kick               pushes to a client's kick list (src/lua/kick.lua), so that its wake-up
 //                      thread's BRPOP starts over with the wake lists of newly queued waiters
 //   semaphore_<op>     one script per operation on a semaphore (open, acquire, release, renew,
-//                      status, evict, resize), each src/lua/semaphore/common.lua, slots.lua and
-//                      queue.lua followed by the operation's own file (src/lua/semaphore/<op>.lua):
-//                      see those for the keys, the arguments and the replies
-//   semaphore_scripts  the seven semaphore_<op> scripts, in that order (std::array of pointers)
-//   semaphore_library  the seven as one function library (<build>/generated/lua/
+//                      status, evict, resize, tenant), each src/lua/semaphore/common.lua,
+//                      tenants.lua, slots.lua and queue.lua followed by the operation's own file
+//                      (src/lua/semaphore/<op>.lua): see those for the keys, the arguments and
+//                      the replies
+//   semaphore_scripts  the eight semaphore_<op> scripts, in that order (std::array of pointers)
+//   semaphore_library  the eight as one function library (<build>/generated/lua/
 //                      semaphore_library.lua), each semaphore_<op> naming its function there
 #include "fairsem/impl/scripts_data.hpp"
 
