@@ -49,12 +49,12 @@ struct ResizeResult {
 
 /// One tenant of a semaphore (SemaphoreOptions::tenant) as Status shows it.
 struct TenantStatus {
-  std::string name;        // "": the default tenant
-  long long weight = 1;    // SemaphoreAdmin::set_tenant_weight; 1 unless set
-  long long held = 0;      // units its holders hold
-  long long holders = 0;   // its permits
-  long long waiting = 0;   // units its waiters ask for
-  long long waiters = 0;   // its queued requests
+  std::string name;       // "": the default tenant
+  long long weight = 1;   // SemaphoreAdmin::set_tenant_weight; 1 unless set
+  long long held = 0;     // units its holders hold
+  long long holders = 0;  // its permits
+  long long waiting = 0;  // units its waiters ask for
+  long long waiters = 0;  // its queued requests
   /// How long its longest-waiting request has waited (nullopt: none waits, or no waiter's
   /// client said when it queued).
   std::optional<std::chrono::milliseconds> oldest_wait;

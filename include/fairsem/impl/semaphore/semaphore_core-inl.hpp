@@ -350,8 +350,8 @@ FAIRSEM_INLINE long long SemaphoreCore::set_tenant_weight(const std::string& ten
                                                           long long weight) {
   validate_tenant(tenant);
   if (weight < 1) {
-    throw InvalidArgument(fmt::format("fairsem: {}: a tenant's weight must be at least 1, got {}",
-                                      where(), weight));
+    throw InvalidArgument(
+        fmt::format("fairsem: {}: a tenant's weight must be at least 1, got {}", where(), weight));
   }
   Reply reply = [&] {
     Borrowed conn(*this);

@@ -79,8 +79,8 @@ FAIRSEM_INLINE void validate_tenant(std::string_view tenant) {
   for (const char c : tenant) {
     const auto byte = static_cast<unsigned char>(c);
     if (byte < 0x20 || byte == 0x7f) {
-      throw InvalidArgument(fmt::format("fairsem: tenant '{}' has a control byte",
-                                        detail::printable(tenant)));
+      throw InvalidArgument(
+          fmt::format("fairsem: tenant '{}' has a control byte", detail::printable(tenant)));
     }
   }
 }
