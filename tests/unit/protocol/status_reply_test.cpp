@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-namespace {
+namespace status_reply_test {
 
 using fairsem::ProtocolError;
 using fairsem::detail::Reply;
@@ -232,4 +232,4 @@ TEST(TenantReplyTest, DecodesTheOldWeight) {
   EXPECT_THROW((void)decode_tenant(nil()), ProtocolError);
 }
 
-}  // namespace
+}  // namespace status_reply_test
