@@ -153,8 +153,20 @@ foreach(_entry IN LISTS _scripts)
     message(FATAL_ERROR "${_name} contains the raw-string delimiter )${_delim}\"")
   endif()
   list(LENGTH _parts _count)
+  if(_count GREATER 1)
+    # A composed script's comment lines (the shared parts' long headers) stay in src/lua, as the
+    # library's do: each becomes an empty line, so that a line number in a Lua error still
+    # points into the generated file, and the script stays a string literal every C++ compiler
+    # must support (at most 65,536 characters; clang's -Woverlength-strings).
+    string(REGEX REPLACE "\n[ \t]*--[^\n]*" "\n" _body "${_body}")
+  endif()
   if(_count GREATER 1 AND LUA_DIR)
     _fairsem_write_if_changed("${LUA_DIR}/${_name}.lua" "${_body}")
+  endif()
+  string(LENGTH "${_body}" _length)
+  if(_length GREATER 65536)
+    message(FATAL_ERROR "${_name} is ${_length} characters long: a string literal beyond 65,536 "
+                        "is more than C++ compilers must support")
   endif()
   string(SHA1 _sha "${_body}")
   set(_function "nullptr, \"\"")
